@@ -1,0 +1,11 @@
+"""The acker: Storm's ``__acker`` system bolt tracking tuple trees by XOR.
+
+:mod:`.ledger` holds the pure state machine, :mod:`.rotating_map` the
+time-bucketed map it keeps pending trees in; the worker runs the ledger as the
+``__acker`` bolt's tasks (see :mod:`squall.worker.executor`).
+"""
+
+from .ledger import AckerLedger, TimeoutReset, TreeAcked, TreeFailed
+from .rotating_map import RotatingMap
+
+__all__ = ["AckerLedger", "RotatingMap", "TimeoutReset", "TreeAcked", "TreeFailed"]

@@ -1,0 +1,22 @@
+"""Squall's client library: the topology API, config and the code every daemon shares.
+
+Write a topology with :class:`TopologyBuilder`, :class:`Spout`, :class:`Bolt`
+and :class:`BasicBolt`; validate and serialize it with
+``builder.create_topology()``. See the README's "Writing a topology".
+"""
+
+from .components import BasicBolt, Bolt, Component, OutputFieldsDeclarer, Spout
+from .config import layered as layered_config
+from .context import TopologyContext
+from .errors import (ConfigError, FailedException, InvalidTopology, ReportedFailedException,
+                     SerializationError, SquallError)
+from .grouping import CustomStreamGrouping
+from .topology import Topology, TopologyBuilder
+from .tuple import DEFAULT_STREAM, Fields, Tuple
+
+__all__ = [
+    "BasicBolt", "Bolt", "Component", "ConfigError", "CustomStreamGrouping", "DEFAULT_STREAM",
+    "FailedException", "Fields", "InvalidTopology", "OutputFieldsDeclarer",
+    "ReportedFailedException", "SerializationError", "SquallError", "Spout", "Topology",
+    "TopologyBuilder", "TopologyContext", "Tuple", "layered_config",
+]

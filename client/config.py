@@ -1,0 +1,239 @@
+"""The one typed configuration: Storm's key names, their defaults and layering.
+
+Keys keep Storm's dotted names (``topology.message.timeout.secs``) and are
+exposed as constants (:data:`TOPOLOGY_MESSAGE_TIMEOUT_SECS`). Every known key
+has a type and a default; unknown keys pass through untouched, as Storm lets
+topologies carry their own settings.
+
+Layering, lowest first: defaults < ``squall.yaml`` < topology conf < component
+conf < ``-c key=value`` on the command line (see :func:`layered`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Key:
+    """A known configuration key: its type(s), default and meaning."""
+
+    name: str
+    types: tuple[type, ...]
+    default: Any
+    doc: str
+    nullable: bool = False
+
+
+_KEYS: dict[str, Key] = {}
+
+
+def _key(name: str, types: type | tuple[type, ...], default: Any, doc: str,
+         nullable: bool = False) -> str:
+    if not isinstance(types, tuple):
+        types = (types,)
+    _KEYS[name] = Key(name, types, default, doc, nullable)
+    return name
+
+
+_NUM = (int, float)
+
+# --- topology --------------------------------------------------------------
+TOPOLOGY_WORKERS = _key("topology.workers", int, 1,
+                        "Worker processes the topology runs in.")
+TOPOLOGY_ACKER_EXECUTORS = _key(
+    "topology.acker.executors", int, None,
+    "Acker tasks; unset = one per worker, 0 = reliability off (spout emits are acked at once).",
+    nullable=True)
+TOPOLOGY_MESSAGE_TIMEOUT_SECS = _key(
+    "topology.message.timeout.secs", _NUM, 30,
+    "Seconds a spout tuple tree may stay incomplete before it is failed.")
+TOPOLOGY_MAX_SPOUT_PENDING = _key(
+    "topology.max.spout.pending", int, None,
+    "Most tuple trees pending per spout task; next_tuple is not called at the bound. Unset = no bound.",
+    nullable=True)
+TOPOLOGY_TICK_TUPLE_FREQ_SECS = _key(
+    "topology.tick.tuple.freq.secs", _NUM, None,
+    "Seconds between tick tuples sent to each bolt task (settable per component). Unset = none.",
+    nullable=True)
+TOPOLOGY_DEBUG = _key("topology.debug", bool, False, "Log every emitted tuple.")
+TOPOLOGY_NAME = _key("topology.name", str, None, "The topology's name.", nullable=True)
+TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS = _key(
+    "topology.batch.flush.interval.millis", _NUM, 1,
+    "Most milliseconds a partial batch of tuples waits before it is sent to another worker.")
+TOPOLOGY_TRANSFER_BATCH_SIZE = _key(
+    "topology.transfer.batch.size", int, 500,
+    "Tuples per frame sent to another worker before the batch is flushed.")
+TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE = _key(
+    "topology.executor.receive.buffer.size", int, 32768,
+    "Capacity (tuples) of an executor's receive queue; the water marks are fractions of it.")
+TOPOLOGY_BACKPRESSURE_ENABLE = _key(
+    "topology.backpressure.enable", bool, True,
+    "Throttle spouts while any executor's receive queue is above its high water mark.")
+BACKPRESSURE_HIGH_WATERMARK = _key(
+    "backpressure.disruptor.high.watermark", _NUM, 0.9,
+    "Queue fill fraction at which an executor reports congestion.")
+BACKPRESSURE_LOW_WATERMARK = _key(
+    "backpressure.disruptor.low.watermark", _NUM, 0.4,
+    "Queue fill fraction at which a congested executor reports relief.")
+TOPOLOGY_SPOUT_WAIT_MAX_MILLIS = _key(
+    "topology.spout.wait.max.millis", _NUM, 50,
+    "Longest a spout sleeps after next_tuple emitted nothing (the wait grows from 0.1 ms).")
+TOPOLOGY_STATS_FREQ_SECS = _key(
+    "topology.stats.freq.secs", _NUM, 1.0,
+    "Seconds between a worker's heartbeat/stats file writes.")
+TOPOLOGY_FALL_BACK_ON_PICKLE = _key(
+    "topology.fall.back.on.java.serialization", bool, True,
+    "Serialize tuple values msgpack cannot encode with pickle (Storm's Java-serialization fallback).")
+TOPOLOGY_ENVIRONMENT = _key("topology.environment", dict, None,
+                            "Environment variables for worker processes.", nullable=True)
+TOPOLOGY_SHUTDOWN_DRAIN_SECS = _key(
+    "topology.shutdown.drain.secs", _NUM, 10,
+    "On a local stop: most seconds to wait for pending tuple trees after spouts are deactivated.")
+
+# --- cluster (daemons) -----------------------------------------------------
+STORM_LOCAL_DIR = _key("storm.local.dir", str, "squall-local",
+                       "Directory for daemon and worker state.")
+STORM_ZOOKEEPER_SERVERS = _key("storm.zookeeper.servers", list, ["127.0.0.1"],
+                               "ZooKeeper hosts.")
+STORM_ZOOKEEPER_PORT = _key("storm.zookeeper.port", int, 2181, "ZooKeeper client port.")
+STORM_ZOOKEEPER_ROOT = _key("storm.zookeeper.root", str, "/squall", "ZooKeeper root node.")
+NIMBUS_SEEDS = _key("nimbus.seeds", list, ["127.0.0.1"], "Nimbus hosts.")
+NIMBUS_GRPC_PORT = _key("nimbus.grpc.port", int, 6627, "Nimbus gRPC port.")
+SUPERVISOR_SLOTS_PORTS = _key("supervisor.slots.ports", list, [6700, 6701, 6702, 6703],
+                              "Worker ports (slots) of a supervisor.")
+STORM_LOCAL_HOSTNAME = _key("storm.local.hostname", str, None,
+                            "Host name this node advertises; unset = 127.0.0.1.", nullable=True)
+
+#: Storm keys renamed here, old name -> new name.
+ALIASES: dict[str, str] = {
+    "topology.ackers": TOPOLOGY_ACKER_EXECUTORS,
+    "topology.max.task.parallelism.pending": TOPOLOGY_MAX_SPOUT_PENDING,
+}
+
+
+def known_keys() -> Mapping[str, Key]:
+    """Every key Squall knows, by name."""
+    return _KEYS
+
+
+def defaults() -> dict[str, Any]:
+    """A fresh dict of every known key's default."""
+    return {k.name: (list(k.default) if isinstance(k.default, list) else k.default)
+            for k in _KEYS.values()}
+
+
+def check_value(name: str, value: Any) -> None:
+    """Raise :class:`ConfigError` when ``value`` does not fit the known key ``name``."""
+    key = _KEYS.get(name)
+    if key is None:
+        return
+    if value is None:
+        if key.nullable:
+            return
+        raise ConfigError(name, "must be set (got null)")
+    if bool in key.types or not isinstance(value, bool):
+        if isinstance(value, key.types):
+            return
+    expected = " or ".join(t.__name__ for t in key.types)
+    raise ConfigError(name, f"expected {expected}, got {type(value).__name__} {value!r}")
+
+
+def validate(conf: Mapping[str, Any]) -> None:
+    """Check every known key in ``conf`` and the few cross-key rules."""
+    for name, value in conf.items():
+        check_value(name, value)
+    timeout = conf.get(TOPOLOGY_MESSAGE_TIMEOUT_SECS)
+    if timeout is not None and timeout <= 0:
+        raise ConfigError(TOPOLOGY_MESSAGE_TIMEOUT_SECS, f"must be > 0, got {timeout}")
+    for name in (TOPOLOGY_WORKERS, TOPOLOGY_TRANSFER_BATCH_SIZE, TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE):
+        if name in conf and conf[name] < 1:
+            raise ConfigError(name, f"must be >= 1, got {conf[name]}")
+    ackers = conf.get(TOPOLOGY_ACKER_EXECUTORS)
+    if ackers is not None and ackers < 0:
+        raise ConfigError(TOPOLOGY_ACKER_EXECUTORS, f"must be >= 0, got {ackers}")
+    pending = conf.get(TOPOLOGY_MAX_SPOUT_PENDING)
+    if pending is not None and pending < 1:
+        raise ConfigError(TOPOLOGY_MAX_SPOUT_PENDING, f"must be >= 1 or unset, got {pending}")
+    lo, hi = conf.get(BACKPRESSURE_LOW_WATERMARK), conf.get(BACKPRESSURE_HIGH_WATERMARK)
+    if lo is not None and hi is not None and not 0 < lo < hi <= 1:
+        raise ConfigError(BACKPRESSURE_HIGH_WATERMARK,
+                          f"water marks need 0 < low ({lo}) < high ({hi}) <= 1")
+
+
+def normalize(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """Copy ``conf`` with renamed Storm keys mapped to their current names."""
+    return {ALIASES.get(k, k): v for k, v in conf.items()}
+
+
+def parse_cli_overrides(pairs: Iterable[str]) -> dict[str, Any]:
+    """Parse ``-c key=value`` options; values are YAML (``-c topology.workers=2`` is an int)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(pair, "expected key=value")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError as exc:
+            raise ConfigError(key, f"value {raw!r} is not valid YAML: {exc}") from None
+        out[ALIASES.get(key, key)] = value
+    return out
+
+
+def load_yaml(path: str | os.PathLike | None) -> dict[str, Any]:
+    """Read a ``squall.yaml``; a missing explicit path is an error, ``None`` means none."""
+    if path is None:
+        return {}
+    try:
+        with open(path) as fh:
+            data = yaml.safe_load(fh) or {}
+    except FileNotFoundError:
+        raise ConfigError(str(path), "config file not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), f"not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "top level must be a mapping of key: value")
+    return normalize(data)
+
+
+def find_yaml() -> str | None:
+    """The ``squall.yaml`` to use: ``$SQUALL_CONF`` or ``./squall.yaml`` when present."""
+    env = os.environ.get("SQUALL_CONF")
+    if env:
+        return env
+    return "squall.yaml" if os.path.exists("squall.yaml") else None
+
+
+def layered(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Merge configuration layers over the defaults, later layers winning, and validate.
+
+    Example::
+
+        conf = layered(load_yaml(find_yaml()), topology_conf, cli_overrides)
+    """
+    out = defaults()
+    for layer in layers:
+        if layer:
+            out.update(normalize(layer))
+    validate(out)
+    return out
+
+
+def component_conf(topology_conf: Mapping[str, Any], component: Mapping[str, Any] | None,
+                   cli_overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The conf one component sees: topology conf < component conf < CLI overrides."""
+    out = dict(topology_conf)
+    if component:
+        out.update(normalize(component))
+    if cli_overrides:
+        out.update(cli_overrides)
+    validate(out)
+    return out

@@ -1,0 +1,218 @@
+"""Stream groupings: what a subscription declares, and the pure routers that apply it.
+
+A grouping *spec* (:class:`Grouping`) is part of the topology; at run time
+each emitting task builds one *router* per subscription with
+:func:`make_router`, which maps a tuple's values to target task ids. Routers
+are plain objects with no IO so they are tested directly.
+
+Hashing must agree across processes, so fields and partial-key groupings use
+:func:`stable_hash` (CRC32 for text and bytes, the value itself for integers)
+rather than Python's per-process randomized ``hash``.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import msgpack
+
+SHUFFLE = "shuffle"
+FIELDS = "fields"
+ALL = "all"
+GLOBAL = "global"
+NONE = "none"
+DIRECT = "direct"
+LOCAL_OR_SHUFFLE = "local_or_shuffle"
+PARTIAL_KEY = "partial_key"
+CUSTOM = "custom"
+
+KINDS = (SHUFFLE, FIELDS, ALL, GLOBAL, NONE, DIRECT, LOCAL_OR_SHUFFLE, PARTIAL_KEY, CUSTOM)
+
+
+@dataclass
+class Grouping:
+    """A subscription's grouping: ``kind`` plus ``fields`` or a custom grouping object."""
+
+    kind: str
+    fields: list[str] = field(default_factory=list)
+    custom: Any = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown grouping {self.kind!r}; one of {KINDS}")
+
+
+class CustomStreamGrouping:
+    """Base for user groupings (Storm's CustomStreamGrouping).
+
+    ``prepare(context, stream, target_tasks)`` is called once per emitting
+    task; ``choose_tasks(task_id, values)`` returns the target task ids.
+    """
+
+    def prepare(self, context: Any, stream: tuple[str, str], target_tasks: Sequence[int]) -> None:
+        self.target_tasks = list(target_tasks)
+
+    def choose_tasks(self, task_id: int, values: list) -> list[int]:
+        raise NotImplementedError
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def stable_hash(value: Any) -> int:
+    """A hash of a field value that every process agrees on."""
+    t = type(value)
+    if t is str:
+        return zlib.crc32(value.encode("utf-8", "surrogatepass"))
+    if t is int:
+        return value & _MASK64
+    if t is bytes:
+        return zlib.crc32(value)
+    if t is bool or value is None:
+        return int(bool(value))
+    if t is float and value.is_integer():
+        return int(value) & _MASK64
+    return zlib.crc32(msgpack.packb(value, default=repr))
+
+
+def _hash_values(values: list) -> int:
+    if len(values) == 1:
+        return stable_hash(values[0])
+    h = 0
+    for v in values:
+        h = (h * 31 + stable_hash(v)) & _MASK64
+    return h
+
+
+class ShuffleRouter:
+    """Round-robin over a shuffled list of targets (Storm 2's ShuffleGrouping)."""
+
+    def __init__(self, targets: Sequence[int], rng: random.Random | None = None):
+        self.targets = list(targets)
+        (rng or random).shuffle(self.targets)
+        self.n = len(self.targets)
+        self.i = 0
+
+    def choose(self, values: list) -> list[int]:
+        i = self.i
+        self.i = i + 1 if i + 1 < self.n else 0
+        return [self.targets[i]]
+
+
+class FieldsRouter:
+    """Same values of the grouping fields -> same target task."""
+
+    def __init__(self, targets: Sequence[int], indices: Sequence[int]):
+        self.targets = sorted(targets)
+        self.n = len(self.targets)
+        self.indices = list(indices)
+        self.single = self.indices[0] if len(self.indices) == 1 else None
+        self.cache: dict = {}
+
+    def choose(self, values: list) -> list[int]:
+        if self.single is not None:
+            key = values[self.single]
+            try:
+                return self.cache[key]
+            except (KeyError, TypeError):
+                pass
+            out = [self.targets[stable_hash(key) % self.n]]
+            if len(self.cache) < 100_000:
+                try:
+                    self.cache[key] = out
+                except TypeError:  # unhashable value: no caching
+                    pass
+            return out
+        h = _hash_values([values[i] for i in self.indices])
+        return [self.targets[h % self.n]]
+
+
+class PartialKeyRouter:
+    """Key splitting over two candidate tasks, picking the less loaded (Storm's PartialKeyGrouping)."""
+
+    def __init__(self, targets: Sequence[int], indices: Sequence[int]):
+        self.targets = sorted(targets)
+        self.n = len(self.targets)
+        self.indices = list(indices)
+        self.load = [0] * self.n
+
+    def choose(self, values: list) -> list[int]:
+        key = msgpack.packb([values[i] for i in self.indices], default=repr)
+        a = zlib.crc32(key) % self.n
+        b = zlib.adler32(key, 0x9E37) % self.n
+        pick = a if self.load[a] <= self.load[b] else b
+        self.load[pick] += 1
+        return [self.targets[pick]]
+
+
+class AllRouter:
+    def __init__(self, targets: Sequence[int]):
+        self.targets = sorted(targets)
+
+    def choose(self, values: list) -> list[int]:
+        return list(self.targets)
+
+
+class GlobalRouter:
+    """Everything to the lowest task id (Storm's global grouping)."""
+
+    def __init__(self, targets: Sequence[int]):
+        self.out = [min(targets)]
+
+    def choose(self, values: list) -> list[int]:
+        return list(self.out)
+
+
+class DirectRouter:
+    """A direct subscription: the emitter names the task with ``emit_direct``."""
+
+    def __init__(self, targets: Sequence[int]):
+        self.targets = frozenset(targets)
+
+    def choose(self, values: list) -> list[int]:
+        return []
+
+
+class CustomRouter:
+    def __init__(self, grouping: CustomStreamGrouping, task_id: int):
+        self.grouping = grouping
+        self.task_id = task_id
+        self.targets = None
+
+    def choose(self, values: list) -> list[int]:
+        return list(self.grouping.choose_tasks(self.task_id, values))
+
+
+def make_router(spec: Grouping, targets: Sequence[int], output_fields: Sequence[str], *,
+                local_tasks: frozenset[int] | set[int] = frozenset(), task_id: int = 0,
+                context: Any = None, stream: tuple[str, str] = ("", ""),
+                copy_custom: Callable[[Any], Any] | None = None):
+    """Build the router for one subscription of one emitting task.
+
+    ``targets`` are the subscriber's task ids, ``output_fields`` the emitting
+    stream's declared fields, ``local_tasks`` the task ids in this worker.
+    """
+    kind = spec.kind
+    if kind in (SHUFFLE, NONE):
+        return ShuffleRouter(targets)
+    if kind == LOCAL_OR_SHUFFLE:
+        local = [t for t in targets if t in local_tasks]
+        return ShuffleRouter(local or targets)
+    if kind in (FIELDS, PARTIAL_KEY):
+        index = {f: i for i, f in enumerate(output_fields)}
+        indices = [index[f] for f in spec.fields]
+        return FieldsRouter(targets, indices) if kind == FIELDS else PartialKeyRouter(targets, indices)
+    if kind == ALL:
+        return AllRouter(targets)
+    if kind == GLOBAL:
+        return GlobalRouter(targets)
+    if kind == DIRECT:
+        return DirectRouter(targets)
+    if kind == CUSTOM:
+        grouping = copy_custom(spec.custom) if copy_custom else spec.custom
+        grouping.prepare(context, stream, sorted(targets))
+        return CustomRouter(grouping, task_id)
+    raise TypeError(kind)

@@ -1,0 +1,367 @@
+"""The topology model, :class:`TopologyBuilder` and build-time validation.
+
+Mirrors Storm's TopologyBuilder / StormTopology: components (spouts and
+bolts) with parallelism (executors), task counts, declared output streams,
+subscriptions with groupings and component conf. ``create_topology()``
+validates the whole graph and refuses a bad one with
+:class:`~squall.client.errors.InvalidTopology` naming the component, stream
+and field. :func:`system_topology` adds Storm's hidden ``__acker`` bolt and
+:func:`assign_task_ids` numbers tasks the way Storm does.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from . import config as cfg
+from . import grouping as g
+from .components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
+from .errors import InvalidTopology
+from .tuple import (ACKER_ACK_STREAM_ID, ACKER_COMPONENT_ID, ACKER_FAIL_STREAM_ID,
+                    ACKER_INIT_STREAM_ID, ACKER_RESET_TIMEOUT_STREAM_ID, DEFAULT_STREAM)
+
+SPOUT = "spout"
+BOLT = "bolt"
+
+
+@dataclass
+class StreamDef:
+    """A declared output stream."""
+
+    fields: list[str]
+    direct: bool = False
+
+
+@dataclass
+class InputDef:
+    """A subscription: the source component and stream, and how tuples are grouped."""
+
+    component: str
+    stream: str
+    grouping: g.Grouping
+
+
+@dataclass
+class ShellSpec:
+    """A multi-lang (shell) component: reserved, refused by the runtime for now."""
+
+    command: list[str]
+    script: str = ""
+
+
+@dataclass
+class ComponentDef:
+    """One spout or bolt of a topology."""
+
+    id: str
+    kind: str
+    #: The pickled component object (one copy is unpickled per task).
+    serialized: bytes | None = None
+    shell: ShellSpec | None = None
+    parallelism: int = 1
+    num_tasks: int | None = None
+    conf: dict[str, Any] = field(default_factory=dict)
+    streams: dict[str, StreamDef] = field(default_factory=dict)
+    inputs: list[InputDef] = field(default_factory=list)
+    #: True for components the runtime provides (the acker).
+    system: bool = False
+
+    @property
+    def task_count(self) -> int:
+        return self.parallelism if self.num_tasks is None else self.num_tasks
+
+    def instantiate(self) -> Any:
+        """A fresh instance of the user's component object (one per task)."""
+        if self.serialized is None:
+            raise InvalidTopology(f"component {self.id!r} has no Python object "
+                                  "(shell components are not supported yet)", component=self.id)
+        return pickle.loads(self.serialized)
+
+
+@dataclass
+class Topology:
+    """A validated topology: components by id, in declaration order."""
+
+    components: dict[str, ComponentDef]
+
+    def spouts(self) -> list[ComponentDef]:
+        return [c for c in self.components.values() if c.kind == SPOUT]
+
+    def bolts(self) -> list[ComponentDef]:
+        return [c for c in self.components.values() if c.kind == BOLT]
+
+    def subscribers(self, component: str, stream: str) -> list[tuple[ComponentDef, InputDef]]:
+        """Every (subscriber, input) that consumes ``component``'s ``stream``."""
+        return [(c, i) for c in self.components.values() for i in c.inputs
+                if i.component == component and i.stream == stream]
+
+
+class _Declarer:
+    def __init__(self, comp: ComponentDef, obj: Any):
+        self._comp = comp
+        self._obj = obj
+
+    def set_num_tasks(self, n: int) -> "_Declarer":
+        """Run ``n`` tasks spread over the component's executors."""
+        self._comp.num_tasks = n
+        return self
+
+    def add_configuration(self, key: str, value: Any) -> "_Declarer":
+        """Set a component-level conf key (overrides the topology conf for this component)."""
+        self._comp.conf[key] = value
+        return self
+
+    def add_configurations(self, conf: Mapping[str, Any]) -> "_Declarer":
+        self._comp.conf.update(conf)
+        return self
+
+    def set_max_spout_pending(self, n: int) -> "_Declarer":
+        return self.add_configuration(cfg.TOPOLOGY_MAX_SPOUT_PENDING, n)
+
+    def set_debug(self, on: bool) -> "_Declarer":
+        return self.add_configuration(cfg.TOPOLOGY_DEBUG, on)
+
+
+class SpoutDeclarer(_Declarer):
+    """Returned by :meth:`TopologyBuilder.set_spout`."""
+
+
+class BoltDeclarer(_Declarer):
+    """Returned by :meth:`TopologyBuilder.set_bolt`; subscribe with the ``*_grouping`` methods."""
+
+    def _sub(self, component: str, stream: str | None, grouping: g.Grouping) -> "BoltDeclarer":
+        self._comp.inputs.append(InputDef(component, stream or DEFAULT_STREAM, grouping))
+        return self
+
+    def shuffle_grouping(self, component: str, stream: str | None = None) -> "BoltDeclarer":
+        return self._sub(component, stream, g.Grouping(g.SHUFFLE))
+
+    def fields_grouping(self, component: str, fields: Sequence[str],
+                        stream: str | None = None) -> "BoltDeclarer":
+        if isinstance(fields, str):
+            fields = [fields]
+        return self._sub(component, stream, g.Grouping(g.FIELDS, list(fields)))
+
+    def all_grouping(self, component: str, stream: str | None = None) -> "BoltDeclarer":
+        return self._sub(component, stream, g.Grouping(g.ALL))
+
+    def global_grouping(self, component: str, stream: str | None = None) -> "BoltDeclarer":
+        return self._sub(component, stream, g.Grouping(g.GLOBAL))
+
+    def none_grouping(self, component: str, stream: str | None = None) -> "BoltDeclarer":
+        return self._sub(component, stream, g.Grouping(g.NONE))
+
+    def direct_grouping(self, component: str, stream: str | None = None) -> "BoltDeclarer":
+        return self._sub(component, stream, g.Grouping(g.DIRECT))
+
+    def local_or_shuffle_grouping(self, component: str, stream: str | None = None) -> "BoltDeclarer":
+        return self._sub(component, stream, g.Grouping(g.LOCAL_OR_SHUFFLE))
+
+    def partial_key_grouping(self, component: str, fields: Sequence[str],
+                             stream: str | None = None) -> "BoltDeclarer":
+        if isinstance(fields, str):
+            fields = [fields]
+        return self._sub(component, stream, g.Grouping(g.PARTIAL_KEY, list(fields)))
+
+    def custom_grouping(self, component: str, grouping: Any,
+                        stream: str | None = None) -> "BoltDeclarer":
+        return self._sub(component, stream, g.Grouping(g.CUSTOM, custom=grouping))
+
+
+def _check_id(component_id: Any) -> None:
+    if not isinstance(component_id, str) or not component_id:
+        raise InvalidTopology(f"component id must be a non-empty string, got {component_id!r}")
+    if component_id.startswith("__"):
+        raise InvalidTopology(f"component id {component_id!r} is reserved: ids starting with "
+                              "'__' belong to system components", component=component_id)
+
+
+class TopologyBuilder:
+    """Builds a :class:`Topology` in Storm's vocabulary.
+
+    Example::
+
+        builder = TopologyBuilder()
+        builder.set_spout("sentences", SentenceSpout(), 2)
+        builder.set_bolt("split", SplitBolt(), 2).shuffle_grouping("sentences")
+        builder.set_bolt("count", CountBolt(), 2).fields_grouping("split", ["word"])
+        topology = builder.create_topology()
+    """
+
+    def __init__(self) -> None:
+        self._components: dict[str, ComponentDef] = {}
+        self._objects: dict[str, Any] = {}
+
+    def _add(self, component_id: str, obj: Any, kind: str, parallelism_hint: int) -> ComponentDef:
+        _check_id(component_id)
+        if component_id in self._components:
+            raise InvalidTopology(f"duplicate component id {component_id!r}: it is already "
+                                  f"used by a {self._components[component_id].kind}",
+                                  component=component_id)
+        comp = ComponentDef(component_id, kind, parallelism=parallelism_hint)
+        self._components[component_id] = comp
+        self._objects[component_id] = obj
+        return comp
+
+    def set_spout(self, component_id: str, spout: Spout, parallelism_hint: int = 1) -> SpoutDeclarer:
+        """Add a spout running ``parallelism_hint`` executors."""
+        if not isinstance(spout, Spout):
+            raise InvalidTopology(f"spout {component_id!r} must be a squall.client.Spout, "
+                                  f"got {type(spout).__name__}", component=component_id)
+        comp = self._add(component_id, spout, SPOUT, parallelism_hint)
+        return SpoutDeclarer(comp, spout)
+
+    def set_bolt(self, component_id: str, bolt: Bolt | BasicBolt,
+                 parallelism_hint: int = 1) -> BoltDeclarer:
+        """Add a bolt running ``parallelism_hint`` executors."""
+        if not isinstance(bolt, (Bolt, BasicBolt)):
+            raise InvalidTopology(f"bolt {component_id!r} must be a squall.client.Bolt or "
+                                  f"BasicBolt, got {type(bolt).__name__}", component=component_id)
+        comp = self._add(component_id, bolt, BOLT, parallelism_hint)
+        return BoltDeclarer(comp, bolt)
+
+    def create_topology(self) -> Topology:
+        """Declare streams, serialize every component and validate the graph."""
+        components: dict[str, ComponentDef] = {}
+        for cid, comp in self._components.items():
+            obj = self._objects[cid]
+            declarer = OutputFieldsDeclarer()
+            obj.declare_output_fields(declarer)
+            streams = {s: StreamDef(f, d) for s, (f, d) in declarer.streams.items()}
+            conf = dict(obj.get_component_configuration() or {})
+            conf.update(comp.conf)
+            try:
+                serialized = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:  # pickling runs arbitrary __reduce__ code
+                raise InvalidTopology(f"component {cid!r} cannot be serialized (pickled): {exc}; "
+                                      "keep open sockets, files and locks out of __init__ and "
+                                      "create them in open()/prepare()", component=cid) from None
+            components[cid] = ComponentDef(
+                cid, comp.kind, serialized=serialized, parallelism=comp.parallelism,
+                num_tasks=comp.num_tasks, conf=conf, streams=streams, inputs=list(comp.inputs))
+        topology = Topology(components)
+        validate(topology)
+        return topology
+
+
+def validate(topology: Topology) -> None:
+    """Refuse a topology that cannot run, naming the component, stream and field."""
+    comps = topology.components
+    if not topology.spouts():
+        raise InvalidTopology("topology has no spout: add one with set_spout()")
+    for c in comps.values():
+        if not c.system:
+            _check_id(c.id)
+        for name, n in (("parallelism", c.parallelism), ("number of tasks", c.num_tasks)):
+            if n is None:
+                continue
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                raise InvalidTopology(f"component {c.id!r}: {name} must be a positive integer, "
+                                      f"got {n!r}", component=c.id)
+        if c.kind == SPOUT and c.inputs:
+            raise InvalidTopology(f"spout {c.id!r} cannot subscribe to streams", component=c.id)
+        if c.kind == SPOUT and not c.streams:
+            raise InvalidTopology(f"spout {c.id!r} declares no output stream: declare one in "
+                                  "declare_output_fields()", component=c.id)
+        for s, sd in c.streams.items():
+            if not isinstance(s, str) or not s:
+                raise InvalidTopology(f"component {c.id!r} declares a stream with an empty id",
+                                      component=c.id)
+            if len(set(sd.fields)) != len(sd.fields):
+                raise InvalidTopology(f"component {c.id!r} stream {s!r} declares a field twice: "
+                                      f"{sd.fields}", component=c.id, stream=s)
+        try:
+            cfg.component_conf({}, c.conf)
+        except cfg.ConfigError as exc:
+            raise InvalidTopology(f"component {c.id!r}: {exc}", component=c.id) from None
+        if c.kind == BOLT and not c.inputs and not c.system and \
+                c.conf.get(cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS) is None:
+            raise InvalidTopology(f"bolt {c.id!r} subscribes to no stream: add a grouping such "
+                                  "as .shuffle_grouping(<component>)", component=c.id)
+        for inp in c.inputs:
+            _validate_input(comps, c, inp)
+
+
+def _validate_input(comps: Mapping[str, ComponentDef], c: ComponentDef, inp: InputDef) -> None:
+    where = f"bolt {c.id!r} subscribes to {inp.component!r} stream {inp.stream!r}"
+    src = comps.get(inp.component)
+    if src is None:
+        known = ", ".join(sorted(k for k in comps if not k.startswith("__")))
+        raise InvalidTopology(f"{where}, but there is no component {inp.component!r} "
+                              f"(components: {known})", component=c.id, stream=inp.stream)
+    sd = src.streams.get(inp.stream)
+    if sd is None:
+        known = ", ".join(sorted(src.streams)) or "none"
+        raise InvalidTopology(f"{where}, but {inp.component!r} declares no stream {inp.stream!r} "
+                              f"(its streams: {known})", component=c.id, stream=inp.stream)
+    kind = inp.grouping.kind
+    if kind in (g.FIELDS, g.PARTIAL_KEY):
+        if not inp.grouping.fields:
+            raise InvalidTopology(f"{where} with {kind} grouping on no field",
+                                  component=c.id, stream=inp.stream)
+        for f in inp.grouping.fields:
+            if f not in sd.fields:
+                raise InvalidTopology(f"{where} with {kind} grouping on field {f!r}, which the "
+                                      f"stream does not declare (its fields: {sd.fields})",
+                                      component=c.id, stream=inp.stream, field=f)
+    if kind == g.DIRECT and not sd.direct:
+        raise InvalidTopology(f"{where} with direct grouping, but the stream is not direct: "
+                              "declare it with direct=True", component=c.id, stream=inp.stream)
+    if kind != g.DIRECT and sd.direct:
+        raise InvalidTopology(f"{where} with {kind} grouping, but the stream is direct: "
+                              "subscribe with direct_grouping()", component=c.id, stream=inp.stream)
+    if kind == g.CUSTOM:
+        obj = inp.grouping.custom
+        if not callable(getattr(obj, "choose_tasks", None)) or \
+                not callable(getattr(obj, "prepare", None)):
+            raise InvalidTopology(f"{where} with a custom grouping that lacks prepare() and "
+                                  "choose_tasks()", component=c.id, stream=inp.stream)
+
+
+def num_ackers(conf: Mapping[str, Any]) -> int:
+    """Acker tasks for ``conf``: ``topology.acker.executors``, unset = one per worker."""
+    n = conf.get(cfg.TOPOLOGY_ACKER_EXECUTORS)
+    return int(conf.get(cfg.TOPOLOGY_WORKERS, 1)) if n is None else int(n)
+
+
+def system_topology(topology: Topology, conf: Mapping[str, Any]) -> Topology:
+    """The topology that actually runs: the user's plus the ``__acker`` bolt (Storm's system-topology!)."""
+    comps = dict(topology.components)
+    n = num_ackers(conf)
+    if n > 0:
+        inputs = []
+        for c in topology.components.values():
+            streams = [ACKER_INIT_STREAM_ID] if c.kind == SPOUT else \
+                [ACKER_ACK_STREAM_ID, ACKER_FAIL_STREAM_ID, ACKER_RESET_TIMEOUT_STREAM_ID]
+            for s in streams:
+                inputs.append(InputDef(c.id, s, g.Grouping(g.FIELDS, ["id"])))
+        comps[ACKER_COMPONENT_ID] = ComponentDef(
+            ACKER_COMPONENT_ID, BOLT, parallelism=n, inputs=inputs, system=True,
+            streams={s: StreamDef(["id", "time_delta_ms"], direct=True)
+                     for s in (ACKER_ACK_STREAM_ID, ACKER_FAIL_STREAM_ID,
+                               ACKER_RESET_TIMEOUT_STREAM_ID)})
+    return Topology(comps)
+
+
+def assign_task_ids(topology: Topology) -> dict[str, list[int]]:
+    """Task ids per component: numbered from 1 in sorted component-id order, as Storm does."""
+    out: dict[str, list[int]] = {}
+    next_id = 1
+    for cid in sorted(topology.components):
+        n = topology.components[cid].task_count
+        out[cid] = list(range(next_id, next_id + n))
+        next_id += n
+    return out
+
+
+def executors_of(topology: Topology, task_ids: Mapping[str, list[int]]) -> list[tuple[str, list[int]]]:
+    """Split each component's tasks over its executors: [(component, [task, ...]), ...]."""
+    out = []
+    for cid in sorted(topology.components):
+        tasks = task_ids[cid]
+        n = min(topology.components[cid].parallelism, len(tasks))
+        for i in range(n):
+            out.append((cid, tasks[i * len(tasks) // n:(i + 1) * len(tasks) // n]))
+    return out

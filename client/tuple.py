@@ -1,0 +1,135 @@
+"""The tuple a bolt receives, and Storm's system component and stream names.
+
+A :class:`Tuple` is deliberately light (``__slots__``, no per-tuple dicts
+beyond its anchor ids): inside a worker it is handed from executor to executor
+without serialization, so its cost is paid once per delivery.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+DEFAULT_STREAM = "default"
+
+# Storm's system names, kept so Storm users recognise them (storm Constants / Acker).
+ACKER_COMPONENT_ID = "__acker"
+ACKER_INIT_STREAM_ID = "__ack_init"
+ACKER_ACK_STREAM_ID = "__ack_ack"
+ACKER_FAIL_STREAM_ID = "__ack_fail"
+ACKER_RESET_TIMEOUT_STREAM_ID = "__ack_reset_timeout"
+SYSTEM_COMPONENT_ID = "__system"
+SYSTEM_TASK_ID = -1
+SYSTEM_TICK_STREAM_ID = "__tick"
+
+
+class Fields:
+    """An ordered list of field names with O(1) name -> index lookup."""
+
+    __slots__ = ("names", "index")
+
+    def __init__(self, names: Sequence[str]):
+        self.names = list(names)
+        self.index = {n: i for i, n in enumerate(self.names)}
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.index
+
+    def __repr__(self) -> str:
+        return f"Fields({self.names!r})"
+
+    def select(self, selected: Sequence[str], values: Sequence[Any]) -> list[Any]:
+        idx = self.index
+        return [values[idx[f]] for f in selected]
+
+
+_NO_FIELDS = Fields([])
+
+
+class Tuple:
+    """A tuple received by a bolt.
+
+    ``values`` is the list of values; access by position (``t[0]``), by field
+    name (``t["word"]``, ``t.get("word")``) or as a dict (``t.as_dict()``).
+    ``source_component``, ``source_stream`` and ``source_task`` say where it
+    came from. ``ids`` maps each root (spout tuple tree) id to this tuple's
+    edge id; it is ``None`` for an untracked tuple.
+    """
+
+    __slots__ = ("values", "source_component", "source_stream", "source_task", "ids",
+                 "ack_val", "fields")
+
+    def __init__(self, values: list, source_component: str, source_stream: str,
+                 source_task: int, ids: dict | None, fields: Fields = _NO_FIELDS):
+        self.values = values
+        self.source_component = source_component
+        self.source_stream = source_stream
+        self.source_task = source_task
+        #: root id -> edge id for every tuple tree this tuple belongs to.
+        self.ids = ids
+        #: XOR of the edge ids of tuples anchored to this one (Storm's outAckVal).
+        self.ack_val = 0
+        self.fields = fields
+
+    # Storm-style accessors -------------------------------------------------
+    @property
+    def id(self) -> tuple:
+        """A stable identifier of this tuple: its (root, edge) id pairs."""
+        return tuple(sorted(self.ids.items())) if self.ids else ()
+
+    @property
+    def stream(self) -> str:
+        return self.source_stream
+
+    @property
+    def component(self) -> str:
+        return self.source_component
+
+    @property
+    def task(self) -> int:
+        return self.source_task
+
+    @property
+    def is_tick(self) -> bool:
+        return self.source_stream == SYSTEM_TICK_STREAM_ID and \
+            self.source_component == SYSTEM_COMPONENT_ID
+
+    def __getitem__(self, key: int | str) -> Any:
+        if type(key) is str:
+            try:
+                return self.values[self.fields.index[key]]
+            except KeyError:
+                raise KeyError(f"stream {self.source_component}:{self.source_stream} has no "
+                               f"field {key!r}; it declares {self.fields.names}") from None
+        return self.values[key]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        i = self.fields.index.get(name)
+        return default if i is None else self.values[i]
+
+    def value_by_field(self, name: str) -> Any:
+        return self[name]
+
+    def select(self, names: Sequence[str]) -> list[Any]:
+        return self.fields.select(names, self.values)
+
+    def contains(self, name: str) -> bool:
+        return name in self.fields.index
+
+    def as_dict(self) -> Mapping[str, Any]:
+        return dict(zip(self.fields.names, self.values))
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self):
+        return iter(self.values)
+
+    def __repr__(self) -> str:
+        return (f"Tuple(source={self.source_component}:{self.source_task}, "
+                f"stream={self.source_stream}, values={self.values!r})")

@@ -1,0 +1,402 @@
+"""Run a topology on this machine: its workers as separate processes with an even static assignment.
+
+``squall local <file>`` loads the topology from a Python file, numbers its
+tasks, spreads the executors round-robin over ``topology.workers`` worker
+processes (Storm's even scheduler; the Nimbus issue replaces this with real
+scheduling) and supervises them: a progress line every few seconds, a
+crashed worker stops the run with its error shown, and a stop (duration over,
+Ctrl-C) deactivates the spouts, waits for pending tuple trees to drain, then
+stops every worker by pid.
+
+How a file exposes its topology: a module-level function ``topology()`` (or
+``build_topology()``) returning a :class:`~squall.client.TopologyBuilder` or a
+built :class:`~squall.client.Topology`, and optionally a dict ``CONF`` with
+the topology conf and a string ``NAME``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from ..client import config as cfg
+from ..client.errors import InvalidTopology, SquallError
+from ..client.topology import Topology, TopologyBuilder, executors_of, system_topology, \
+    assign_task_ids
+from ..client.topology_proto import to_bytes
+from ..worker.state import Assignment
+from ..worker.worker import (ASSIGNMENT_FILE, EXIT_USER_CODE, HEARTBEAT_FILE, STATUS_FILE,
+                             TOPOLOGY_FILE)
+
+log = logging.getLogger("squall.local")
+
+
+@dataclass
+class LoadedTopology:
+    name: str
+    topology: Topology
+    conf: dict[str, Any]
+    code_dir: str
+
+
+def load_topology_file(path: str, args: list[str] | None = None) -> LoadedTopology:
+    """Import ``path`` and build its topology (see the module docstring for the contract)."""
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise SquallError(f"topology file {path} does not exist")
+    code_dir = os.path.dirname(path)
+    modname = os.path.splitext(os.path.basename(path))[0]
+    if code_dir not in sys.path:
+        sys.path.insert(0, code_dir)
+    # Imported under its own name (not __main__) so pickled classes resolve in workers.
+    spec = importlib.util.spec_from_file_location(modname, path)
+    if spec is None or spec.loader is None:
+        raise SquallError(f"cannot import {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = module
+    spec.loader.exec_module(module)
+    factory = getattr(module, "topology", None) or getattr(module, "build_topology", None)
+    if not callable(factory):
+        raise SquallError(f"{path} must define a function topology() returning a "
+                          "TopologyBuilder or Topology")
+    built = factory(*(args or [])) if args else factory()
+    if isinstance(built, TopologyBuilder):
+        built = built.create_topology()
+    if not isinstance(built, Topology):
+        raise SquallError(f"{path}: topology() returned {type(built).__name__}, expected a "
+                          "TopologyBuilder or Topology")
+    conf = dict(getattr(module, "CONF", {}) or {})
+    name = getattr(module, "NAME", None) or modname
+    return LoadedTopology(name, built, conf, code_dir)
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct free TCP ports on ``host`` (bound, then released)."""
+    socks, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((host, 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def even_assignment(topology: Topology, worker_ids: list[str]) -> dict[str, list[int]]:
+    """Executors dealt round-robin over workers (so each component spreads across them)."""
+    task_ids = assign_task_ids(topology)
+    out: dict[str, list[int]] = {w: [] for w in worker_ids}
+    for i, (_, tasks) in enumerate(executors_of(topology, task_ids)):
+        out[worker_ids[i % len(worker_ids)]].extend(tasks)
+    return out
+
+
+@dataclass
+class WorkerProc:
+    worker_id: str
+    dir: str
+    proc: subprocess.Popen
+    log_path: str
+    exit_code: int | None = None
+
+
+@dataclass
+class RunResult:
+    exit_code: int
+    heartbeats: dict[str, dict] = field(default_factory=dict)
+    crashed: list[str] = field(default_factory=list)
+
+
+class LocalCluster:
+    """Workers of one topology on this machine, as processes.
+
+    Example::
+
+        with LocalCluster("wc", topology, {"topology.workers": 2}) as lc:
+            lc.wait_for(lambda hb: lc.total("acked") >= 1000, timeout=30)
+    """
+
+    def __init__(self, name: str, topology: Topology, conf: Mapping[str, Any] | None = None,
+                 cli_overrides: Mapping[str, Any] | None = None,
+                 code_paths: list[str] | None = None, base_dir: str | None = None,
+                 stdout: Any = None, host: str = "127.0.0.1"):
+        self.name = name
+        self.cli_overrides = cfg.normalize(dict(cli_overrides or {}))
+        self.conf = cfg.layered(cfg.load_yaml(cfg.find_yaml()), conf, self.cli_overrides)
+        self.conf[cfg.TOPOLOGY_NAME] = name
+        self.topology = topology
+        self.code_paths = list(code_paths or [])
+        self.base_dir = base_dir or tempfile.mkdtemp(prefix=f"squall-local-{name}-")
+        self.own_base = base_dir is None
+        self.stdout = stdout
+        self.host = host
+        self.topology_id = f"{name}-1-{int(time.time())}"
+        self.workers: list[WorkerProc] = []
+        self.assignment: dict[str, list[int]] = {}
+
+    # -- start -------------------------------------------------------------------
+    def start(self) -> "LocalCluster":
+        n = int(self.conf[cfg.TOPOLOGY_WORKERS])
+        ports = free_ports(n, self.host)
+        worker_ids = [f"{self.host}:{p}" for p in ports]
+        sys_topo = system_topology(self.topology, self.conf)
+        self.assignment = even_assignment(sys_topo, worker_ids)
+        topo_dir = os.path.join(self.base_dir, "topology")
+        os.makedirs(topo_dir, exist_ok=True)
+        with open(os.path.join(topo_dir, TOPOLOGY_FILE), "wb") as fh:
+            fh.write(to_bytes(self.topology))
+        ipc_dir = tempfile.mkdtemp(prefix="sq-", dir="/tmp")
+        self._ipc_dir = ipc_dir
+        env = dict(os.environ)
+        env.update({str(k): str(v) for k, v in (self.conf.get(cfg.TOPOLOGY_ENVIRONMENT) or {}).items()})
+        for w, port in zip(worker_ids, ports):
+            wdir = os.path.join(self.base_dir, f"worker-{port}")
+            os.makedirs(wdir, exist_ok=True)
+            a = Assignment(self.topology_id, w, self.host, port, self.assignment, self.conf,
+                           ipc_dir, self.cli_overrides, self.code_paths)
+            with open(os.path.join(wdir, ASSIGNMENT_FILE), "w") as fh:
+                json.dump(a.to_json(), fh)
+            self.set_status_file(wdir, "ACTIVE")
+            log_path = os.path.join(wdir, "worker.log")
+            logf = open(log_path, "ab")
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "squall.worker", "--topology-dir", topo_dir,
+                 "--worker-dir", wdir, "--exit-with-parent"],
+                stdout=self.stdout, stderr=logf, env=env, start_new_session=True)
+            logf.close()
+            self.workers.append(WorkerProc(w, wdir, proc, log_path))
+        return self
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop(drain_secs=0)
+
+    # -- observe -------------------------------------------------------------------
+    def heartbeats(self) -> dict[str, dict]:
+        out = {}
+        for w in self.workers:
+            try:
+                with open(os.path.join(w.dir, HEARTBEAT_FILE)) as fh:
+                    out[w.worker_id] = json.load(fh)
+            except (OSError, ValueError):
+                pass
+        return out
+
+    def task_stats(self, component: str | None = None) -> list[dict]:
+        """Every task's stats from the latest heartbeats, optionally of one component."""
+        out = []
+        for hb in self.heartbeats().values():
+            for s in hb.get("tasks", {}).values():
+                if component is None or s["component"] == component:
+                    out.append(s)
+        return out
+
+    def total(self, key: str, component: str | None = None, kind: str = "spout") -> int:
+        """Sum of a counter (``acked``, ``failed``, ``pending``...) over spout tasks, or one component."""
+        if component is None:
+            spouts = {c.id for c in self.topology.spouts()}
+            return sum(s.get(key, 0) for s in self.task_stats() if s["component"] in spouts)
+        return sum(s.get(key, 0) for s in self.task_stats(component))
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float,
+                 interval: float = 0.1, what: str = "condition") -> None:
+        """Poll ``predicate`` until true; raise TimeoutError (with worker logs) after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            crashed = self.crashed()
+            if crashed:
+                raise RuntimeError(f"worker(s) exited while waiting for {what}:\n" +
+                                   "\n".join(self.describe_exit(w) for w in crashed))
+            time.sleep(interval)
+        raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+
+    def crashed(self) -> list[WorkerProc]:
+        out = []
+        for w in self.workers:
+            if w.exit_code is None:
+                w.exit_code = w.proc.poll()
+            if w.exit_code is not None:
+                out.append(w)
+        return out
+
+    def log_tail(self, w: WorkerProc, lines: int = 25) -> str:
+        try:
+            with open(w.log_path, errors="replace") as fh:
+                return "".join(fh.readlines()[-lines:])
+        except OSError:
+            return ""
+
+    def describe_exit(self, w: WorkerProc) -> str:
+        why = {EXIT_USER_CODE: "user code raised"}.get(w.exit_code or 0, "exited")
+        return (f"worker {w.worker_id} (pid {w.proc.pid}) {why}: exit code {w.exit_code}; "
+                f"last lines of {w.log_path}:\n{self.log_tail(w)}")
+
+    # -- control -------------------------------------------------------------------
+    @staticmethod
+    def set_status_file(wdir: str, status: str) -> None:
+        tmp = os.path.join(wdir, STATUS_FILE + ".tmp")
+        with open(tmp, "w") as fh:
+            fh.write(status + "\n")
+        os.replace(tmp, os.path.join(wdir, STATUS_FILE))
+
+    def set_status(self, status: str) -> None:
+        """ACTIVE, INACTIVE or KILLED for every worker (spouts follow within ~0.2 s)."""
+        for w in self.workers:
+            self.set_status_file(w.dir, status)
+
+    def drain(self, timeout: float) -> bool:
+        """Deactivate spouts and wait until no spout task has pending trees."""
+        self.set_status("INACTIVE")
+        since = time.time()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            hbs = self.heartbeats()
+            fresh = [hb for hb in hbs.values() if hb.get("time", 0) > since + 0.05]
+            if len(fresh) == len([w for w in self.workers if w.proc.poll() is None]):
+                if self.total("pending") == 0:
+                    return True
+            if self.crashed():
+                return False
+            time.sleep(0.1)
+        return False
+
+    def _quiesce(self) -> None:
+        """After a drain, let tick-driven bolts fire once more so they flush what they hold."""
+        ticks = [c.conf.get(cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS) for c in self.topology.components.values()]
+        ticks.append(self.conf.get(cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS))
+        longest = max((float(t) for t in ticks if t), default=0.0)
+        if longest:
+            time.sleep(min(longest, 10.0) + 0.3)
+
+    def stop(self, drain_secs: float = 0.0, grace: float = 10.0) -> RunResult:
+        """Drain (optional), then SIGTERM every worker by pid; SIGKILL after ``grace``."""
+        if drain_secs > 0 and not self.crashed():
+            if self.drain(drain_secs):
+                self._quiesce()
+        for w in self.workers:
+            if w.proc.poll() is None:
+                try:
+                    w.proc.send_signal(signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + grace
+        for w in self.workers:
+            try:
+                w.proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("worker %s (pid %d) did not stop in %.0fs: killing it",
+                            w.worker_id, w.proc.pid, grace)
+                w.proc.kill()
+                w.proc.wait()
+        result = RunResult(0, self.heartbeats())
+        for w in self.workers:
+            if w.exit_code is None:
+                w.exit_code = w.proc.returncode
+        result.crashed = [w.worker_id for w in self.workers
+                          if w.exit_code not in (0, -signal.SIGTERM, None)]
+        result.exit_code = 1 if result.crashed else 0
+        shutil.rmtree(getattr(self, "_ipc_dir", ""), ignore_errors=True)
+        return result
+
+    def cleanup(self) -> None:
+        if self.own_base:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+
+def summarize(lc: LocalCluster, hbs: Mapping[str, dict]) -> list[str]:
+    """Human-readable end-of-run lines: per component counters and recent errors."""
+    per: dict[str, dict[str, int]] = {}
+    errors = []
+    for hb in hbs.values():
+        for s in hb.get("tasks", {}).values():
+            agg = per.setdefault(s["component"], {})
+            for k in ("emitted", "executed", "acked", "failed", "timed_out", "pending"):
+                agg[k] = agg.get(k, 0) + s.get(k, 0)
+        errors.extend(hb.get("errors", []))
+    lines = []
+    spouts = {c.id for c in lc.topology.spouts()}
+    for comp in sorted(per):
+        a = per[comp]
+        if comp in spouts:
+            lines.append(f"spout {comp}: emitted={a['emitted']} acked={a['acked']} "
+                         f"failed={a['failed']} (timed out {a['timed_out']}) pending={a['pending']}")
+        elif not comp.startswith("__"):
+            lines.append(f"bolt {comp}: executed={a['executed']} emitted={a['emitted']} "
+                         f"acked={a['acked']} failed={a['failed']}")
+    for e in errors[-5:]:
+        lines.append(f"error in {e['component']} task {e['task']}: {e['error']}")
+    return lines
+
+
+def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any],
+              echo: Callable[[str], None] = print, progress_every: float = 5.0) -> int:
+    """``squall local``: run until ``duration`` passes or Ctrl-C; returns the exit code."""
+    loaded = load_topology_file(path)
+    lc = LocalCluster(loaded.name, loaded.topology, loaded.conf, cli_overrides,
+                      code_paths=[loaded.code_dir])
+    stop = {"why": None}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop["why"] = f"signal {signum}"
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    lc.start()
+    echo(f"[squall local] topology {loaded.name} ({lc.topology_id}): "
+         f"{len(lc.workers)} worker(s), logs in {lc.base_dir}")
+    for w in lc.workers:
+        echo(f"[squall local]   worker {w.worker_id} pid {w.proc.pid} "
+             f"tasks {sorted(lc.assignment[w.worker_id])}")
+    t0 = time.monotonic()
+    next_progress = t0 + progress_every
+    code = 0
+    try:
+        while stop["why"] is None:
+            now = time.monotonic()
+            if duration is not None and now - t0 >= duration:
+                break
+            crashed = lc.crashed()
+            if crashed:
+                for w in crashed:
+                    echo(f"[squall local] {lc.describe_exit(w)}")
+                code = 1
+                break
+            if now >= next_progress:
+                echo(f"[squall local] {now - t0:.0f}s: acked={lc.total('acked')} "
+                     f"failed={lc.total('failed')} pending={lc.total('pending')}")
+                next_progress = now + progress_every
+            time.sleep(0.1)
+        if stop["why"]:
+            echo(f"[squall local] stopping ({stop['why']}): draining pending tuples")
+        drain = float(lc.conf.get(cfg.TOPOLOGY_SHUTDOWN_DRAIN_SECS, 10)) if code == 0 else 0
+        result = lc.stop(drain_secs=drain)
+        for line in summarize(lc, result.heartbeats):
+            echo(f"[squall local] {line}")
+        if result.crashed and code == 0:
+            for w in lc.workers:
+                if w.worker_id in result.crashed:
+                    echo(f"[squall local] {lc.describe_exit(w)}")
+            code = 1
+        return code
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if code == 0:
+            lc.cleanup()

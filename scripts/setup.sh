@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Set up a machine for Squall: the repo's .venv with Squall installed
+# (editable, with test extras) and Debian's ZooKeeper. Idempotent; run from
+# any cwd:  bash scripts/setup.sh
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+log() { echo "[setup] $*"; }
+
+# Run a command with its output kept aside; show it only if the command fails.
+quiet() {
+  local out rc=0
+  out="$(mktemp)"
+  "$@" >"$out" 2>&1 || rc=$?
+  if [[ $rc -ne 0 ]]; then
+    echo "[setup] failed ($rc): $*" >&2
+    cat "$out" >&2
+  fi
+  rm -f "$out"
+  return "$rc"
+}
+
+APT_UPDATED=0
+apt_install() {  # apt_install PKG...: quiet, non-interactive, root or sudo
+  local sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null 2>&1 || { echo "[setup] need root or sudo to apt-get install $*" >&2; exit 1; }
+    sudo=(sudo)
+  fi
+  if [[ $APT_UPDATED -eq 0 ]]; then
+    quiet "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+    APT_UPDATED=1
+  fi
+  quiet "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y --no-install-recommends "$@"
+}
+
+# --- Python environment --------------------------------------------------
+if [[ ! -x .venv/bin/python ]]; then
+  PYTHON="${PYTHON:-}"
+  if [[ -z $PYTHON ]]; then
+    PYTHON=python3.11
+    command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+  fi
+  # Debian's python3.11 needs python3.11-venv for `python -m venv` (ensurepip).
+  if ! "$PYTHON" -c 'import ensurepip' >/dev/null 2>&1; then
+    log "installing python3-venv with apt-get"
+    apt_install python3-venv "python$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')-venv"
+  fi
+  log "creating .venv with $("$PYTHON" --version 2>&1)"
+  quiet "$PYTHON" -m venv .venv
+fi
+log "installing squall into .venv (pip install -e '.[test]')"
+quiet .venv/bin/python -m pip install --upgrade pip
+quiet .venv/bin/python -m pip install -e '.[test]'
+
+# --- ZooKeeper (Debian package) -----------------------------------------
+if [[ -d /usr/share/zookeeper ]]; then
+  log "zookeeper present (/usr/share/zookeeper)"
+else
+  log "installing zookeeper with apt-get"
+  apt_install zookeeper
+fi
+
+log "done"

@@ -1,0 +1,297 @@
+"""The collectors user code emits through: spout, bolt and basic-bolt flavours.
+
+``emit`` resolves the stream's routers, draws edge ids for anchored tuples
+(Storm's BoltOutputCollectorImpl/SpoutOutputCollectorImpl) and hands each
+copy to a local executor or to the :class:`~squall.worker.transfer.Transfer`.
+Acks are XOR-combined per root until the executor's batch ends, then sent to
+the acker as one batched system tuple per acker task.
+
+Thread-safety: a collector belongs to its executor's thread. Emitting from
+another thread is not supported (as in Storm 2).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..client import grouping as g
+from ..client.errors import InvalidTopology
+from ..client.tuple import DEFAULT_STREAM, Fields, Tuple
+
+_randbits = random.SystemRandom().getrandbits if False else random.getrandbits
+
+
+def new_id() -> int:
+    """A random non-zero 64-bit id (root or edge id)."""
+    r = _randbits(64)
+    while not r:
+        r = _randbits(64)
+    return r
+
+
+@dataclass
+class Route:
+    """How one declared output stream of a task is delivered."""
+
+    stream: str
+    fields: Fields
+    routers: list
+    direct: bool
+    #: Tasks that may receive emit_direct on this stream.
+    direct_targets: frozenset
+
+
+class _Base:
+    def __init__(self, ex: Any, task: int, routes: dict[str, Route]):
+        self.ex = ex
+        self.task = task
+        self.component = ex.component_id
+        self.routes = routes
+        self.stats = ex.ws.stats[task]
+        self.deliver = ex.ws.deliver
+        self.transfer = ex.transfer
+        self.debug = ex.debug
+
+    def _route(self, stream: str) -> Route:
+        r = self.routes.get(stream)
+        if r is None:
+            raise InvalidTopology(
+                f"component {self.component!r} emitted on stream {stream!r}, which it does not "
+                f"declare (declared: {sorted(self.routes)}); declare it in declare_output_fields()",
+                component=self.component, stream=stream)
+        return r
+
+    def _targets(self, r: Route, values: list, direct_task: int | None) -> list[int]:
+        if direct_task is not None:
+            if not r.direct:
+                raise InvalidTopology(f"component {self.component!r} used emit_direct on stream "
+                                      f"{r.stream!r}, which is not declared direct",
+                                      component=self.component, stream=r.stream)
+            if direct_task not in r.direct_targets:
+                raise InvalidTopology(f"component {self.component!r} emit_direct to task "
+                                      f"{direct_task}, which does not subscribe to stream "
+                                      f"{r.stream!r} (subscribers: {sorted(r.direct_targets)})",
+                                      component=self.component, stream=r.stream)
+            return [direct_task]
+        if r.direct:
+            raise InvalidTopology(f"component {self.component!r} used emit on direct stream "
+                                  f"{r.stream!r}: use emit_direct(task, ...)",
+                                  component=self.component, stream=r.stream)
+        routers = r.routers
+        if len(routers) == 1:
+            return routers[0].choose(values)
+        out: list[int] = []
+        for router in routers:
+            out.extend(router.choose(values))
+        return out
+
+    def _check_arity(self, r: Route, values: Any) -> list:
+        if type(values) is not list:
+            if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+                raise TypeError(f"component {self.component!r} emit on stream {r.stream!r}: "
+                                f"values must be a list, got {type(values).__name__}")
+            values = list(values)
+        if len(values) != len(r.fields):
+            raise InvalidTopology(
+                f"component {self.component!r} emitted {len(values)} values on stream "
+                f"{r.stream!r}, which declares {len(r.fields)} fields {r.fields.names}",
+                component=self.component, stream=r.stream)
+        return values
+
+    def report_error(self, error: BaseException | str) -> None:
+        """Record an error in the topology's recent errors (shown by the runner and the UI)."""
+        self.ex.ws.report_error(self.component, self.task, error)
+
+
+class SpoutOutputCollector(_Base):
+    """What a spout emits through (Storm's SpoutOutputCollector)."""
+
+    def __init__(self, ex: Any, task: int, routes: dict[str, Route], pending: Any):
+        super().__init__(ex, task, routes)
+        self.pending = pending
+
+    def emit(self, values: list, stream: str = DEFAULT_STREAM, msg_id: Any = None,
+             anchors: Any = None, direct_task: int | None = None) -> list[int]:
+        """Emit ``values``; with ``msg_id`` the tuple tree is tracked and ack/fail called back.
+
+        Returns the task ids the tuple was sent to.
+        """
+        r = self.routes.get(stream) or self._route(stream)
+        if type(values) is not list or len(values) != len(r.fields):
+            values = self._check_arity(r, values)
+        targets = self._targets(r, values, direct_task) if (direct_task is not None or r.direct) \
+            else (r.routers[0].choose(values) if len(r.routers) == 1 else self._targets(r, values, None))
+        deliver = self.deliver
+        task = self.task
+        fields = r.fields
+        comp = self.component
+        st = self.stats
+        st.emitted += 1
+        st.transferred += len(targets)
+        if self.debug:
+            self.ex.log_emit(task, stream, values, targets)
+        if msg_id is not None and self.ex.acking:
+            root = new_id()
+            ack_val = 0
+            for t in targets:
+                e = _randbits(64)
+                ack_val ^= e
+                ids = {root: e}
+                d = deliver.get(t)
+                if d is not None:
+                    d(Tuple(values, comp, stream, task, ids, fields))
+                else:
+                    self.transfer.remote(t, [t, task, stream, values, ids])
+            self.pending.put(root, (msg_id, time.monotonic()))
+            self.ex.pending_inits.append((root, ack_val, task))
+            return targets
+        for t in targets:
+            d = deliver.get(t)
+            if d is not None:
+                d(Tuple(values, comp, stream, task, None, fields))
+            else:
+                self.transfer.remote(t, [t, task, stream, values, None])
+        if msg_id is not None:
+            # Reliability off (topology.acker.executors: 0): ack as soon as next_tuple returns.
+            self.ex.immediate_acks.append((task, msg_id))
+        return targets
+
+    def emit_direct(self, task: int, values: list, stream: str = DEFAULT_STREAM,
+                    msg_id: Any = None) -> list[int]:
+        """Emit to one task of a component that subscribes to ``stream`` with direct grouping."""
+        return self.emit(values, stream=stream, msg_id=msg_id, direct_task=task)
+
+    def get_pending_count(self) -> int:
+        return len(self.pending)
+
+
+class OutputCollector(_Base):
+    """What a :class:`~squall.client.Bolt` emits, acks and fails through (Storm's OutputCollector)."""
+
+    def emit(self, values: list, stream: str = DEFAULT_STREAM, anchors: Any = None,
+             direct_task: int | None = None, msg_id: Any = None) -> list[int]:
+        """Emit ``values`` anchored to ``anchors`` (a Tuple or a list of them).
+
+        Anchored tuples join their anchors' tuple trees, so a failure downstream
+        replays the spout tuple. Returns the task ids the tuple was sent to.
+        """
+        r = self.routes.get(stream) or self._route(stream)
+        if type(values) is not list or len(values) != len(r.fields):
+            values = self._check_arity(r, values)
+        if direct_task is not None or r.direct or len(r.routers) != 1:
+            targets = self._targets(r, values, direct_task)
+        else:
+            targets = r.routers[0].choose(values)
+        deliver = self.deliver
+        task = self.task
+        fields = r.fields
+        comp = self.component
+        st = self.stats
+        st.emitted += 1
+        st.transferred += len(targets)
+        if self.debug:
+            self.ex.log_emit(task, stream, values, targets)
+        if anchors is not None and self.ex.acking:
+            if type(anchors) is Tuple:
+                anchors = (anchors,)
+            for t in targets:
+                ids = None
+                for a in anchors:
+                    aids = a.ids
+                    if aids:
+                        e = _randbits(64)
+                        a.ack_val ^= e
+                        if ids is None:
+                            ids = {}
+                        for root in aids:
+                            ids[root] = ids.get(root, 0) ^ e
+                d = deliver.get(t)
+                if d is not None:
+                    d(Tuple(values, comp, stream, task, ids, fields))
+                else:
+                    self.transfer.remote(t, [t, task, stream, values, ids])
+            return targets
+        for t in targets:
+            d = deliver.get(t)
+            if d is not None:
+                d(Tuple(values, comp, stream, task, None, fields))
+            else:
+                self.transfer.remote(t, [t, task, stream, values, None])
+        return targets
+
+    def emit_direct(self, task: int, values: list, stream: str = DEFAULT_STREAM,
+                    anchors: Any = None) -> list[int]:
+        return self.emit(values, stream=stream, anchors=anchors, direct_task=task)
+
+    def ack(self, tup: Tuple) -> None:
+        """The tuple is fully processed (after any anchored emits)."""
+        ids = tup.ids
+        if ids:
+            av = tup.ack_val
+            pa = self.ex.pending_acks
+            for root, e in ids.items():
+                pa[root] = pa.get(root, 0) ^ e ^ av
+        self.stats.acked += 1
+
+    def fail(self, tup: Tuple) -> None:
+        """Fail the tuple: its spout tuple's ``fail`` is called, without waiting for the timeout."""
+        ids = tup.ids
+        if ids:
+            self.ex.pending_fails.extend(ids)
+        self.stats.failed += 1
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        """Restart the message timeout of the tuple's trees (for long-running work)."""
+        ids = tup.ids
+        if ids:
+            self.ex.pending_resets.extend(ids)
+
+    def flush(self) -> None:
+        self.transfer.flush()
+
+
+class BasicOutputCollector:
+    """A BasicBolt's collector: emits are anchored to the current input (Storm's BasicOutputCollector)."""
+
+    __slots__ = ("out", "input")
+
+    def __init__(self, out: OutputCollector):
+        self.out = out
+        self.input: Tuple | None = None
+
+    def emit(self, values: list, stream: str = DEFAULT_STREAM) -> list[int]:
+        return self.out.emit(values, stream=stream, anchors=self.input)
+
+    def emit_direct(self, task: int, values: list, stream: str = DEFAULT_STREAM) -> list[int]:
+        return self.out.emit(values, stream=stream, anchors=self.input, direct_task=task)
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        self.out.reset_timeout(tup)
+
+    def report_error(self, error: BaseException | str) -> None:
+        self.out.report_error(error)
+
+
+def build_routes(ws: Any, component: str, task: int, context: Any) -> dict[str, Route]:
+    """Routers for every declared stream of ``component`` as emitted by ``task``."""
+    import copy
+    comp = ws.topology.components[component]
+    routes: dict[str, Route] = {}
+    for stream, sd in comp.streams.items():
+        routers = []
+        direct_targets: set[int] = set()
+        for sub, inp in ws.topology.subscribers(component, stream):
+            targets = ws.component_tasks[sub.id]
+            if inp.grouping.kind == g.DIRECT:
+                direct_targets.update(targets)
+                continue
+            routers.append(g.make_router(inp.grouping, targets, sd.fields,
+                                         local_tasks=ws.local_tasks, task_id=task,
+                                         context=context, stream=(component, stream),
+                                         copy_custom=copy.deepcopy))
+        routes[stream] = Route(stream, ws.fields[(component, stream)], routers, sd.direct,
+                               frozenset(direct_targets))
+    return routes

@@ -1,0 +1,523 @@
+"""Executors: one thread each, running the tasks of one component (Storm's executor).
+
+An executor owns one receive queue, one :class:`Transfer` and the loop that
+ties them to user code. The loop is split into a single step (drain a batch
+from the queue and dispatch it, call ``next_tuple`` for spouts, end the batch)
+and the forever loop around it that handles timers and idling.
+
+* :class:`BoltExecutor` calls ``execute`` (auto-acking for BasicBolt) and
+  sends tick tuples.
+* :class:`SpoutExecutor` calls ``next_tuple`` while the topology is active,
+  not throttled by backpressure and under ``topology.max.spout.pending``;
+  it keeps each task's pending trees in a RotatingMap that fails them on
+  timeout, and handles the acker's ack/fail/reset-timeout messages.
+* :class:`AckerExecutor` runs the ``__acker`` tasks' XOR ledgers.
+
+Acker traffic is batched: one system tuple per (executor batch, acker task)
+carries a flat list of ``root, value`` pairs, and acks for the same root are
+XOR-combined before they leave (XOR is associative, so the acker's view is
+unchanged).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from ..acker import AckerLedger, RotatingMap, TimeoutReset, TreeAcked, TreeFailed
+from ..client import config as cfg
+from ..client.components import BasicBolt, Bolt, Spout
+from ..client.context import TopologyContext
+from ..client.errors import FailedException, ReportedFailedException
+from ..client.tuple import (ACKER_ACK_STREAM_ID, ACKER_COMPONENT_ID, ACKER_FAIL_STREAM_ID,
+                            ACKER_INIT_STREAM_ID, ACKER_RESET_TIMEOUT_STREAM_ID,
+                            SYSTEM_COMPONENT_ID, SYSTEM_TASK_ID, SYSTEM_TICK_STREAM_ID, Fields,
+                            Tuple)
+from .collector import BasicOutputCollector, OutputCollector, SpoutOutputCollector, build_routes
+from .queue import InQueue
+from .state import WorkerState
+from .stats import TaskStats
+from .transfer import Transfer
+
+log = logging.getLogger("squall.worker.executor")
+
+#: Queue items handled per step before the batch is ended (acks flushed).
+BATCH = 1024
+#: next_tuple calls per spout task per step.
+SPOUT_BUDGET = 128
+_SYS_FIELDS = Fields(["payload"])
+_ACKER_STREAMS = (ACKER_INIT_STREAM_ID, ACKER_ACK_STREAM_ID, ACKER_FAIL_STREAM_ID,
+                  ACKER_RESET_TIMEOUT_STREAM_ID)
+_TIMEOUT_BUCKETS = 3
+
+
+class Executor(threading.Thread):
+    """Base: queue, transfer, acker batching and the loop skeleton."""
+
+    def __init__(self, ws: WorkerState, component_id: str, tasks: list[int]):
+        super().__init__(name=f"executor[{component_id}:{tasks[0]}-{tasks[-1]}]", daemon=True)
+        self.ws = ws
+        self.component_id = component_id
+        self.tasks = tasks
+        self.conf = ws.component_conf(component_id)
+        self.debug = bool(self.conf.get(cfg.TOPOLOGY_DEBUG))
+        self.acking = ws.acking
+        cap = int(self.conf[cfg.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE])
+        self.queue = InQueue(cap, float(self.conf[cfg.BACKPRESSURE_HIGH_WATERMARK]),
+                             float(self.conf[cfg.BACKPRESSURE_LOW_WATERMARK]), ws.bp)
+        self.transfer = Transfer(ws)
+        self.multi = len(tasks) > 1
+        for t in tasks:
+            ws.stats[t] = TaskStats(component_id)
+            if self.multi:
+                ws.deliver[t] = (lambda tup, _t=t, _put=self.queue.put: _put((_t, tup)))
+            else:
+                ws.deliver[t] = self.queue.put
+        #: root -> XOR of acked edge ids, flushed to the acker when the batch ends.
+        self.pending_acks: dict[int, int] = {}
+        self.pending_fails: list[int] = []
+        self.pending_resets: list[int] = []
+        self.pending_inits: list[tuple[int, int, int]] = []
+        self.stop_requested = False
+        self.stopped = threading.Event()
+        self.timeout_secs = float(self.conf[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS])
+        self.timers: list[list] = []  # [next_due, period, fn]
+
+    # -- lifecycle ------------------------------------------------------------
+    def context(self, task: int) -> TopologyContext:
+        return TopologyContext(self.ws.topology, self.ws.component_tasks, task, self.conf,
+                               self.ws.topology_id, self.ws.assignment.port,
+                               sorted(self.ws.local_tasks))
+
+    def add_timer(self, period: float, fn: Any) -> None:
+        self.timers.append([time.monotonic() + period, period, fn])
+
+    def run(self) -> None:
+        try:
+            self.setup()
+            self.loop()
+            self.teardown()
+        except BaseException as exc:  # user code raised: the worker dies, as in Storm
+            self.ws.die(self.component_id, self.tasks[0], exc)
+        finally:
+            try:
+                self.transfer.close()
+            finally:
+                self.stopped.set()
+
+    def stop(self) -> None:
+        self.stop_requested = True
+        self.queue.wake()
+
+    def setup(self) -> None:
+        raise NotImplementedError
+
+    def teardown(self) -> None:
+        pass
+
+    def log_emit(self, task: int, stream: str, values: list, targets: list[int]) -> None:
+        log.info("topology=%s component=%s task=%d emit stream=%s values=%r -> tasks %s",
+                 self.ws.topology_id, self.component_id, task, stream, values, targets)
+
+    # -- the loop ---------------------------------------------------------------
+    def step(self) -> int:
+        """Drain up to BATCH queued items and dispatch them; returns how many."""
+        dq = self.queue.dq
+        popleft = dq.popleft
+        dispatch = self.dispatch
+        n = 0
+        while dq and n < BATCH:
+            dispatch(popleft())
+            n += 1
+        return n
+
+    def dispatch(self, item: Any) -> None:
+        raise NotImplementedError
+
+    def produce(self) -> int:
+        """Spouts: call next_tuple; returns how many tuples were emitted."""
+        return 0
+
+    def idle_timeout(self) -> float:
+        return 1.0
+
+    def loop(self) -> None:
+        q = self.queue
+        transfer = self.transfer
+        flush_every = transfer.flush_interval
+        while not self.stop_requested:
+            n = self.step()
+            made = self.produce()
+            self.end_batch()
+            q.drain_done()
+            now = time.monotonic()
+            if self.timers:
+                self._fire_timers(now)
+            if n == 0 and made == 0:
+                transfer.flush()
+                q.wait(self._wait_for(now, self.idle_timeout()))
+            elif now - transfer.last_flush >= flush_every:
+                transfer.flush()
+
+    def _wait_for(self, now: float, idle: float) -> float:
+        if self.timers:
+            idle = min(idle, min(t[0] for t in self.timers) - now)
+        return max(idle, 0.0)
+
+    def _fire_timers(self, now: float) -> None:
+        for timer in self.timers:
+            if now >= timer[0]:
+                timer[0] = now + timer[1]
+                timer[2]()
+
+    # -- sending system tuples ------------------------------------------------------
+    def send_system(self, task: int, src_task: int, stream: str, values: list) -> None:
+        d = self.ws.deliver.get(task)
+        if d is not None:
+            d(Tuple(values, self.component_id, stream, src_task, None, _SYS_FIELDS))
+        else:
+            self.transfer.remote(task, [task, src_task, stream, values, None])
+
+    def end_batch(self) -> None:
+        """Send the batch's acker traffic: inits, combined acks, fails, timeout resets."""
+        if not (self.pending_inits or self.pending_acks or self.pending_fails
+                or self.pending_resets):
+            return
+        ackers = self.ws.acker_tasks
+        n = len(ackers)
+        src = self.tasks[0]
+        if self.pending_inits:
+            per: dict[int, list] = {}
+            for root, val, task in self.pending_inits:
+                flat = per.get(ackers[root % n])
+                if flat is None:
+                    flat = per[ackers[root % n]] = []
+                flat.append(root)
+                flat.append(val)
+                flat.append(task)
+            self.pending_inits = []
+            for acker, flat in per.items():
+                self.send_system(acker, src, ACKER_INIT_STREAM_ID, [flat])
+        if self.pending_acks:
+            per = {}
+            for root, val in self.pending_acks.items():
+                if val:
+                    flat = per.get(ackers[root % n])
+                    if flat is None:
+                        flat = per[ackers[root % n]] = []
+                    flat.append(root)
+                    flat.append(val)
+            self.pending_acks = {}
+            for acker, flat in per.items():
+                self.send_system(acker, src, ACKER_ACK_STREAM_ID, [flat])
+        for stream, roots in ((ACKER_FAIL_STREAM_ID, self.pending_fails),
+                              (ACKER_RESET_TIMEOUT_STREAM_ID, self.pending_resets)):
+            if roots:
+                per = {}
+                for root in roots:
+                    per.setdefault(ackers[root % n], []).append(root)
+                for acker, flat in per.items():
+                    self.send_system(acker, src, stream, [flat])
+        self.pending_fails = []
+        self.pending_resets = []
+
+
+class BoltExecutor(Executor):
+    """Runs user bolts (Bolt or BasicBolt) and sends them tick tuples."""
+
+    def setup(self) -> None:
+        comp = self.ws.topology.components[self.component_id]
+        self.bolts: dict[int, Any] = {}
+        self.executes: dict[int, Any] = {}
+        for t in self.tasks:
+            bolt = comp.instantiate()
+            ctx = self.context(t)
+            out = OutputCollector(self, t, build_routes(self.ws, self.component_id, t, ctx))
+            if isinstance(bolt, BasicBolt):
+                bolt.prepare(self.conf, ctx)
+                self.executes[t] = self._basic(bolt, out)
+            elif isinstance(bolt, Bolt):
+                bolt.prepare(self.conf, ctx, out)
+                self.executes[t] = self._counted(bolt.execute, self.ws.stats[t])
+            else:
+                raise TypeError(f"component {self.component_id!r} is not a bolt: {type(bolt)}")
+            self.bolts[t] = bolt
+        if not self.multi:
+            self.dispatch = self.executes[self.tasks[0]]  # type: ignore[method-assign]
+        tick = self.conf.get(cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
+        if tick:
+            self.add_timer(float(tick), lambda: self._tick(tick))
+
+    @staticmethod
+    def _counted(execute: Any, st: TaskStats) -> Any:
+        def run(tup: Tuple) -> None:
+            st.executed += 1
+            execute(tup)
+        return run
+
+    def _basic(self, bolt: BasicBolt, out: OutputCollector) -> Any:
+        bc = BasicOutputCollector(out)
+        execute = bolt.execute
+        ack = out.ack
+        fail = out.fail
+        st = self.ws.stats[out.task]
+
+        def run(tup: Tuple) -> None:
+            st.executed += 1
+            bc.input = tup
+            try:
+                execute(tup, bc)
+            except FailedException as exc:
+                if isinstance(exc, ReportedFailedException):
+                    out.report_error(exc)
+                fail(tup)
+            else:
+                ack(tup)
+        return run
+
+    def dispatch(self, item: Any) -> None:  # multi-task executors: (task, tuple)
+        self.executes[item[0]](item[1])
+
+    def _tick(self, freq: Any) -> None:
+        fields = self.ws.fields[(SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID)]
+        for t in self.tasks:
+            self.executes[t](Tuple([freq], SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID,
+                                   SYSTEM_TASK_ID, None, fields))
+
+    def teardown(self) -> None:
+        self.end_batch()
+        for bolt in self.bolts.values():
+            bolt.cleanup()
+
+
+class _SpoutTask:
+    __slots__ = ("task", "spout", "pending", "collector", "max_pending", "stats")
+
+    def __init__(self, task: int, spout: Spout, pending: RotatingMap, max_pending: int | None,
+                 stats: TaskStats):
+        self.task = task
+        self.spout = spout
+        self.pending = pending
+        self.max_pending = max_pending
+        self.stats = stats
+        self.collector: SpoutOutputCollector | None = None
+
+
+class SpoutExecutor(Executor):
+    """Runs user spouts: next_tuple under backpressure/max-pending, ack/fail/timeout callbacks."""
+
+    def setup(self) -> None:
+        comp = self.ws.topology.components[self.component_id]
+        max_pending = self.conf.get(cfg.TOPOLOGY_MAX_SPOUT_PENDING)
+        self.spouts: list[_SpoutTask] = []
+        self.by_task: dict[int, _SpoutTask] = {}
+        self.immediate_acks: list[tuple[int, Any]] = []
+        self.activated = False
+        self.empty_streak = 0
+        self.wait_max = float(self.conf[cfg.TOPOLOGY_SPOUT_WAIT_MAX_MILLIS]) / 1000
+        for t in self.tasks:
+            spout = comp.instantiate()
+            if not isinstance(spout, Spout):
+                raise TypeError(f"component {self.component_id!r} is not a spout: {type(spout)}")
+            st = _SpoutTask(t, spout, RotatingMap(_TIMEOUT_BUCKETS), max_pending, self.ws.stats[t])
+            st.pending.expired = self._expired_cb(st)
+            ctx = self.context(t)
+            st.collector = SpoutOutputCollector(
+                self, t, build_routes(self.ws, self.component_id, t, ctx), st.pending)
+            spout.open(self.conf, ctx, st.collector)
+            self.spouts.append(st)
+            self.by_task[t] = st
+        self.add_timer(self.timeout_secs / (_TIMEOUT_BUCKETS - 1), self._rotate)
+
+    def _expired_cb(self, st: _SpoutTask) -> Any:
+        def expired(root: int, entry: tuple) -> None:
+            st.stats.failed += 1
+            st.stats.timed_out += 1
+            st.spout.fail(entry[0])
+        return expired
+
+    def _rotate(self) -> None:
+        for st in self.spouts:
+            st.pending.rotate()
+            st.stats.pending = len(st.pending)
+
+    def _set_active(self, active: bool) -> None:
+        self.activated = active
+        for st in self.spouts:
+            if active:
+                st.spout.activate()
+            else:
+                st.spout.deactivate()
+
+    def produce(self) -> int:
+        if self.ws.active != self.activated:
+            self._set_active(self.ws.active)
+        if not self.activated or self.ws.bp.throttled:
+            return 0
+        made = 0
+        for st in self.spouts:
+            stats = st.stats
+            next_tuple = st.spout.next_tuple
+            pending = st.pending
+            cap = st.max_pending
+            for _ in range(SPOUT_BUDGET):
+                if cap is not None and len(pending) >= cap:
+                    break
+                before = stats.emitted
+                next_tuple()
+                if stats.emitted == before:
+                    break
+                made += stats.emitted - before
+            stats.pending = len(pending)
+        if self.immediate_acks:
+            acks, self.immediate_acks = self.immediate_acks, []
+            for task, msg_id in acks:
+                st = self.by_task[task]
+                st.stats.acked += 1
+                st.spout.ack(msg_id)
+        self.empty_streak = 0 if made else self.empty_streak + 1
+        return made
+
+    def idle_timeout(self) -> float:
+        if not self.activated or self.ws.bp.throttled:
+            return min(0.1, self.wait_max)
+        # Progressive wait after next_tuple emitted nothing: 0.1 ms doubling to the max.
+        return min(self.wait_max, 0.0001 * (1 << min(self.empty_streak, 16)))
+
+    def dispatch(self, tup: Any) -> None:
+        if self.multi:
+            tup = tup[1]
+        stream = tup.source_stream
+        roots = tup.values[0]
+        now = time.monotonic()
+        if stream == ACKER_ACK_STREAM_ID:
+            for root in roots:
+                st = self._owner(root)
+                if st is None:
+                    continue  # timed out already, or a duplicate
+                msg_id, t0 = st.pending.pop(root)
+                st.stats.acked += 1
+                st.stats.add_latency((now - t0) * 1000)
+                st.spout.ack(msg_id)
+        elif stream == ACKER_FAIL_STREAM_ID:
+            for root in roots:
+                st = self._owner(root)
+                if st is None:
+                    continue
+                msg_id, _ = st.pending.pop(root)
+                st.stats.failed += 1
+                st.spout.fail(msg_id)
+        elif stream == ACKER_RESET_TIMEOUT_STREAM_ID:
+            for root in roots:
+                st = self._owner(root)
+                if st is not None:
+                    st.pending.put(root, st.pending.get(root))
+        else:
+            log.warning("topology=%s spout %s got a tuple on unexpected stream %s from task %d",
+                        self.ws.topology_id, self.component_id, stream, tup.source_task)
+
+    def _owner(self, root: int) -> _SpoutTask | None:
+        for st in self.spouts:
+            if root in st.pending:
+                return st
+        return None
+
+    def end_batch(self) -> None:
+        super().end_batch()
+        for st in self.spouts:
+            st.stats.pending = len(st.pending)
+
+    def teardown(self) -> None:
+        self.end_batch()
+        for st in self.spouts:
+            st.spout.close()
+
+
+class AckerExecutor(Executor):
+    """The ``__acker`` tasks: XOR ledgers fed by batched system tuples."""
+
+    def setup(self) -> None:
+        self.ledgers = {t: AckerLedger(_TIMEOUT_BUCKETS) for t in self.tasks}
+        self.add_timer(self.timeout_secs / (_TIMEOUT_BUCKETS - 1), self._rotate)
+        self.out_acks: dict[int, list] = {}
+        self.out_fails: dict[int, list] = {}
+        self.out_resets: dict[int, list] = {}
+
+    def _rotate(self) -> None:
+        for ledger in self.ledgers.values():
+            ledger.rotate()
+        for t, ledger in self.ledgers.items():
+            self.ws.stats[t].pending = len(ledger)
+
+    def dispatch(self, item: Any) -> None:
+        if self.multi:
+            task, tup = item
+        else:
+            task, tup = self.tasks[0], item
+        ledger = self.ledgers[task]
+        stream = tup.source_stream
+        flat = tup.values[0]
+        results = []
+        if stream == ACKER_ACK_STREAM_ID:
+            ack = ledger.ack
+            for i in range(0, len(flat) - 1, 2):
+                r = ack(flat[i], flat[i + 1])
+                if r is not None:
+                    results.append(r)
+        elif stream == ACKER_INIT_STREAM_ID:
+            init = ledger.init
+            for i in range(0, len(flat) - 2, 3):
+                r = init(flat[i], flat[i + 1], flat[i + 2])
+                if r is not None:
+                    results.append(r)
+        elif stream == ACKER_FAIL_STREAM_ID:
+            for root in flat:
+                r = ledger.fail(root)
+                if r is not None:
+                    results.append(r)
+        elif stream == ACKER_RESET_TIMEOUT_STREAM_ID:
+            for root in flat:
+                r = ledger.reset_timeout(root)
+                if r is not None:
+                    results.append(r)
+        else:
+            log.warning("topology=%s acker got a tuple on unexpected stream %s from task %d",
+                        self.ws.topology_id, stream, tup.source_task)
+            return
+        st = self.ws.stats[task]
+        st.executed += 1
+        for r in results:
+            if type(r) is TreeAcked:
+                self.out_acks.setdefault(r.spout_task, []).append(r.root)
+                st.acked += 1
+            elif type(r) is TreeFailed:
+                self.out_fails.setdefault(r.spout_task, []).append(r.root)
+                st.failed += 1
+            elif type(r) is TimeoutReset:
+                self.out_resets.setdefault(r.spout_task, []).append(r.root)
+            else:
+                raise TypeError(r)
+
+    def end_batch(self) -> None:
+        src = self.tasks[0]
+        for stream, out in ((ACKER_ACK_STREAM_ID, self.out_acks),
+                            (ACKER_FAIL_STREAM_ID, self.out_fails),
+                            (ACKER_RESET_TIMEOUT_STREAM_ID, self.out_resets)):
+            if out:
+                for spout_task, roots in out.items():
+                    self.send_system(spout_task, src, stream, [roots])
+                out.clear()
+
+    def idle_timeout(self) -> float:
+        return 5.0
+
+
+def executor_for(ws: WorkerState, component_id: str, tasks: list[int]) -> Executor:
+    comp = ws.topology.components[component_id]
+    if component_id == ACKER_COMPONENT_ID:
+        return AckerExecutor(ws, component_id, tasks)
+    if comp.kind == "spout":
+        return SpoutExecutor(ws, component_id, tasks)
+    return BoltExecutor(ws, component_id, tasks)

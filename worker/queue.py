@@ -1,0 +1,130 @@
+"""An executor's receive queue with high/low water marks, and the worker's backpressure state.
+
+Producers (other executors of the worker, the receive thread) never block: a
+put appends to a deque and, when the queue crosses its high water mark, marks
+the executor congested. The consumer clears the mark once it drains below the
+low water mark. While any executor of the topology is congested, spouts stop
+calling ``next_tuple`` (they keep processing acks), so the tuples in flight,
+and with them every queue, stay bounded; nothing ever waits on a full queue,
+so cycles (spout -> acker -> spout) cannot deadlock. This is JStorm's
+water-mark backpressure with Storm 1.x's topology-wide throttle.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any, Callable
+
+
+class Backpressure:
+    """Which executors here, and which other workers, are congested. Thread-safe."""
+
+    def __init__(self, enabled: bool = True,
+                 on_change: Callable[[bool], None] | None = None):
+        self.enabled = enabled
+        self._lock = threading.Lock()
+        self._local = 0
+        self._remote: set[str] = set()
+        #: Read without a lock on the spouts' hot path (a bool read is atomic).
+        self.throttled = False
+        self.on_change = on_change
+
+    @property
+    def local_congested(self) -> bool:
+        return self._local > 0
+
+    def _recompute(self) -> None:
+        self.throttled = self.enabled and (self._local > 0 or bool(self._remote))
+
+    def local(self, congested: bool) -> None:
+        with self._lock:
+            before = self._local > 0
+            self._local += 1 if congested else -1
+            after = self._local > 0
+            self._recompute()
+        if before != after and self.on_change is not None:
+            self.on_change(after)
+
+    def remote(self, worker_id: str, congested: bool) -> None:
+        with self._lock:
+            if congested:
+                self._remote.add(worker_id)
+            else:
+                self._remote.discard(worker_id)
+            self._recompute()
+
+    def remote_congested(self) -> set[str]:
+        with self._lock:
+            return set(self._remote)
+
+
+class InQueue:
+    """An executor's receive queue: many producers, one consumer.
+
+    Thread-safety: ``put`` may be called from any thread; ``drain_done`` and
+    ``wait`` only from the consumer.
+    """
+
+    def __init__(self, capacity: int, high: float, low: float, bp: Backpressure):
+        self.dq: deque[Any] = deque()
+        self.high = max(1, int(capacity * high))
+        self.low = int(capacity * low)
+        self.bp = bp
+        self.congested = False
+        self.sleeping = False
+        self.event = threading.Event()
+        #: Largest length seen (for stats and the bounded-memory test).
+        self.max_len = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.dq)
+
+    def put(self, item: Any) -> None:
+        dq = self.dq
+        dq.append(item)
+        if len(dq) > self.high:
+            self._over()
+        if self.sleeping:
+            self.event.set()
+
+    def put_many(self, items: list) -> None:
+        dq = self.dq
+        dq.extend(items)
+        if len(dq) > self.high:
+            self._over()
+        if self.sleeping:
+            self.event.set()
+
+    def _over(self) -> None:
+        n = len(self.dq)
+        if n > self.max_len:
+            self.max_len = n
+        if not self.congested:
+            with self._lock:
+                if not self.congested:
+                    self.congested = True
+                    self.bp.local(True)
+
+    def drain_done(self) -> None:
+        """Consumer: after a batch, lift congestion once below the low water mark."""
+        n = len(self.dq)
+        if n > self.max_len:
+            self.max_len = n
+        if self.congested and n <= self.low:
+            with self._lock:
+                if self.congested:
+                    self.congested = False
+                    self.bp.local(False)
+
+    def wait(self, timeout: float | None) -> None:
+        """Consumer: sleep until a put or ``timeout``."""
+        self.sleeping = True
+        if not self.dq:
+            self.event.wait(timeout)
+        self.sleeping = False
+        self.event.clear()
+
+    def wake(self) -> None:
+        self.event.set()

@@ -1,0 +1,124 @@
+"""The receive thread: one PULL socket per worker, frames decoded into executor queues.
+
+Binds ``tcp://host:port`` (peers on other hosts) and, when the assignment
+names an IPC directory, ``ipc://`` (peers on this host). Every frame is
+validated; a malformed frame, or a tuple for a task this worker does not run
+or on a stream its source does not declare, is dropped and logged (rate
+limited) and counted in the heartbeat. The worker keeps running.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import zmq
+
+from ..client.tuple import Fields, Tuple
+from .frame import BACKPRESSURE, DATA, MAX_FRAME_BYTES, BadFrame, decode
+from .state import WorkerState
+
+log = logging.getLogger("squall.worker.receiver")
+
+_SYS_FIELDS = Fields(["payload"])
+_SYSTEM_STREAMS = frozenset(("__ack_init", "__ack_ack", "__ack_fail", "__ack_reset_timeout"))
+
+
+class Receiver(threading.Thread):
+    """Owns the worker's inbound socket. Only ``stop`` is called from other threads."""
+
+    def __init__(self, ws: WorkerState):
+        super().__init__(name="receiver", daemon=True)
+        self.ws = ws
+        self.sock = ws.zctx.socket(zmq.PULL)
+        self.sock.setsockopt(zmq.RCVHWM, 10_000)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        # Refuse oversized messages at the transport: a peer never sends > 256 MiB.
+        self.sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+        a = ws.assignment
+        self.sock.bind(f"tcp://{a.host}:{a.port}")
+        self.ipc = None
+        if a.ipc_dir:
+            self.ipc = f"ipc://{a.ipc_dir}/{ws.topology_id}-{a.port}.sock"
+            self.sock.bind(self.ipc)
+        self._stopping = False
+        self._last_warn = 0.0
+        self._suppressed = 0
+        #: (src_task, stream) -> (component, fields), filled lazily.
+        self._src: dict[tuple[int, str], tuple[str, Fields]] = {}
+
+    def stop(self) -> None:
+        self._stopping = True
+
+    def run(self) -> None:
+        sock = self.sock
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        try:
+            while not self._stopping:
+                if not poller.poll(200):
+                    continue
+                while True:
+                    try:
+                        frame = sock.recv(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    self.handle(frame)
+        finally:
+            sock.close(0)
+
+    def _drop(self, what: str) -> None:
+        self.ws.dropped_frames += 1
+        now = time.monotonic()
+        if now - self._last_warn >= 5.0:
+            extra = f" ({self._suppressed} more dropped since the last warning)" \
+                if self._suppressed else ""
+            log.warning("topology=%s worker=%s dropped a bad frame: %s%s",
+                        self.ws.topology_id, self.ws.worker_id, what, extra)
+            self._last_warn = now
+            self._suppressed = 0
+        else:
+            self._suppressed += 1
+
+    def handle(self, frame: bytes) -> None:
+        try:
+            msg = decode(frame)
+        except BadFrame as exc:
+            self._drop(f"{exc} ({len(frame)} bytes)")
+            return
+        if msg[1] == BACKPRESSURE:
+            self.ws.bp.remote(msg[2], bool(msg[3]))
+            return
+        assert msg[1] == DATA
+        deliver = self.ws.deliver
+        src = self._src
+        bad = 0
+        for wire in msg[2]:
+            try:
+                dest, src_task, stream, values, ids = wire
+                d = deliver[dest]
+                key = (src_task, stream)
+                meta = src.get(key)
+                if meta is None:
+                    meta = self._source(src_task, stream)
+                if type(values) is not list or (ids is not None and type(ids) is not dict):
+                    raise TypeError("values must be a list and ids a map")
+            except (TypeError, ValueError, KeyError):
+                bad += 1
+                continue
+            d(Tuple(values, meta[0], stream, src_task, ids, meta[1]))
+        if bad:
+            self.ws.dropped_tuples += bad
+            self._drop(f"{bad} malformed tuple(s) or tuple(s) for unknown tasks/streams "
+                       f"in a batch of {len(msg[2])}")
+
+    def _source(self, src_task: int, stream: str) -> tuple[str, Fields]:
+        comp = self.ws.task_component[src_task]  # KeyError: unknown source task
+        fields = self.ws.fields.get((comp, stream))
+        if fields is None:
+            if stream not in _SYSTEM_STREAMS:
+                raise KeyError(stream)
+            fields = _SYS_FIELDS
+        meta = self._src[(src_task, stream)] = (comp, fields)
+        return meta

@@ -1,0 +1,139 @@
+"""WorkerState: what every executor thread of one worker process shares.
+
+Built once from the worker's assignment before any executor starts, then
+read-only except for the delivery map (filled while executors are created),
+the activity flag and the backpressure state.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import zmq
+
+from ..client import config as cfg
+from ..client.topology import Topology, assign_task_ids
+from ..client.tuple import (ACKER_COMPONENT_ID, SYSTEM_COMPONENT_ID, SYSTEM_TASK_ID,
+                            SYSTEM_TICK_STREAM_ID, Fields)
+from .queue import Backpressure
+from .stats import TaskStats
+
+log = logging.getLogger("squall.worker")
+
+
+@dataclass
+class Assignment:
+    """What a worker is told to run (Storm's worker assignment, one worker's view).
+
+    ``workers`` maps every worker id of the topology (``host:port``) to its
+    task ids; ``worker_id`` is this one.
+    """
+
+    topology_id: str
+    worker_id: str
+    host: str
+    port: int
+    workers: dict[str, list[int]]
+    conf: dict[str, Any]
+    ipc_dir: str | None = None
+    #: -c overrides, re-applied over component conf (they win over everything).
+    cli_overrides: dict[str, Any] = field(default_factory=dict)
+    #: Directories prepended to sys.path so the topology's code imports.
+    code_paths: list[str] = field(default_factory=list)
+
+    @property
+    def tasks(self) -> list[int]:
+        return self.workers[self.worker_id]
+
+    def to_json(self) -> dict:
+        return {"topology_id": self.topology_id, "worker_id": self.worker_id,
+                "host": self.host, "port": self.port,
+                "workers": {w: list(t) for w, t in self.workers.items()},
+                "conf": self.conf, "ipc_dir": self.ipc_dir, "cli_overrides": self.cli_overrides,
+                "code_paths": self.code_paths}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Assignment":
+        return cls(d["topology_id"], d["worker_id"], d["host"], int(d["port"]),
+                   {w: [int(t) for t in ts] for w, ts in d["workers"].items()},
+                   d["conf"], d.get("ipc_dir"), d.get("cli_overrides") or {},
+                   list(d.get("code_paths") or []))
+
+
+def endpoint_for(worker_id: str, my_host: str, ipc_dir: str | None, topology_id: str) -> str:
+    """``ipc://`` to a worker on this host, ``tcp://`` to one on another host."""
+    host, _, port = worker_id.rpartition(":")
+    if ipc_dir and host == my_host:
+        return f"ipc://{ipc_dir}/{topology_id}-{port}.sock"
+    return f"tcp://{host}:{port}"
+
+
+class WorkerState:
+    """Shared, mostly read-only state of one worker process."""
+
+    def __init__(self, topology: Topology, assignment: Assignment):
+        self.topology = topology
+        self.assignment = assignment
+        self.topology_id = assignment.topology_id
+        self.worker_id = assignment.worker_id
+        self.conf = assignment.conf
+        self.component_tasks = assign_task_ids(topology)
+        self.task_component: dict[int, str] = {
+            t: c for c, ts in self.component_tasks.items() for t in ts}
+        self.task_worker: dict[int, str] = {
+            t: w for w, ts in assignment.workers.items() for t in ts}
+        self.local_tasks = frozenset(assignment.tasks)
+        self.endpoints = {w: endpoint_for(w, assignment.host, assignment.ipc_dir, self.topology_id)
+                          for w in assignment.workers}
+        self.acker_tasks = self.component_tasks.get(ACKER_COMPONENT_ID, [])
+        self.acking = bool(self.acker_tasks)
+        #: (component, stream) -> Fields, shared by every tuple of that stream.
+        self.fields: dict[tuple[str, str], Fields] = {
+            (c.id, s): Fields(sd.fields)
+            for c in topology.components.values() for s, sd in c.streams.items()}
+        self.fields[(SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID)] = Fields(["freq_secs"])
+        self.task_component[SYSTEM_TASK_ID] = SYSTEM_COMPONENT_ID
+        #: task id -> callable taking a Tuple, for tasks of this worker.
+        self.deliver: dict[int, Callable[[Any], None]] = {}
+        self.stats: dict[int, TaskStats] = {}
+        self.bp = Backpressure(bool(self.conf.get(cfg.TOPOLOGY_BACKPRESSURE_ENABLE, True)))
+        #: Spouts call next_tuple only while this is set (topology ACTIVE).
+        self.active = True
+        self.zctx = zmq.Context.instance()
+        self.errors: collections.deque = collections.deque(maxlen=20)
+        self.fatal: tuple[str, BaseException, str] | None = None
+        self.fatal_event = threading.Event()
+        #: Called (from the dying thread) when user code crashed.
+        self.on_fatal: Callable[[], None] | None = None
+        self.dropped_frames = 0
+        self.dropped_tuples = 0
+        self.dropped_batches = 0
+        self.start_time = time.time()
+
+    def component_conf(self, component: str) -> dict[str, Any]:
+        comp = self.topology.components[component]
+        return cfg.component_conf(self.conf, comp.conf, self.assignment.cli_overrides)
+
+    def report_error(self, component: str, task: int, error: BaseException | str) -> None:
+        text = error if isinstance(error, str) else \
+            "".join(traceback.format_exception_only(type(error), error)).strip()
+        self.errors.append({"time": time.time(), "component": component, "task": task,
+                            "error": text})
+        log.error("topology=%s component=%s task=%d error: %s",
+                  self.topology_id, component, task, text)
+
+    def die(self, component: str, task: int, exc: BaseException) -> None:
+        """User code raised: record it and tell the main thread to exit the worker (as Storm does)."""
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        self.report_error(component, task, exc)
+        if self.fatal is None:
+            self.fatal = (component, exc, tb)
+        self.fatal_event.set()
+        if self.on_fatal is not None:
+            self.on_fatal()

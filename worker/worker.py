@@ -1,0 +1,279 @@
+"""The Worker process: runs the executors of its tasks and reports through local files.
+
+Storm's worker in one class. It reads its assignment and the topology from
+disk, starts one thread per executor plus the receive thread, and then its
+main thread owns the slow loop: write the heartbeat file (stats, queue
+depths, recent errors), follow the ``status`` file (ACTIVE / INACTIVE /
+KILLED), broadcast backpressure changes to the other workers, and exit when
+told to or when user code crashed.
+
+Files in the worker directory:
+
+* ``assignment.json`` -- :class:`~squall.worker.state.Assignment` (read).
+* ``status`` -- ``ACTIVE`` or ``INACTIVE``/``KILLED`` (read, optional).
+* ``heartbeat.json`` -- written every ``topology.stats.freq.secs`` (atomic rename).
+
+Exit codes: 0 stopped on request, :data:`EXIT_USER_CODE` user code raised,
+:data:`EXIT_PARENT_GONE` the launching process died, 1 startup failure.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+import zmq
+
+from ..client import config as cfg
+from ..client.topology import executors_of, system_topology
+from ..client.topology_proto import from_bytes
+from .executor import Executor, executor_for
+from .frame import Codec
+from .receiver import Receiver
+from .state import Assignment, WorkerState
+
+log = logging.getLogger("squall.worker")
+
+EXIT_USER_CODE = 20
+EXIT_PARENT_GONE = 21
+
+ASSIGNMENT_FILE = "assignment.json"
+TOPOLOGY_FILE = "topology.pb"
+STATUS_FILE = "status"
+HEARTBEAT_FILE = "heartbeat.json"
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+def write_json_atomic(path: str, data: Any) -> None:
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(data, fh)
+    os.replace(tmp, path)
+
+
+class Worker:
+    """One worker process of one topology.
+
+    Example (what ``python -m squall.worker`` does)::
+
+        w = Worker(topology_dir, worker_dir)
+        w.start()
+        sys.exit(w.run())
+    """
+
+    def __init__(self, topology_dir: str, worker_dir: str, parent_pid: int | None = None):
+        self.topology_dir = topology_dir
+        self.worker_dir = worker_dir
+        self.parent_pid = parent_pid
+        with open(os.path.join(worker_dir, ASSIGNMENT_FILE)) as fh:
+            self.assignment = Assignment.from_json(json.load(fh))
+        for p in reversed(self.assignment.code_paths):
+            if p not in sys.path:
+                sys.path.insert(0, p)
+        with open(os.path.join(topology_dir, TOPOLOGY_FILE), "rb") as fh:
+            user_topology = from_bytes(fh.read())
+        conf = cfg.layered(self.assignment.conf)
+        self.assignment.conf = conf
+        self.ws = WorkerState(system_topology(user_topology, conf), self.assignment)
+        self._wake = threading.Event()
+        self.ws.bp.on_change = lambda congested: self._wake.set()
+        self.ws.on_fatal = self._wake.set
+        self.executors: list[Executor] = []
+        self.receiver: Receiver | None = None
+        self._stop_reason: str | None = None
+        self._status_mtime = 0.0
+        self._peers: dict[str, zmq.Socket] = {}
+        self._codec = Codec()
+        self._bp_sent_at = 0.0
+        self._bp_last: bool | None = None
+
+    # -- lifecycle ------------------------------------------------------------
+    def start(self) -> None:
+        ws = self.ws
+        mine = set(self.assignment.tasks)
+        for component, tasks in executors_of(ws.topology, ws.component_tasks):
+            local = [t for t in tasks if t in mine]
+            if local:
+                self.executors.append(executor_for(ws, component, local))
+        self._read_status()
+        self.receiver = Receiver(ws)
+        self.receiver.start()
+        for ex in self.executors:
+            ex.start()
+        log.info("worker %s of topology %s started: pid %d, %d executors, tasks %s",
+                 ws.worker_id, ws.topology_id, os.getpid(), len(self.executors),
+                 sorted(mine))
+
+    def request_stop(self, reason: str) -> None:
+        """Thread- and signal-safe: ask the main loop to stop."""
+        if self._stop_reason is None:
+            self._stop_reason = reason
+        self._wake.set()
+
+    def run(self) -> int:
+        """The main loop; returns the process exit code."""
+        freq = float(self.ws.conf.get(cfg.TOPOLOGY_STATS_FREQ_SECS, 1.0))
+        next_beat = 0.0
+        while True:
+            if self.ws.fatal is not None:
+                return self._die()
+            if self._stop_reason is not None:
+                return self._shutdown()
+            if self.parent_pid is not None and os.getppid() != self.parent_pid:
+                log.error("worker %s: the process that launched it (pid %d) is gone; exiting",
+                          self.ws.worker_id, self.parent_pid)
+                self._shutdown()
+                return EXIT_PARENT_GONE
+            self._read_status()
+            self._broadcast_backpressure()
+            now = time.monotonic()
+            if now >= next_beat:
+                self.write_heartbeat()
+                next_beat = now + freq
+            self._wake.wait(0.2)
+            self._wake.clear()
+
+    def _die(self) -> int:
+        component, exc, tb = self.ws.fatal  # type: ignore[misc]
+        sys.stderr.write(f"worker {self.ws.worker_id} of topology {self.ws.topology_id}: "
+                         f"component {component!r} raised {type(exc).__name__}: {exc}\n{tb}")
+        sys.stderr.flush()
+        self.write_heartbeat(state="crashed")
+        return EXIT_USER_CODE
+
+    def _shutdown(self) -> int:
+        log.info("worker %s stopping: %s", self.ws.worker_id, self._stop_reason)
+        self.ws.active = False
+        for ex in self.executors:
+            ex.stop()
+        deadline = time.monotonic() + 5.0
+        for ex in self.executors:
+            ex.stopped.wait(max(0.0, deadline - time.monotonic()))
+            if not ex.stopped.is_set():
+                log.warning("worker %s: executor %s did not stop within 5 s (stuck in user "
+                            "code?); exiting anyway", self.ws.worker_id, ex.name)
+        if self.receiver is not None:
+            self.receiver.stop()
+            self.receiver.join(1.0)
+        if self.ws.fatal is not None:
+            return self._die()
+        self.write_heartbeat(state="stopped")
+        for s in self._peers.values():
+            s.close(0)
+        return 0
+
+    # -- status, backpressure, heartbeat --------------------------------------------
+    def _read_status(self) -> None:
+        path = os.path.join(self.worker_dir, STATUS_FILE)
+        try:
+            mtime = os.stat(path).st_mtime
+        except FileNotFoundError:
+            return
+        if mtime == self._status_mtime:
+            return
+        self._status_mtime = mtime
+        with open(path) as fh:
+            status = fh.read().strip().upper()
+        active = status == "ACTIVE"
+        if active != self.ws.active:
+            log.info("worker %s: topology %s is now %s", self.ws.worker_id,
+                     self.ws.topology_id, status)
+        self.ws.active = active
+        for ex in self.executors:
+            ex.queue.wake()
+
+    def _peer(self, w: str) -> zmq.Socket:
+        s = self._peers.get(w)
+        if s is None:
+            s = self._peers[w] = self.ws.zctx.socket(zmq.PUSH)
+            s.setsockopt(zmq.LINGER, 0)
+            s.setsockopt(zmq.SNDHWM, 100)
+            s.connect(self.ws.endpoints[w])
+        return s
+
+    def _broadcast_backpressure(self) -> None:
+        congested = self.ws.bp.local_congested
+        now = time.monotonic()
+        # Send on change, and re-assert every second while congested (a restarted peer forgets).
+        if congested == self._bp_last and not (congested and now - self._bp_sent_at >= 1.0):
+            return
+        self._bp_last = congested
+        self._bp_sent_at = now
+        frame = self._codec.backpressure(self.ws.worker_id, congested)
+        for w in self.ws.endpoints:
+            if w == self.ws.worker_id:
+                continue
+            try:
+                self._peer(w).send(frame, zmq.NOBLOCK)
+            except zmq.Again:
+                pass
+
+    def heartbeat(self, state: str = "running") -> dict:
+        ws = self.ws
+        return {
+            "time": time.time(), "pid": os.getpid(), "state": state,
+            "topology_id": ws.topology_id, "worker_id": ws.worker_id,
+            "uptime_secs": time.time() - ws.start_time, "active": ws.active,
+            "tasks": {str(t): s.snapshot() for t, s in ws.stats.items()},
+            "executors": {ex.name: {"queue": len(ex.queue), "queue_max": ex.queue.max_len,
+                                    "congested": ex.queue.congested} for ex in self.executors},
+            "throttled": ws.bp.throttled,
+            "dropped_frames": ws.dropped_frames, "dropped_tuples": ws.dropped_tuples,
+            "dropped_batches": ws.dropped_batches,
+            "errors": list(ws.errors), "rss_bytes": _rss_bytes(),
+        }
+
+    def write_heartbeat(self, state: str = "running") -> None:
+        try:
+            write_json_atomic(os.path.join(self.worker_dir, HEARTBEAT_FILE),
+                              self.heartbeat(state))
+        except (OSError, RuntimeError) as exc:  # RuntimeError: a dict changed during iteration
+            log.warning("worker %s: could not write heartbeat: %s", self.ws.worker_id, exc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m squall.worker",
+                                description="Run one Squall worker process.")
+    p.add_argument("--topology-dir", required=True, help="holds topology.pb")
+    p.add_argument("--worker-dir", required=True,
+                   help="holds assignment.json; heartbeat.json is written here")
+    p.add_argument("--exit-with-parent", action="store_true",
+                   help="exit when the launching process dies")
+    a = p.parse_args(argv)
+    parent = os.getppid() if a.exit_with_parent else None
+    try:
+        with open(os.path.join(a.worker_dir, ASSIGNMENT_FILE)) as fh:
+            tid = json.load(fh).get("topology_id", "?")
+    except (OSError, ValueError):
+        tid = "?"
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr,
+        format=f"%(asctime)s %(levelname)s [{tid} pid={os.getpid()}] %(name)s: %(message)s")
+    try:
+        worker = Worker(a.topology_dir, a.worker_dir, parent)
+    except Exception as exc:
+        log.exception("worker failed to start: %s", exc)
+        return 1
+    signal.signal(signal.SIGTERM, lambda s, f: worker.request_stop(f"signal {s}"))
+    signal.signal(signal.SIGINT, lambda s, f: worker.request_stop(f"signal {s}"))
+    worker.start()
+    code = worker.run()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Executor threads stuck in user code must not keep the process alive.
+    os._exit(code)
