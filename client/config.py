@@ -194,11 +194,13 @@ def load_yaml(path: str | os.PathLike | None) -> dict[str, Any]:
         return {}
     try:
         with open(path) as fh:
-            data = yaml.safe_load(fh) or {}
+            data = yaml.safe_load(fh)
     except FileNotFoundError:
         raise ConfigError(str(path), "config file not found") from None
     except yaml.YAMLError as exc:
         raise ConfigError(str(path), f"not valid YAML: {exc}") from None
+    if data is None:  # an empty file
+        data = {}
     if not isinstance(data, dict):
         raise ConfigError(str(path), "top level must be a mapping of key: value")
     return normalize(data)

@@ -75,6 +75,14 @@ def stable_hash(value: Any) -> int:
         return int(bool(value))
     if t is float and value.is_integer():
         return int(value) & _MASK64
+    # Subclasses (StrEnum, IntEnum) hash like the plain value they equal, which is what
+    # they become after crossing a worker.
+    if isinstance(value, str):
+        return zlib.crc32(str.encode(value, "utf-8", "surrogatepass"))
+    if isinstance(value, int):
+        return int(value) & _MASK64
+    if isinstance(value, bytes):
+        return zlib.crc32(value)
     return zlib.crc32(msgpack.packb(value, default=repr))
 
 

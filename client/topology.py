@@ -11,6 +11,7 @@ and field. :func:`system_topology` adds Storm's hidden ``__acker`` bolt and
 
 from __future__ import annotations
 
+import json
 import pickle
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -276,6 +277,12 @@ def validate(topology: Topology) -> None:
             cfg.component_conf({}, c.conf)
         except cfg.ConfigError as exc:
             raise InvalidTopology(f"component {c.id!r}: {exc}", component=c.id) from None
+        for key, value in c.conf.items():  # component conf travels as JSON
+            try:
+                json.dumps(value, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise InvalidTopology(f"component {c.id!r}: conf {key!r} cannot be serialized "
+                                      f"as JSON: {exc}", component=c.id) from None
         if c.kind == BOLT and not c.inputs and not c.system and \
                 c.conf.get(cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS) is None:
             raise InvalidTopology(f"bolt {c.id!r} subscribes to no stream: add a grouping such "

@@ -1,0 +1,98 @@
+"""Worker wire frames: encode/decode round trips and strict rejection of malformed frames."""
+
+import random
+
+import msgpack
+import pytest
+
+from squall.client.errors import SerializationError
+from squall.worker.frame import BACKPRESSURE, DATA, VERSION, BadFrame, Codec, decode
+
+MAX_U64 = (1 << 64) - 1
+
+
+def test_data_frame_round_trip():
+    tuples = [
+        [3, 1, "default", ["word", 1, 2.5, None, True, b"\x00\xff", {"k": [1, {"n": "v"}]}],
+         {MAX_U64: 1 << 63, 12345: MAX_U64}],
+        [4, 2, "other", [], None],
+    ]
+    msg = decode(Codec().data(tuples))
+    assert msg == [VERSION, DATA, tuples]
+    ids = msg[2][0][4]
+    assert ids[MAX_U64] == 1 << 63 and ids[12345] == MAX_U64
+
+
+def test_tuple_values_arrive_as_lists():
+    msg = decode(Codec().data([[1, 1, "s", [("a", 1)], None]]))
+    assert msg[2][0][3] == [["a", 1]]
+
+
+def test_set_round_trips_via_pickle_fallback():
+    values = [{"b", "a"}, {"nested": frozenset({1, 2})}]
+    msg = decode(Codec(pickle_fallback=True).data([[1, 2, "default", values, None]]))
+    assert msg[2][0][3] == values
+    assert type(msg[2][0][3][0]) is set
+
+
+def test_without_pickle_fallback_set_is_refused_naming_type():
+    with pytest.raises(SerializationError) as info:
+        Codec(pickle_fallback=False).data([[1, 2, "default", [{"a"}], None]])
+    assert "set" in str(info.value)
+    assert "topology.fall.back.on.java.serialization" in str(info.value)
+
+
+def test_codec_usable_after_serialization_error():
+    codec = Codec(pickle_fallback=False)
+    with pytest.raises(SerializationError):
+        codec.data([[1, 2, "default", [{"a"}], None]])
+    assert decode(codec.data([[1, 2, "default", ["ok"], None]]))[2][0][3] == ["ok"]
+
+
+def test_unpicklable_value_is_a_serialization_error():
+    with pytest.raises(SerializationError) as info:
+        Codec().data([[1, 2, "default", [lambda: None], None]])
+    assert "function" in str(info.value)
+
+
+def test_backpressure_frame_round_trip():
+    assert decode(Codec().backpressure("worker-7", 1)) == [VERSION, BACKPRESSURE, "worker-7", True]
+    assert decode(Codec().backpressure("w", False))[3] is False
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_random_bytes_rejected(seed):
+    rng = random.Random(seed)
+    frame = rng.randbytes(rng.randrange(1, 200))
+    with pytest.raises(BadFrame):
+        decode(frame)
+
+
+BAD_FRAMES = {
+    "empty": b"",
+    "truncated": msgpack.packb([VERSION, DATA, [[1, 2, "s", [], None]]])[:-3],
+    "trailing garbage": msgpack.packb([VERSION, DATA, []]) + b"\x01",
+    "not a list": msgpack.packb({"version": 1, "kind": 0, "tuples": []}),
+    "a bare int": msgpack.packb(7),
+    "too short": msgpack.packb([VERSION, DATA]),
+    "wrong version": msgpack.packb([VERSION + 1, DATA, []]),
+    "unknown kind": msgpack.packb([VERSION, 9, []]),
+    "data payload not a list": msgpack.packb([VERSION, DATA, {"t": 1}]),
+    "backpressure too short": msgpack.packb([VERSION, BACKPRESSURE, "w"]),
+    "backpressure too long": msgpack.packb([VERSION, BACKPRESSURE, "w", True, 1]),
+    "backpressure worker not str": msgpack.packb([VERSION, BACKPRESSURE, 17, True]),
+    "unknown ext type": msgpack.packb([VERSION, DATA, [msgpack.ExtType(42, b"x")]]),
+}
+
+
+@pytest.mark.parametrize("frame", BAD_FRAMES.values(), ids=BAD_FRAMES.keys())
+def test_malformed_frames_rejected(frame):
+    with pytest.raises(BadFrame):
+        decode(frame)
+
+
+def test_bad_frame_message_says_what_is_wrong():
+    with pytest.raises(BadFrame, match="version 2"):
+        decode(BAD_FRAMES["wrong version"])
+    with pytest.raises(BadFrame, match="kind 9"):
+        decode(BAD_FRAMES["unknown kind"])

@@ -1,0 +1,196 @@
+"""Stream groupings: stable hashing and the routers that pick target tasks."""
+
+import enum
+import json
+import os
+import random
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from squall.client import grouping as g
+from squall.client.grouping import (AllRouter, CustomStreamGrouping, DirectRouter, FieldsRouter,
+                                    GlobalRouter, PartialKeyRouter, ShuffleRouter, make_router,
+                                    stable_hash)
+
+TARGETS = [11, 12, 13, 14]
+
+HASH_SAMPLES = ["", "word", "naïve ☃", 0, 1, -1, 2**63 + 5, b"", b"\x00\xffbytes",
+                [1, "a", b"b"], ["nested", [1, 2], {"k": "v"}], None, True, 2.0, 2.5]
+
+
+def test_stable_hash_agrees_across_processes():
+    code = ("import json\n"
+            "from squall.client.grouping import stable_hash\n"
+            f"samples = {HASH_SAMPLES!r}\n"
+            "print(json.dumps({'hashes': [stable_hash(v) for v in samples],\n"
+            "                  'tuple': stable_hash((1, 'a', b'b')),\n"
+            "                  'py_hash': hash('word')}))\n")
+    seed = "12345" if os.environ.get("PYTHONHASHSEED") != "12345" else "54321"
+    env = dict(os.environ, PYTHONHASHSEED=seed)
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd="/",
+                         capture_output=True, text=True, check=True, timeout=60)
+    other = json.loads(out.stdout)
+    # The child really hashes differently, so Python's hash() would not agree ...
+    assert other["py_hash"] != hash("word")
+    # ... while stable_hash does.
+    assert other["hashes"] == [stable_hash(v) for v in HASH_SAMPLES]
+    assert other["tuple"] == stable_hash((1, "a", b"b"))
+
+
+def test_stable_hash_tuple_equals_list_as_after_a_msgpack_round_trip():
+    # Tuples travel between workers as msgpack arrays and arrive as lists.
+    assert stable_hash((1, "a")) == stable_hash([1, "a"])
+
+
+def test_stable_hash_numerically_equal_scalars_agree():
+    assert stable_hash(1) == stable_hash(1.0) == stable_hash(True)
+
+
+def test_fields_router_equal_keys_same_task():
+    r = FieldsRouter(TARGETS, [0])
+    first = {w: r.choose([w, i]) for i, w in enumerate(["a", "b", "c", "a", "b"])}
+    for i in range(50):
+        for w, chosen in first.items():
+            assert r.choose([w, i]) == chosen
+    # A fresh router (another emitting task, maybe another process) agrees.
+    r2 = FieldsRouter(list(reversed(TARGETS)), [0])
+    assert all(r2.choose([w, 0]) == chosen for w, chosen in first.items())
+
+
+def test_fields_router_spreads_distinct_words_over_all_targets():
+    r = FieldsRouter(TARGETS, [0])
+    load = Counter(r.choose([f"word{i}"])[0] for i in range(1000))
+    assert set(load) == set(TARGETS)
+    assert min(load.values()) > 150
+
+
+def test_fields_router_unhashable_values_route_consistently():
+    r = FieldsRouter(TARGETS, [0])
+    assert r.choose([["a", 1]]) == r.choose([["a", 1]]) == r.choose([("a", 1)])
+
+
+def test_multi_field_grouping_uses_all_grouping_fields():
+    r = FieldsRouter(TARGETS, [0, 2])
+    assert r.choose(["user", "x", "day1"]) == r.choose(["user", "y", "day1"])
+    # Both grouping fields matter.
+    assert len({r.choose([f"user{i}", "x", "day1"])[0] for i in range(100)}) > 1
+    assert len({r.choose(["user", "x", f"day{i}"])[0] for i in range(100)}) > 1
+    via_make = make_router(g.Grouping(g.FIELDS, ["a", "c"]), TARGETS, ["a", "b", "c"])
+    assert via_make.choose(["user", "zzz", "day7"]) == r.choose(["user", "x", "day7"])
+
+
+class Color(enum.StrEnum):
+    RED = "red"
+
+
+class Level(enum.IntEnum):
+    HIGH = 7
+
+
+@pytest.mark.parametrize("member, plain", [(Color.RED, "red"), (Level.HIGH, 7)],
+                         ids=["StrEnum", "IntEnum"])
+def test_fields_router_enum_key_goes_where_its_plain_value_goes(member, plain):
+    seen_plain_first = FieldsRouter(TARGETS, [0])
+    seen_plain_first.choose([plain])
+    seen_member_first = FieldsRouter(TARGETS, [0])
+    seen_member_first.choose([member])
+    assert seen_member_first.choose([plain]) == seen_plain_first.choose([plain])
+
+
+def test_shuffle_router_round_robins_evenly():
+    n, k = len(TARGETS), 25
+    r = ShuffleRouter(TARGETS, random.Random(3))
+    picks = [r.choose(["v"]) for _ in range(k * n)]
+    assert all(len(p) == 1 for p in picks)
+    load = Counter(p[0] for p in picks)
+    assert load == {t: k for t in TARGETS}
+    # Every window of n consecutive picks covers each target once.
+    flat = [p[0] for p in picks]
+    assert all(sorted(flat[i:i + n]) == TARGETS for i in range(0, k * n, n))
+
+
+def test_all_router_returns_every_target():
+    assert AllRouter([3, 1, 2]).choose(["v"]) == [1, 2, 3]
+
+
+def test_global_router_picks_lowest_task():
+    r = GlobalRouter([9, 4, 6])
+    assert [r.choose([i]) for i in range(5)] == [[4]] * 5
+
+
+def test_none_grouping_behaves_like_shuffle():
+    r = make_router(g.Grouping(g.NONE), TARGETS, ["v"])
+    assert Counter(r.choose([i])[0] for i in range(40)) == {t: 10 for t in TARGETS}
+
+
+def test_local_or_shuffle_prefers_local_tasks():
+    r = make_router(g.Grouping(g.LOCAL_OR_SHUFFLE), TARGETS, ["v"], local_tasks={12, 14, 99})
+    load = Counter(r.choose([i])[0] for i in range(100))
+    assert load == {12: 50, 14: 50}
+
+
+def test_local_or_shuffle_falls_back_to_all_when_none_local():
+    r = make_router(g.Grouping(g.LOCAL_OR_SHUFFLE), TARGETS, ["v"], local_tasks={1, 2})
+    load = Counter(r.choose([i])[0] for i in range(100))
+    assert load == {t: 25 for t in TARGETS}
+
+
+def test_partial_key_sends_a_key_to_at_most_two_tasks():
+    r = PartialKeyRouter(TARGETS, [0])
+    for key in ["hot", "warm", 42, b"bytes"]:
+        chosen = {r.choose([key, i])[0] for i in range(200)}
+        assert 1 <= len(chosen) <= 2
+        assert chosen <= set(TARGETS)
+
+
+def test_partial_key_balances_skew_better_than_fields():
+    rng = random.Random(7)
+    # A skewed stream: one hot key is half the traffic.
+    stream = ["hot" if rng.random() < 0.5 else f"k{rng.randrange(200)}" for _ in range(4000)]
+    fields = FieldsRouter(TARGETS, [0])
+    pkg = make_router(g.Grouping(g.PARTIAL_KEY, ["w"]), TARGETS, ["w"])
+    fields_load = Counter(fields.choose([w])[0] for w in stream)
+    pkg_load = Counter(pkg.choose([w])[0] for w in stream)
+    assert sum(pkg_load.values()) == len(stream)
+    assert max(pkg_load.values()) < 0.8 * max(fields_load.values())
+
+
+class EvenOnly(CustomStreamGrouping):
+    def prepare(self, context, stream, target_tasks):
+        self.prepared = (context, stream, list(target_tasks))
+        self.calls = []
+
+    def choose_tasks(self, task_id, values):
+        self.calls.append((task_id, values))
+        return [t for t in self.prepared[2] if t % 2 == 0]
+
+
+def test_custom_grouping_is_prepared_with_sorted_targets_and_chooses():
+    custom = EvenOnly()
+    r = make_router(g.Grouping(g.CUSTOM, custom=custom), [14, 11, 13, 12], ["v"],
+                    task_id=5, context="ctx", stream=("src", "default"))
+    assert custom.prepared == ("ctx", ("src", "default"), [11, 12, 13, 14])
+    assert r.choose(["x"]) == [12, 14]
+    assert custom.calls == [(5, ["x"])]
+
+
+def test_custom_grouping_copy_hook_gives_each_emitter_its_own_object():
+    custom = EvenOnly()
+    r = make_router(g.Grouping(g.CUSTOM, custom=custom), TARGETS, ["v"], task_id=1,
+                    copy_custom=lambda obj: EvenOnly())
+    r.choose(["x"])
+    assert not hasattr(custom, "calls")
+
+
+def test_direct_router_chooses_nothing():
+    r = make_router(g.Grouping(g.DIRECT), TARGETS, ["v"])
+    assert isinstance(r, DirectRouter)
+    assert r.choose(["v"]) == []
+
+
+def test_unknown_grouping_kind_rejected():
+    with pytest.raises(ValueError, match="unknown grouping"):
+        g.Grouping("broadcast")
