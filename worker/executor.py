@@ -162,6 +162,8 @@ class Executor(threading.Thread):
                 transfer.flush()
 
     def _wait_for(self, now: float, idle: float) -> float:
+        if self.transfer.blocked:
+            idle = min(idle, max(self.transfer.flush_interval, 0.001))
         if self.timers:
             idle = min(idle, min(t[0] for t in self.timers) - now)
         return max(idle, 0.0)
@@ -352,8 +354,8 @@ class SpoutExecutor(Executor):
                 st.spout.deactivate()
 
     def produce(self) -> int:
-        if self.ws.active != self.activated:
-            self._set_active(self.ws.active)
+        if (self.ws.active and self.ws.connected) != self.activated:
+            self._set_active(self.ws.active and self.ws.connected)
         if not self.activated or self.ws.bp.throttled:
             return 0
         made = 0

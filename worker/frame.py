@@ -6,6 +6,10 @@ A frame is one msgpack array ``[VERSION, KIND, ...]``:
   tuples for tasks of the receiving worker; ``ids`` is ``None`` (untracked) or
   a map root id -> edge id.
 * ``[1, BACKPRESSURE, worker_id, congested]`` -- a worker's congestion flag.
+* ``[1, HELLO, worker_id, reply]`` -- start-up handshake: a worker's spouts
+  start only once it has heard from every peer (Storm waits for all worker
+  connections before activating spouts); ``reply`` is false on the first
+  greeting, which the peer answers with ``reply`` true.
 
 Values msgpack cannot encode travel as pickled ext type :data:`EXT_PICKLE`
 when the pickle fallback is on (Storm's Java-serialization fallback).
@@ -25,8 +29,12 @@ from ..client.errors import SerializationError
 VERSION = 1
 DATA = 0
 BACKPRESSURE = 1
+HELLO = 2
 
 EXT_PICKLE = 1
+#: ZeroMQ high-water mark (frames) of each worker-to-worker pipe, on both ends. Small, so
+#: a peer that stops reading fills it quickly and the sender reports congestion.
+PIPE_HWM = 16
 #: Frames larger than this are refused by the receiving socket (a peer never sends one).
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 
@@ -69,6 +77,9 @@ class Codec:
     def backpressure(self, worker_id: str, congested: bool) -> bytes:
         return self._packer.pack([VERSION, BACKPRESSURE, worker_id, bool(congested)])
 
+    def hello(self, worker_id: str, reply: bool) -> bytes:
+        return self._packer.pack([VERSION, HELLO, worker_id, bool(reply)])
+
 
 def decode(frame: bytes) -> list:
     """Decode one frame; raises :class:`BadFrame` for anything malformed."""
@@ -86,9 +97,9 @@ def decode(frame: bytes) -> list:
     if kind == DATA:
         if type(msg[2]) is not list:
             raise BadFrame("data frame without a tuple list")
-    elif kind == BACKPRESSURE:
-        if len(msg) != 4 or type(msg[2]) is not str:
-            raise BadFrame("malformed backpressure frame")
+    elif kind in (BACKPRESSURE, HELLO):
+        if len(msg) != 4 or type(msg[2]) is not str or type(msg[3]) is not bool:
+            raise BadFrame("malformed control frame")
     else:
         raise BadFrame(f"unknown frame kind {kind!r}")
     return msg

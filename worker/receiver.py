@@ -16,7 +16,7 @@ import time
 import zmq
 
 from ..client.tuple import Fields, Tuple
-from .frame import BACKPRESSURE, DATA, MAX_FRAME_BYTES, BadFrame, decode
+from .frame import BACKPRESSURE, DATA, HELLO, MAX_FRAME_BYTES, PIPE_HWM, BadFrame, decode
 from .state import WorkerState
 
 log = logging.getLogger("squall.worker.receiver")
@@ -32,7 +32,7 @@ class Receiver(threading.Thread):
         super().__init__(name="receiver", daemon=True)
         self.ws = ws
         self.sock = ws.zctx.socket(zmq.PULL)
-        self.sock.setsockopt(zmq.RCVHWM, 10_000)
+        self.sock.setsockopt(zmq.RCVHWM, PIPE_HWM)
         self.sock.setsockopt(zmq.LINGER, 0)
         # Refuse oversized messages at the transport: a peer never sends > 256 MiB.
         self.sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
@@ -88,7 +88,16 @@ class Receiver(threading.Thread):
             self._drop(f"{exc} ({len(frame)} bytes)")
             return
         if msg[1] == BACKPRESSURE:
-            self.ws.bp.remote(msg[2], bool(msg[3]))
+            if msg[2] in self.ws.endpoints:
+                self.ws.bp.remote(msg[2], msg[3])
+            else:
+                self._drop(f"backpressure from unknown worker {msg[2]!r}")
+            return
+        if msg[1] == HELLO:
+            if msg[2] in self.ws.endpoints:
+                self.ws.heard_from(msg[2], msg[3])
+            else:
+                self._drop(f"hello from unknown worker {msg[2]!r}")
             return
         assert msg[1] == DATA
         deliver = self.ws.deliver

@@ -103,8 +103,14 @@ class WorkerState:
         self.deliver: dict[int, Callable[[Any], None]] = {}
         self.stats: dict[int, TaskStats] = {}
         self.bp = Backpressure(bool(self.conf.get(cfg.TOPOLOGY_BACKPRESSURE_ENABLE, True)))
-        #: Spouts call next_tuple only while this is set (topology ACTIVE).
+        #: Spouts call next_tuple only while this is set (topology ACTIVE) ...
         self.active = True
+        #: ... and once every peer worker has answered the start-up handshake.
+        self.connected = len(assignment.workers) <= 1
+        self.peers_heard: set[str] = set()
+        #: Peers that greeted us and wait for a reply (sent by the main thread).
+        self.hello_replies_due: set[str] = set()
+        self.on_hello: Callable[[], None] | None = None
         self.zctx = zmq.Context.instance()
         self.errors: collections.deque = collections.deque(maxlen=20)
         self.fatal: tuple[str, BaseException, str] | None = None
@@ -115,6 +121,18 @@ class WorkerState:
         self.dropped_tuples = 0
         self.dropped_batches = 0
         self.start_time = time.time()
+
+    def heard_from(self, worker_id: str, is_reply: bool) -> None:
+        """A peer's HELLO arrived (receiver thread)."""
+        self.peers_heard.add(worker_id)
+        if not is_reply:
+            self.hello_replies_due.add(worker_id)
+        if not self.connected and self.peers_heard >= set(self.endpoints) - {self.worker_id}:
+            self.connected = True
+            log.info("worker %s: all %d peer workers answered; spouts may start",
+                     self.worker_id, len(self.endpoints) - 1)
+        if self.on_hello is not None:
+            self.on_hello()
 
     def component_conf(self, component: str) -> dict[str, Any]:
         comp = self.topology.components[component]

@@ -7,20 +7,31 @@ frame when it holds ``topology.transfer.batch.size`` tuples, when
 ``topology.batch.flush.interval.millis`` has passed, or when the executor is
 about to idle. Each executor thread owns its own PUSH sockets (ZeroMQ
 sockets are not thread-safe), which also keeps per source/target FIFO order.
+
+The pipes to peers are small (:data:`~squall.worker.frame.PIPE_HWM`
+frames). When one is full the peer is not keeping up (or is gone): frames
+wait in a local overflow, in order, and this worker reports congestion so
+spouts stop, as Storm 2 does when a send buffer is full. The overflow is
+capped; past the cap the oldest frames are dropped and the acker's timeout
+replays their tuple trees.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 
 import zmq
 
 from ..client import config as cfg
-from .frame import Codec
+from .frame import PIPE_HWM, Codec
 from .state import WorkerState
 
 log = logging.getLogger("squall.worker.transfer")
+
+#: Frames kept per blocked peer before the oldest are dropped.
+MAX_OVERFLOW_FRAMES = 256
 
 
 class Transfer:
@@ -36,6 +47,8 @@ class Transfer:
         self.socks: dict[str, zmq.Socket] = {}
         self.buffered = 0
         self.last_flush = time.monotonic()
+        #: worker id -> frames the full pipe did not take yet (oldest first).
+        self.blocked: dict[str, deque[bytes]] = {}
 
     def remote(self, task: int, wire: list) -> None:
         """Queue ``wire`` (``[dest, src, stream, values, ids]``) for ``task``'s worker."""
@@ -53,7 +66,7 @@ class Transfer:
         s = self.socks.get(w)
         if s is None:
             s = self.ws.zctx.socket(zmq.PUSH)
-            s.setsockopt(zmq.SNDHWM, 10_000)
+            s.setsockopt(zmq.SNDHWM, PIPE_HWM)
             s.setsockopt(zmq.LINGER, 2000)
             s.connect(self.ws.endpoints[w])
             self.socks[w] = s
@@ -62,16 +75,38 @@ class Transfer:
     def _send(self, w: str, batch: list) -> None:
         self.buffered -= len(batch)
         frame = self.codec.data(batch)
+        waiting = self.blocked.get(w)
+        if waiting is not None:
+            waiting.append(frame)
+            if len(waiting) > MAX_OVERFLOW_FRAMES:
+                waiting.popleft()
+                self.ws.dropped_batches += 1
+                log.warning("topology=%s worker %s is not reading: dropped the oldest waiting "
+                            "batch (its tuple trees time out and replay)",
+                            self.ws.topology_id, w)
+            return
         try:
             self._sock(w).send(frame, zmq.NOBLOCK)
         except zmq.Again:
-            # The peer stopped reading (dead or gone): drop; the acker's timeout replays.
-            self.ws.dropped_batches += 1
-            log.warning("topology=%s dropped a batch of %d tuples for worker %s: its send "
-                        "queue is full (is the worker alive?)", self.ws.topology_id,
-                        len(batch), w)
+            self.blocked[w] = deque([frame])
+            self.ws.bp.local(True)
+
+    def _retry_blocked(self) -> None:
+        for w in list(self.blocked):
+            waiting = self.blocked[w]
+            sock = self._sock(w)
+            try:
+                while waiting:
+                    sock.send(waiting[0], zmq.NOBLOCK)
+                    waiting.popleft()
+            except zmq.Again:
+                continue
+            del self.blocked[w]
+            self.ws.bp.local(False)
 
     def flush(self) -> None:
+        if self.blocked:
+            self._retry_blocked()
         if self.buffered:
             for w, buf in self.out.items():
                 if buf:
@@ -81,6 +116,9 @@ class Transfer:
 
     def close(self) -> None:
         self.flush()
+        for _ in self.blocked:
+            self.ws.bp.local(False)
+        self.blocked.clear()
         for s in self.socks.values():
             s.close()
         self.socks.clear()

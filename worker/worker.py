@@ -91,6 +91,8 @@ class Worker:
         self._wake = threading.Event()
         self.ws.bp.on_change = lambda congested: self._wake.set()
         self.ws.on_fatal = self._wake.set
+        self.ws.on_hello = self._wake.set
+        self._hello_at = 0.0
         self.executors: list[Executor] = []
         self.receiver: Receiver | None = None
         self._stop_reason: str | None = None
@@ -111,6 +113,9 @@ class Worker:
         self._read_status()
         self.receiver = Receiver(ws)
         self.receiver.start()
+        for w in ws.endpoints:  # connect early: the first backpressure signal must not wait
+            if w != ws.worker_id:
+                self._peer(w)
         for ex in self.executors:
             ex.start()
         log.info("worker %s of topology %s started: pid %d, %d executors, tasks %s",
@@ -138,12 +143,13 @@ class Worker:
                 self._shutdown()
                 return EXIT_PARENT_GONE
             self._read_status()
+            self._handshake()
             self._broadcast_backpressure()
             now = time.monotonic()
             if now >= next_beat:
                 self.write_heartbeat()
                 next_beat = now + freq
-            self._wake.wait(0.2)
+            self._wake.wait(0.2 if self.ws.connected else 0.1)
             self._wake.clear()
 
     def _die(self) -> int:
@@ -204,6 +210,27 @@ class Worker:
             s.connect(self.ws.endpoints[w])
         return s
 
+    def _handshake(self) -> None:
+        """Greet peers not heard from yet (every 0.1 s) and answer greetings."""
+        ws = self.ws
+        for w in list(ws.hello_replies_due):
+            ws.hello_replies_due.discard(w)
+            self._send_control(w, self._codec.hello(ws.worker_id, True))
+        now = time.monotonic()
+        if ws.connected or now - self._hello_at < 0.1:
+            return
+        self._hello_at = now
+        frame = self._codec.hello(ws.worker_id, False)
+        for w in ws.endpoints:
+            if w != ws.worker_id and w not in ws.peers_heard:
+                self._send_control(w, frame)
+
+    def _send_control(self, w: str, frame: bytes) -> None:
+        try:
+            self._peer(w).send(frame, zmq.NOBLOCK)
+        except zmq.Again:
+            pass  # the peer is not reading; the next round retries
+
     def _broadcast_backpressure(self) -> None:
         congested = self.ws.bp.local_congested
         now = time.monotonic()
@@ -214,12 +241,8 @@ class Worker:
         self._bp_sent_at = now
         frame = self._codec.backpressure(self.ws.worker_id, congested)
         for w in self.ws.endpoints:
-            if w == self.ws.worker_id:
-                continue
-            try:
-                self._peer(w).send(frame, zmq.NOBLOCK)
-            except zmq.Again:
-                pass
+            if w != self.ws.worker_id:
+                self._send_control(w, frame)
 
     def heartbeat(self, state: str = "running") -> dict:
         ws = self.ws

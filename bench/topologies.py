@@ -1,0 +1,190 @@
+"""Bench-only topologies: the peers' word-count workload on Squall.
+
+    sentences --shuffle--> split --fields(word)--> count
+
+The sentences come from the seeded pool of ``examples/word_count.py`` (10-word
+sentences over a 1,000-word vocabulary, the same generator and seed as the
+peers' ``workload.py``). Sentence ``i`` is ``pool[i % POOL_SIZE]``; spout task
+``k`` of ``P`` emits ``i = k, k + P, k + 2P, ...``.
+
+Spout modes (``bench.mode`` in the topology conf):
+
+* ``fixed``: emit ``bench.sentences`` sentences as fast as the runtime lets it,
+  with a msg_id when ``bench.reliable`` (failed ids are replayed), then stop.
+* ``rate``: emit without end at ``bench.rate`` sentences/s in total (a token
+  bucket per task, ``bench.rate / P`` each), always with msg_ids. The spout
+  measures the complete latency of the sentences it emitted inside the window
+  ``[bench.warmup_secs, bench.warmup_secs + bench.measure_secs)`` after its
+  first emit itself (emit call -> ``ack`` callback) and writes them to
+  ``bench.out_dir/lat-<task>.json`` when deactivated.
+* ``idle``: ``next_tuple`` returns at once, emitting nothing.
+
+The count bolt has no tick tuples, so the ``executed`` counter of its tasks in
+the heartbeat is exactly the number of words counted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from squall.client import BasicBolt, Bolt, Spout, TopologyBuilder
+
+try:  # the example's seeded pool generator (same seed and draws as the peers' workload.py)
+    from squall.examples.word_count import POOL_SIZE, make_pool
+except ImportError:  # squall installed without examples/: the same generator, copied
+    import random
+    import string
+
+    POOL_SIZE = 10_000
+
+    def make_pool(seed: int = 20240611) -> list[str]:
+        rng = random.Random(seed)
+        vocab: list[str] = []
+        seen: set[str] = set()
+        while len(vocab) < 1000:
+            w = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 9)))
+            if w not in seen:
+                seen.add(w)
+                vocab.append(w)
+        return [" ".join(rng.choice(vocab) for _ in range(10)) for _ in range(POOL_SIZE)]
+
+SPOUT = "sentences"
+SPLIT = "split"
+COUNT = "count"
+
+
+def _apply_switch_interval(conf) -> None:
+    """Diagnostic (``bench.switch_interval``): the worker process's GIL switch interval."""
+    si = conf.get("bench.switch_interval")
+    if si:
+        import sys
+        sys.setswitchinterval(float(si))
+
+
+class BenchSentenceSpout(Spout):
+    def open(self, conf, context, collector):
+        _apply_switch_interval(conf)
+        self.collector = collector
+        self.emit = collector.emit
+        self.mode = str(conf.get("bench.mode", "fixed"))
+        self.pool = make_pool()
+        self.total = int(conf.get("bench.sentences", 0))
+        self.reliable = bool(conf.get("bench.reliable", True))
+        tasks = context.component_tasks(context.this_component_id)
+        self.task = context.this_task_id
+        self.step = len(tasks)
+        self.next = context.this_task_index
+        self.replay: list[int] = []
+        # rate mode
+        self.rate = float(conf.get("bench.rate", 0)) / self.step
+        self.burst = max(1.0, self.rate * 0.01)  # at most 10 ms worth of catch-up at once
+        self.warmup = float(conf.get("bench.warmup_secs", 3.0))
+        self.measure = float(conf.get("bench.measure_secs", 10.0))
+        self.out_dir = conf.get("bench.out_dir")
+        self.t_start: float | None = None
+        self.sent = 0
+        self.tracked: dict[int, float] = {}
+        self.latencies: list[float] = []
+        self.window_emitted = 0
+        self.written = False
+        if self.mode == "idle":
+            self.next_tuple = self._idle  # type: ignore[method-assign]
+        elif self.mode == "rate":
+            self.next_tuple = self._rated  # type: ignore[method-assign]
+
+    # -- fixed N -------------------------------------------------------------------
+    def next_tuple(self):
+        if self.replay:
+            i = self.replay.pop()
+        elif self.next < self.total:
+            i = self.next
+            self.next += self.step
+        else:
+            return
+        if self.reliable:
+            self.emit([self.pool[i % POOL_SIZE]], msg_id=i)
+        else:
+            self.emit([self.pool[i % POOL_SIZE]])
+
+    def fail(self, msg_id):
+        if self.mode == "fixed":
+            self.replay.append(msg_id)
+
+    # -- rate-limited ----------------------------------------------------------------
+    def _rated(self):
+        now = time.monotonic()
+        if self.t_start is None:
+            self.t_start = now
+        allowed = (now - self.t_start) * self.rate - self.sent
+        if allowed < 1.0:
+            return
+        if allowed > self.burst:  # we fell behind (stall): do not dump the backlog at once
+            self.t_start += (allowed - self.burst) / self.rate
+        i = self.next
+        self.next += self.step
+        self.sent += 1
+        since = now - self.t_start
+        self.emit([self.pool[i % POOL_SIZE]], msg_id=i)
+        if self.warmup <= since < self.warmup + self.measure:
+            self.tracked[i] = now
+            self.window_emitted += 1
+
+    def ack(self, msg_id):
+        if self.mode == "rate":
+            t0 = self.tracked.pop(msg_id, None)
+            if t0 is not None:
+                self.latencies.append((time.monotonic() - t0) * 1000.0)
+
+    def deactivate(self):
+        if self.mode == "rate" and self.out_dir and not self.written:
+            self.written = True
+            path = os.path.join(self.out_dir, f"lat-{self.task}.json")
+            with open(path + ".tmp", "w") as fh:
+                json.dump({"task": self.task, "latencies_ms": self.latencies,
+                           "window_emitted": self.window_emitted,
+                           "unacked_in_window": len(self.tracked),
+                           "measure_secs": self.measure, "rate_per_task": self.rate}, fh)
+            os.replace(path + ".tmp", path)
+
+    # -- idle ------------------------------------------------------------------------
+    def _idle(self):
+        return
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["sentence"])
+
+
+class SplitSentence(BasicBolt):
+    def execute(self, tup, collector):
+        emit = collector.emit
+        for word in tup.values[0].split(" "):
+            emit([word])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["word"])
+
+
+class CountWords(Bolt):
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.ack = collector.ack
+        self.counts: dict[str, int] = {}
+
+    def execute(self, tup):
+        w = tup.values[0]
+        counts = self.counts
+        counts[w] = counts.get(w, 0) + 1
+        self.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+def word_count(parallelism: int = 2) -> TopologyBuilder:
+    b = TopologyBuilder()
+    b.set_spout(SPOUT, BenchSentenceSpout(), parallelism)
+    b.set_bolt(SPLIT, SplitSentence(), parallelism).shuffle_grouping(SPOUT)
+    b.set_bolt(COUNT, CountWords(), parallelism).fields_grouping(SPLIT, ["word"])
+    return b

@@ -1,0 +1,42 @@
+"""Shared fixtures: a factory for local clusters of real worker processes, stopped by pid."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+INTEGRATION = os.path.join(HERE, "integration")
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """``cluster(topology, conf)`` starts a LocalCluster; every worker is stopped at teardown."""
+    from squall.deploy.local import LocalCluster
+
+    started = []
+    events = tmp_path / "events"
+    events.mkdir()
+
+    def start(topology, conf=None, name="test"):
+        full = {"topology.workers": 2, "topology.stats.freq.secs": 0.2,
+                "test.events.dir": str(events)}
+        full.update(conf or {})
+        lc = LocalCluster(name, topology, full, code_paths=[INTEGRATION],
+                          base_dir=str(tmp_path / f"cluster{len(started)}"))
+        started.append(lc)
+        lc.events_dir = str(events)
+        lc.start()
+        return lc
+
+    yield start
+    for lc in started:
+        lc.stop(drain_secs=0, grace=5)
+        for w in lc.workers:
+            assert w.proc.poll() is not None, f"worker pid {w.proc.pid} still running"
+
+
+if INTEGRATION not in sys.path:
+    sys.path.insert(0, INTEGRATION)

@@ -1,0 +1,74 @@
+"""``squall local`` end to end: the word-count example, and Ctrl-C stopping every worker."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = os.path.join(REPO, "examples")
+
+
+def squall(*args):
+    return [sys.executable, "-m", "squall.client.cli", *args]
+
+
+def test_word_count_example_prints_correct_counts_with_every_sentence_acked(tmp_path):
+    proc = subprocess.run(squall("local", os.path.join(EXAMPLES, "word_count.py"),
+                                 "--duration", "10", "-c", "wordcount.sentences=5000"),
+                          capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "counts match the expected totals for 5000 sentences: yes" in out, out
+    assert re.search(r"spout sentences: emitted=5000 acked=5000 failed=0", out), out
+    assert "final: 50000 words" in out
+
+
+def test_exclamation_example_runs(tmp_path):
+    proc = subprocess.run(squall("local", os.path.join(EXAMPLES, "exclamation.py"),
+                                 "--duration", "4"),
+                          capture_output=True, text=True, timeout=60, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "!!!!!!" in proc.stdout
+    assert re.search(r"spout words: emitted=\d+ acked=\d+ failed=0", proc.stdout)
+
+
+def test_ctrl_c_stops_every_worker_cleanly(tmp_path):
+    proc = subprocess.Popen(squall("local", os.path.join(EXAMPLES, "word_count.py"),
+                                   "-c", "wordcount.sentences=0"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=str(tmp_path))
+    pids = []
+    lines = []
+    deadline = time.monotonic() + 60
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            m = re.search(r"worker \S+ pid (\d+)", line)
+            if m:
+                pids.append(int(m.group(1)))
+            if "words so far" in line and len(pids) == 2:
+                break
+            assert time.monotonic() < deadline, "".join(lines)
+        assert len(pids) == 2, "".join(lines)
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = "".join(lines) + rest
+    assert proc.returncode == 0, out
+    assert "stopping (signal 2)" in out
+    for pid in pids:
+        assert not psutil.pid_exists(pid) or \
+            psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, f"worker {pid} still running"
+    assert re.search(r"spout sentences: emitted=\d+ acked=\d+ failed=0", out), out

@@ -1,0 +1,119 @@
+"""Bounded memory under a slow bolt, garbage on a worker's port, crashing user code."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import sys
+from collections import Counter
+
+import msgpack
+import pytest
+import zmq
+
+from squall.client import TopologyBuilder
+from squall.worker.frame import PIPE_HWM
+from topos import FastSpout, NumberSpout, RecordingBolt, events_of
+
+pytestmark = pytest.mark.integration
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_slow_bolt_under_fast_spout_keeps_queues_bounded_and_loses_nothing(cluster):
+    b = TopologyBuilder()
+    b.set_spout("numbers", FastSpout(), 1)
+    b.set_bolt("sink", RecordingBolt(), 1).shuffle_grouping("numbers")
+    capacity, batch = 300, 50
+    lc = cluster(b.create_topology(), {
+        "test.spout.count": 1_000_000, "test.payload.bytes": 2000, "test.sleep.secs": 0.002,
+        "topology.executor.receive.buffer.size": capacity,
+        "topology.transfer.batch.size": batch,
+        "topology.message.timeout.secs": 120})
+    # Let the spout run flat out against a bolt doing ~500 tuples/s.
+    lc.wait_for(lambda: len(events_of(lc.events_dir, "numbers", "ack")) >= 1500, timeout=60,
+                what="1500 acks")
+    hbs = lc.heartbeats()
+    queue_max = max(e["queue_max"] for hb in hbs.values() for k, e in hb["executors"].items()
+                    if "sink" in k)
+    emitted = len(events_of(lc.events_dir, "numbers", "emit"))
+    # The queue stayed within its capacity plus what the two worker-to-worker pipes can hold
+    # when congestion is signalled; the spout (> 20k/s unthrottled) emitted little more.
+    in_flight = 2 * PIPE_HWM * batch
+    assert queue_max <= capacity + in_flight, queue_max
+    assert emitted < 1500 + capacity + in_flight + 500, emitted
+    rss = max(hb["rss_bytes"] for hb in hbs.values())
+    assert rss < 300 * 1024 * 1024, rss
+    # Stop emitting and drain: everything emitted is acked, exactly once, nothing failed.
+    assert lc.drain(60)
+    acks = Counter(events_of(lc.events_dir, "numbers", "ack"))
+    emits = events_of(lc.events_dir, "numbers", "emit")
+    assert set(acks) == set(emits) and max(acks.values()) == 1
+    assert events_of(lc.events_dir, "numbers", "fail") == []
+
+
+def test_garbage_sent_to_a_worker_port_is_dropped_and_the_worker_goes_on(cluster):
+    b = TopologyBuilder()
+    b.set_spout("numbers", NumberSpout(), 2)
+    b.set_bolt("sink", RecordingBolt(), 2).shuffle_grouping("numbers")
+    n = 2000
+    lc = cluster(b.create_topology(), {"test.spout.count": n, "test.sleep.secs": 0.001})
+    lc.wait_for(lambda: len(events_of(lc.events_dir, "numbers", "ack")) >= 100, timeout=30,
+                what="first acks")
+    rng = random.Random(7)
+    for w in lc.workers:
+        host, port = w.worker_id.rsplit(":", 1)
+        # Raw bytes that are not even ZMTP.
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            s.sendall(bytes(rng.randrange(256) for _ in range(4096)))
+        # Well-formed ZeroMQ messages carrying bad frames.
+        ctx = zmq.Context.instance()
+        push = ctx.socket(zmq.PUSH)
+        push.setsockopt(zmq.LINGER, 2000)
+        push.connect(f"tcp://{w.worker_id}")
+        bad = [bytes(rng.randrange(256) for _ in range(200)), b"", msgpack.packb({"a": 1}),
+               msgpack.packb([99, 0, []]), msgpack.packb([1, 7, []]),
+               msgpack.packb([1, 0, "not a list"]),
+               msgpack.packb([1, 0, [[424242, 1, "default", [1], None], "junk", [1, 2]]]),
+               msgpack.packb([1, 0, [[1, 99999, "nostream", [1], None]]]),
+               msgpack.packb([1, 1, 5, True])]
+        for frame in bad:
+            push.send(frame)
+        push.close()
+    lc.wait_for(lambda: sum(hb.get("dropped_frames", 0) for hb in lc.heartbeats().values())
+                >= 2 * 8, timeout=20, what="bad frames counted")
+    lc.wait_for(lambda: len(set(events_of(lc.events_dir, "numbers", "ack"))) == n, timeout=60,
+                what="all acks after the garbage")
+    assert all(w.proc.poll() is None for w in lc.workers)
+    assert events_of(lc.events_dir, "numbers", "fail") == []
+
+
+CRASH_TOPOLOGY = '''
+from squall.client import TopologyBuilder
+from squall.worker.frame import PIPE_HWM
+from topos import NumberSpout, Crasher
+CONF = {"topology.workers": 2, "test.spout.count": 50, "test.crash.on": 7,
+        "test.events.dir": %r}
+def topology():
+    b = TopologyBuilder()
+    b.set_spout("numbers", NumberSpout(), 1)
+    b.set_bolt("crasher", Crasher(), 2).shuffle_grouping("numbers")
+    return b
+'''
+
+
+def test_a_crashing_bolt_fails_the_local_run_with_its_error_visible(tmp_path):
+    events = tmp_path / "events"
+    events.mkdir()
+    topo = tmp_path / "crash_topo.py"
+    topo.write_text(CRASH_TOPOLOGY % str(events))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-m", "squall.client.cli", "local", str(topo),
+                           "--duration", "60"], capture_output=True, text=True, timeout=90,
+                          env=env, cwd=str(tmp_path))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "boom on tuple 7" in out
+    assert "user code raised" in out

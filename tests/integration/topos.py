@@ -1,0 +1,256 @@
+"""Components for the integration tests: they record what happens to them in event files.
+
+Each task appends ``<kind> <payload>`` lines to ``<events dir>/<component>-<task>.log``
+(the dir comes from the ``test.events.dir`` conf key), so a test reads back
+exactly what user code saw: emits, acks, fails, executed tuples.
+Workers import this module by name (``topos``), so it must stay importable
+from its own directory.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from squall.client import BasicBolt, Bolt, FailedException, Spout
+
+EVENTS = "test.events.dir"
+
+
+class Recorder:
+    def __init__(self, conf, context):
+        d = conf[EVENTS]
+        self.path = os.path.join(d, f"{context.this_component_id}-{context.this_task_id}.log")
+        self.fh = open(self.path, "a", buffering=1)
+
+    def __call__(self, kind, payload=""):
+        self.fh.write(f"{kind} {payload}\n")
+
+
+def read_events(events_dir: str) -> dict[tuple[str, int], list[tuple[str, str]]]:
+    """(component, task) -> [(kind, payload), ...] in the order the task wrote them."""
+    out = {}
+    for name in os.listdir(events_dir):
+        if not name.endswith(".log"):
+            continue
+        comp, _, task = name[:-4].rpartition("-")
+        with open(os.path.join(events_dir, name)) as fh:
+            out[(comp, int(task))] = [tuple((line.rstrip("\n").split(" ", 1) + [""])[:2])
+                                      for line in fh if line.strip()]
+    return out
+
+
+def events_of(events_dir: str, component: str, kind: str) -> list[str]:
+    return [p for (c, _), evs in read_events(events_dir).items() if c == component
+            for k, p in evs if k == kind]
+
+
+class NumberSpout(Spout):
+    """Emits ``[i]`` with msg_id ``i`` for i in its share of 0..count-1; replays failures.
+
+    Conf: ``test.spout.count`` (how many), ``test.spout.replay`` (re-emit failed ids).
+    """
+
+    def open(self, conf, context, collector):
+        self.collector = collector
+        self.rec = Recorder(conf, context)
+        tasks = context.component_tasks(context.this_component_id)
+        self.next = context.this_task_index
+        self.step = len(tasks)
+        self.count = int(conf.get("test.spout.count", 100))
+        self.replay_failed = bool(conf.get("test.spout.replay", True))
+        self.replays = []
+
+    def next_tuple(self):
+        if self.replays:
+            i = self.replays.pop(0)
+            self.rec("replay", i)
+        elif self.next < self.count:
+            i = self.next
+            self.next += self.step
+        else:
+            return
+        self.rec("emit", i)
+        self.collector.emit([i], msg_id=i)
+
+    def ack(self, msg_id):
+        self.rec("ack", msg_id)
+
+    def fail(self, msg_id):
+        self.rec("fail", msg_id)
+        if self.replay_failed:
+            self.replays.append(msg_id)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["n"])
+
+
+class KeySpout(NumberSpout):
+    """Emits ``[key, i]`` where key cycles over ``test.keys`` distinct keys."""
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.keys = int(conf.get("test.keys", 50))
+
+    def next_tuple(self):
+        if self.next >= self.count:
+            return
+        i = self.next
+        self.next += self.step
+        self.rec("emit", i)
+        self.collector.emit([f"k{i % self.keys}", i], msg_id=i)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["key", "n"])
+
+
+class DirectSpout(NumberSpout):
+    """Emits ``[i, target]`` directly to task ``target`` of the subscriber."""
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.targets = context.component_tasks("sink")
+
+    def next_tuple(self):
+        if self.next >= self.count:
+            return
+        i = self.next
+        self.next += self.step
+        target = self.targets[i % len(self.targets)]
+        self.rec("emit", i)
+        self.collector.emit_direct(target, [i, target], msg_id=i)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["n", "target"], direct=True)
+
+
+class FastSpout(NumberSpout):
+    """Like NumberSpout with a payload of ``test.payload.bytes`` to make queues heavy."""
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.payload = "x" * int(conf.get("test.payload.bytes", 1000))
+
+    def next_tuple(self):
+        if self.next >= self.count:
+            return
+        i = self.next
+        self.next += self.step
+        self.rec("emit", i)
+        self.collector.emit([i, self.payload], msg_id=i)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["n", "payload"])
+
+
+class RecordingBolt(Bolt):
+    """Records every tuple's first value and acks it; ``test.sleep.secs`` slows it down."""
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.rec = Recorder(conf, context)
+        self.sleep = float(conf.get("test.sleep.secs", 0))
+
+    def execute(self, tup):
+        if self.sleep:
+            time.sleep(self.sleep)
+        self.rec("got", " ".join(str(v) for v in tup.values[:2]))
+        self.collector.ack(tup)
+
+
+class FailEvery(BasicBolt):
+    """Fails the first attempt of every tuple whose value is a multiple of ``test.fail.every``."""
+
+    def prepare(self, conf, context):
+        self.rec = Recorder(conf, context)
+        self.every = int(conf.get("test.fail.every", 5))
+        self.failed_once = set()
+
+    def execute(self, tup, collector):
+        n = tup.values[0]
+        if n % self.every == 0 and n not in self.failed_once:
+            self.failed_once.add(n)
+            self.rec("failing", n)
+            raise FailedException(f"failing {n} once")
+        collector.emit([n])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["n"])
+
+
+class FailAll(Bolt):
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, tup):
+        self.collector.fail(tup)
+
+
+class NeverAck(Bolt):
+    """Holds every tuple without acking (so its tree times out)."""
+
+    def prepare(self, conf, context, collector):
+        self.rec = Recorder(conf, context)
+
+    def execute(self, tup):
+        self.rec("got", tup.values[0])
+
+
+class SlowResetBolt(Bolt):
+    """Acks each tuple after ``test.hold.secs``, calling reset_timeout while it waits."""
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.hold = float(conf.get("test.hold.secs", 3))
+        self.held = []
+
+    def execute(self, tup):
+        if tup.is_tick:
+            now = time.monotonic()
+            keep = []
+            for t0, t in self.held:
+                if now - t0 >= self.hold:
+                    self.collector.ack(t)
+                else:
+                    self.collector.reset_timeout(t)
+                    keep.append((t0, t))
+            self.held = keep
+            return
+        self.held.append((time.monotonic(), tup))
+
+
+class SplitTwo(BasicBolt):
+    """Emits each number twice, anchored (a tree with several children)."""
+
+    def execute(self, tup, collector):
+        n = tup.values[0]
+        collector.emit([n * 10])
+        collector.emit([n * 10 + 1])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["n"])
+
+
+class Crasher(Bolt):
+    """Raises on the value ``test.crash.on``."""
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.on = int(conf.get("test.crash.on", 3))
+
+    def execute(self, tup):
+        if tup.values[0] == self.on:
+            raise RuntimeError(f"boom on tuple {self.on}")
+        self.collector.ack(tup)
+
+
+class TickCounter(Bolt):
+    def prepare(self, conf, context, collector):
+        self.rec = Recorder(conf, context)
+        self.collector = collector
+
+    def execute(self, tup):
+        if tup.is_tick:
+            self.rec("tick", tup.values[0])
+        else:
+            self.collector.ack(tup)
