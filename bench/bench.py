@@ -11,16 +11,29 @@ figure comes with a baseline measured in the same run and the ratio to it:
    processes -- the peers' ``zmq_wordcount.py`` (batched and ``--batch 1``)
    found at ``$SQUALL_PEERS_DIR`` or ``<repo>/../shared/peers``, else an
    equivalent inline baseline;
-2. Squall word count (2 workers) with acking on and off: steady-state words/s
-   between 10 % and 90 % of completion, from heartbeat counters interpolated
-   per worker; ratio against the raw pipe;
-3. complete latency p50/p99 at half the measured acked maximum; baseline: a
-   msgpack ping-pong round trip over ZeroMQ ipc between two processes;
-4. acker memory per pending tree (AckerLedger, 1M trees) and the spout's
-   pending RotatingMap cost per entry; baseline: a bare dict of 64-bit int ->
-   int with as many entries;
-5. idle CPU per worker with a spout that emits nothing; baseline: the same
-   workers' CPU under full load (from figure 2).
+2. Squall word count (2 workers, bench/topologies.py) with acking on and off:
+   steady-state words/s between 10 % and 90 % of completion (acked sentence
+   trees x 10, or words executed by the count tasks), from heartbeat counters
+   interpolated per worker, plus the overall rate from the first ack/word to
+   the last; ratios against the raw pipe of figure 1 and against a short
+   batched raw-pipe run just before and after each Squall run (the machine's
+   speed drifts by tens of percent within minutes);
+3. complete latency p50/p99 at half the measured acked maximum (a token-bucket
+   spout). Warm-up is excluded by having the spout time its own trees (emit
+   call -> ``ack`` callback, the same span the runtime's ``complete_latency_ms``
+   covers) only for sentences emitted in the window after the warm-up; the
+   runtime's heartbeat reservoirs are reported alongside for comparison (they
+   sample the whole run, warm-up included). Baseline: a msgpack ping-pong
+   round trip over ZeroMQ ipc between two processes;
+4. acker memory per pending tree (AckerLedger, 1M trees with random 64-bit
+   roots and values) and the spout's pending RotatingMap cost per entry
+   ``root -> (msg_id, monotonic time)``, each from RSS and from tracemalloc in
+   a fresh interpreter; baseline: a bare dict of 64-bit int -> 64-bit int;
+5. idle CPU per worker with a spout that emits nothing (default stats
+   interval); baseline: the same workers' CPU under full load (figure 2).
+
+Diagnostics (off by default): ``--switch-interval S`` sets the workers' GIL
+switch interval; ``--latency-trace FILE`` dumps (emit time, latency) pairs.
 
 No assertions: the targets are printed for context only.
 """
@@ -81,7 +94,13 @@ def pct(sorted_vals: list[float], q: float) -> float:
 # 1. raw pipe baseline
 # ---------------------------------------------------------------------------------------
 
+#: --no-peers: always use the inline raw-pipe baseline.
+FORCE_INLINE = False
+
+
 def peers_dir() -> str | None:
+    if FORCE_INLINE:
+        return None
     for d in (os.environ.get("SQUALL_PEERS_DIR"), os.path.join(REPO, "..", "shared", "peers")):
         if d and os.path.isfile(os.path.join(d, "zmq_wordcount.py")):
             return os.path.abspath(d)
@@ -138,9 +157,9 @@ def run_inline_pipe(n: int, batch: int) -> dict:
     pull = ctx.socket(zmq.PULL)
     pull.setsockopt(zmq.RCVHWM, 100_000 if batch == 1 else 1000)
     pull.bind(ep)
+    child = mp.get_context("fork").Process(target=_inline_producer, args=(ep, n, batch))
     try:
         t0 = time.perf_counter()
-        child = mp.get_context("fork").Process(target=_inline_producer, args=(ep, n, batch))
         child.start()
         counts: dict = {}
         get, recv, unpackb = counts.get, pull.recv, msgpack.unpackb
@@ -157,12 +176,24 @@ def run_inline_pipe(n: int, batch: int) -> dict:
         wall = time.perf_counter() - t0
         child.join()
     finally:
+        if child.is_alive():
+            child.terminate()
+            child.join(5)
         pull.close(linger=0)
         ctx.term()
         shutil.rmtree(d, ignore_errors=True)
     total = sum(counts.values())
     return {"words_per_s": total / wall, "correct": total == n * WORDS_PER_SENTENCE,
             "sentences": n, "batch": batch, "source": "inline (bench.py)"}
+
+
+def _pipe(pdir: str | None, n: int, batch: int) -> dict:
+    if pdir:
+        try:
+            return run_peer(pdir, n, batch)
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+            log(f"  the peer failed ({exc}); using the inline baseline")
+    return run_inline_pipe(n, batch)
 
 
 def fig_pipe(quick: bool) -> dict:
@@ -173,7 +204,7 @@ def fig_pipe(quick: bool) -> dict:
     for key, n, batch in (("batched", n_batched, 1000), ("unbatched", n_single, 1)):
         log(f"raw pipe baseline ({key}, batch {batch}, {n} sentences) "
             f"{'via ' + pdir if pdir else 'inline'}")
-        out[key] = run_peer(pdir, n, batch) if pdir else run_inline_pipe(n, batch)
+        out[key] = _pipe(pdir, n, batch)
         log(f"  {out[key]['words_per_s']:,.0f} words/s (correct={out[key]['correct']})")
     return out
 
@@ -242,6 +273,42 @@ class CounterSeries:
         return None
 
 
+def _sched_secs(pids: list[int]) -> dict[int, float]:
+    """CPU seconds per process from /proc/<pid>/task/*/schedstat (ns resolution, Linux)."""
+    out = {}
+    for pid in pids:
+        total = 0
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+                        total += int(fh.read().split()[0])
+                except (OSError, ValueError, IndexError):
+                    pass
+            out[pid] = total / 1e9
+        except OSError:
+            out[pid] = float("nan")
+    return out
+
+
+class ThrottleSampler:
+    """Fraction of fresh heartbeats that report the worker's spouts throttled by backpressure."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, float] = {}
+        self.n = self.throttled = 0
+
+    def add(self, hbs: dict[str, dict]) -> None:
+        for wid, hb in hbs.items():
+            if self.seen.get(wid) != hb.get("time"):
+                self.seen[wid] = hb.get("time", 0)
+                self.n += 1
+                self.throttled += bool(hb.get("throttled"))
+
+    def fraction(self) -> float | None:
+        return self.throttled / self.n if self.n else None
+
+
 def _component_sum(component: str, key: str) -> Callable[[dict], float]:
     def fn(hb: dict) -> float:
         return sum(s.get(key, 0) for s in hb.get("tasks", {}).values()
@@ -261,6 +328,39 @@ def _cpu_secs(pids: list[int]) -> dict[int, float]:
     return out
 
 
+def collect_spout_files(lc: Any, out_dir: str, n_spouts: int, timeout: float = 15.0) -> list[dict]:
+    """Deactivate the topology; each bench spout then writes ``out_dir/lat-<task>.json``."""
+    lc.set_status("INACTIVE")
+    deadline = time.monotonic() + timeout
+    while len([f for f in os.listdir(out_dir) if f.endswith(".json")]) < n_spouts:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the spouts did not write their files after deactivation")
+        time.sleep(0.1)
+    out = []
+    for f in sorted(os.listdir(out_dir)):
+        if f.endswith(".json"):
+            with open(os.path.join(out_dir, f)) as fh:
+                out.append(json.load(fh))
+    return out
+
+
+def gc_summary(files: list[dict]) -> dict[str, dict]:
+    """GC pauses the spouts' gc callbacks saw, per generation, summed over workers."""
+    out: dict[str, dict] = {}
+    for d in files:
+        for gen, ms in d.get("gc_pauses", []):
+            g = out.setdefault(f"gen{gen}", {"count": 0, "total_ms": 0.0, "max_ms": 0.0})
+            g["count"] += 1
+            g["total_ms"] += ms
+            g["max_ms"] = max(g["max_ms"], ms)
+    return out
+
+
+def _gc_line(gcs: dict[str, dict]) -> str:
+    return "; ".join(f"{g}: {v['count']}x, total {v['total_ms']:.0f} ms, max {v['max_ms']:.1f} ms"
+                     for g, v in sorted(gcs.items()))
+
+
 # ---------------------------------------------------------------------------------------
 # 2. throughput
 # ---------------------------------------------------------------------------------------
@@ -271,6 +371,8 @@ def run_throughput(acking: bool, n: int, parallelism: int, max_pending: int) -> 
         "topology.max.spout.pending": max_pending,
         "bench.mode": "fixed", "bench.sentences": n, "bench.reliable": acking,
     }
+    out_dir = tempfile.mkdtemp(prefix="sqbench-tp-")
+    conf["bench.out_dir"] = out_dir
     if not acking:
         conf["topology.acker.executors"] = 0
     # acking on: all N sentence trees acked; off: all N*10 words executed by count tasks.
@@ -291,9 +393,12 @@ def run_throughput(acking: bool, n: int, parallelism: int, max_pending: int) -> 
         deadline = time.monotonic() + max(120.0, n / 2000.0)
         cpu_lo = cpu_hi = None
         next_progress = time.monotonic() + 5
+        bp = ThrottleSampler()
         while True:
             hbs = lc.heartbeats()
             v = series.add(hbs)
+            if 0.1 * target <= v < 0.9 * target:
+                bp.add(hbs)
             now_wall = time.time()
             if cpu_lo is None and v >= 0.1 * target:
                 cpu_lo = (now_wall, _cpu_secs(pids))
@@ -310,8 +415,10 @@ def run_throughput(acking: bool, n: int, parallelism: int, max_pending: int) -> 
                 log(f"  {v / target:5.1%} done")
                 next_progress = time.monotonic() + 5
             time.sleep(0.05)
+        time.sleep(2 * 0.25 + 0.1)  # every worker's next heartbeat: consistent final counters
         hbs = lc.heartbeats()
         scale = WORDS_PER_SENTENCE if acking else 1
+        res["throttled_fraction_steady"] = bp.fraction()
         t_first = series.crossing(1)
         t_done = series.crossing(target)
         t10 = series.crossing(0.1 * target)
@@ -340,18 +447,44 @@ def run_throughput(acking: bool, n: int, parallelism: int, max_pending: int) -> 
         log(f"  steady {res['steady_words_per_s']:,.0f} words/s, overall "
             f"{res['overall_words_per_s']:,.0f} words/s over {res['wall_s']:.1f}s"
             + (f", worker CPU {', '.join(f'{c:.0f}%' for c in res.get('cpu_pct_per_worker_loaded', []))}"))
+        try:
+            files = collect_spout_files(lc, out_dir, len(spouts), timeout=10)
+            res["gc_pauses_all_workers"] = gc_summary(files)
+            secs = sum(d.get("since_first_emit_s") or 0 for d in files)
+            if secs:
+                total = sum(g["total_ms"] for g in res["gc_pauses_all_workers"].values())
+                res["gc_fraction_of_worker_wall"] = total / 1000.0 / secs
+            log(f"  GC: {_gc_line(res['gc_pauses_all_workers'])}")
+        except TimeoutError as exc:
+            log(f"  (no GC figures: {exc})")
     finally:
         r = lc.stop(drain_secs=0)
         if r.crashed:
             log(f"  worker(s) exited badly: {r.crashed}")
         lc.cleanup()
+        shutil.rmtree(out_dir, ignore_errors=True)
     return res
 
 
+def pipe_batched(n: int) -> float:
+    return _pipe(peers_dir(), n, 1000)["words_per_s"]
+
+
 def fig_throughput(quick: bool, args: argparse.Namespace) -> dict:
-    n = args.sentences or (20_000 if quick else 200_000)
-    return {"acked": run_throughput(True, n, args.parallelism, args.max_pending),
-            "unacked": run_throughput(False, n, args.parallelism, args.max_pending)}
+    """Each run is bracketed by a short batched raw-pipe run: its adjacent baseline."""
+    n = args.sentences or (50_000 if quick else 200_000)
+    n_cal = 200_000 if quick else 500_000
+    out = {}
+    before = pipe_batched(n_cal)
+    for key, acking in (("acked", True), ("unacked", False)):
+        r = run_throughput(acking, n, args.parallelism, args.max_pending)
+        after = pipe_batched(n_cal)
+        r["adjacent_pipe_words_per_s"] = (before + after) / 2
+        r["adjacent_pipe_runs"] = [before, after]
+        log(f"  adjacent raw pipe (batched): {before:,.0f} before, {after:,.0f} after")
+        before = after
+        out[key] = r
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -396,6 +529,9 @@ def zmq_rtt(n: int) -> dict:
         s.recv()
         child.join(5)
     finally:
+        if child.is_alive():
+            child.terminate()
+            child.join(5)
         s.close(linger=0)
         ctx.term()
         shutil.rmtree(d, ignore_errors=True)
@@ -414,7 +550,7 @@ def fig_latency(quick: bool, args: argparse.Namespace, acked_max_words: float | 
         rate = 5_000.0
         why = "default (throughput not measured)"
     warmup, measure = (1.0, 4.0) if quick else (3.0, 10.0)
-    log(f"latency baseline: ZeroMQ ipc ping-pong")
+    log("latency baseline: ZeroMQ ipc ping-pong")
     rtt = zmq_rtt(5_000 if quick else 20_000)
     log(f"  rtt p50 {rtt['p50_ms']:.3f} ms, p99 {rtt['p99_ms']:.3f} ms")
     out_dir = tempfile.mkdtemp(prefix="sqbench-lat-")
@@ -438,38 +574,43 @@ def fig_latency(quick: bool, args: argparse.Namespace, acked_max_words: float | 
             if time.monotonic() > deadline:
                 raise TimeoutError("latency: the spouts never emitted")
             time.sleep(0.05)
-        end = time.monotonic() + warmup + measure + 1.0  # + slack for the last acks
+        t_first = time.monotonic()
+        end = t_first + warmup + measure + 1.0  # + slack for the last acks
+        bp = ThrottleSampler()
         while time.monotonic() < end:
             if lc.crashed():
                 raise RuntimeError("\n".join(lc.describe_exit(w) for w in lc.crashed()))
-            time.sleep(0.1)
+            if warmup <= time.monotonic() - t_first < warmup + measure:
+                bp.add(lc.heartbeats())
+            time.sleep(0.05)
+        res["throttled_fraction_in_window"] = bp.fraction()
         hbs = lc.heartbeats()
         spouts = [s for hb in hbs.values() for s in hb["tasks"].values()
                   if s["component"] == topo.SPOUT]
         res["heartbeat_reservoir"] = [s.get("complete_latency_ms") for s in spouts]
         res["spout_failed"] = sum(s["failed"] for s in spouts)
-        lc.set_status("INACTIVE")  # the spouts write their window's latencies on deactivate
-        n_spouts = len(spouts) or args.parallelism
-        deadline = time.monotonic() + 15
-        while len([f for f in os.listdir(out_dir) if f.endswith(".json")]) < n_spouts:
-            if time.monotonic() > deadline:
-                raise TimeoutError("latency: spouts did not write their latency files")
-            time.sleep(0.1)
+        # the spouts write their window's latencies on deactivate
+        files = collect_spout_files(lc, out_dir, len(spouts) or args.parallelism)
         lats: list[float] = []
-        emitted = unacked = 0
-        for f in sorted(os.listdir(out_dir)):
-            if f.endswith(".json"):
-                with open(os.path.join(out_dir, f)) as fh:
-                    d = json.load(fh)
-                lats.extend(d["latencies_ms"])
-                emitted += d["window_emitted"]
-                unacked += d["unacked_in_window"]
+        censored: list[float] = []
+        for d in files:
+            lats.extend(d["latencies_ms"])
+            censored.extend(d.get("unacked_age_ms", []))
+        emitted = sum(d["window_emitted"] for d in files)
+        if args.latency_trace:
+            with open(args.latency_trace, "w") as fh:
+                json.dump({d["task"]: d.get("trace") for d in files}, fh)
+        # Trees of the window still pending at the end count with their age so far (a lower
+        # bound): an overloaded run shows up in the percentiles instead of being dropped.
+        lats.extend(censored)
         lats.sort()
         res.update({"p50_ms": pct(lats, 0.5), "p99_ms": pct(lats, 0.99),
                     "p999_ms": pct(lats, 0.999), "max_ms": lats[-1] if lats else float("nan"),
                     "mean_ms": sum(lats) / len(lats) if lats else float("nan"),
                     "n": len(lats), "achieved_sentences_per_s": emitted / measure,
-                    "unacked_in_window": unacked})
+                    "unacked_in_window": len(censored),
+                    "gc_pauses_in_window_all_workers": gc_summary(files)})
+        unacked = len(censored)
         log(f"  p50 {res['p50_ms']:.2f} ms, p99 {res['p99_ms']:.2f} ms over {len(lats)} trees "
             f"(achieved {res['achieved_sentences_per_s']:,.0f} sentences/s, {unacked} unacked)")
     finally:
@@ -560,19 +701,23 @@ def fig_idle(quick: bool, args: argparse.Namespace) -> dict:
         log(f"idle CPU: workers {pids}, settle {settle:.0f}s, measure {window:.0f}s")
         lc.wait_for(lambda: len(lc.heartbeats()) == len(lc.workers), 30, what="heartbeats")
         time.sleep(settle)
-        c0, t0 = _cpu_secs(pids), time.monotonic()
+        c0, s0, t0 = _cpu_secs(pids), _sched_secs(pids), time.monotonic()
         time.sleep(window)
-        c1, t1 = _cpu_secs(pids), time.monotonic()
+        c1, s1, t1 = _cpu_secs(pids), _sched_secs(pids), time.monotonic()
         if lc.crashed():
             raise RuntimeError("\n".join(lc.describe_exit(w) for w in lc.crashed()))
         per = [100.0 * (c1[p] - c0[p]) / (t1 - t0) for p in pids]
+        # psutil's cpu_times tick in 10 ms (0.2 % of a core over 5 s); schedstat is exact.
+        per_sched = [100.0 * (s1[p] - s0[p]) / (t1 - t0) for p in pids]
         import psutil
         threads = [psutil.Process(p).num_threads() for p in pids]
-        log(f"  {', '.join(f'{c:.2f}%' for c in per)} of a core")
+        log(f"  {', '.join(f'{c:.2f}%' for c in per)} of a core (psutil); "
+            f"{', '.join(f'{c:.2f}%' for c in per_sched)} (schedstat)")
     finally:
         lc.stop(drain_secs=0)
         lc.cleanup()
-    return {"cpu_pct_per_worker": per, "threads_per_worker": threads, "settle_s": settle,
+    return {"cpu_pct_per_worker": per, "cpu_pct_per_worker_schedstat": per_sched,
+            "threads_per_worker": threads, "settle_s": settle,
             "window_s": window, "stats_freq_secs": 1.0}
 
 
@@ -594,6 +739,10 @@ def _fmt(v: Any, unit: str = "") -> str:
     if unit == "%":
         return f"{v:.2f}%"
     return f"{v:.3g}"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0%}"
 
 
 def _ratio(a: Any, b: Any) -> float | None:
@@ -618,9 +767,10 @@ def build_rows(R: dict) -> list[dict]:
     pb = (pipe.get("batched") or {}).get("words_per_s")
     pu = (pipe.get("unbatched") or {}).get("words_per_s")
     if pipe:
-        row("1. raw pipe, batched (1000 words/msg)", pb, "w/s", "itself", pb,
+        src = "peers" if pipe.get("peers_dir") else "inline"
+        row(f"1. raw pipe ({src}), batched (1000 words/msg)", pb, "w/s", "itself", pb,
             f"ref. {REFERENCE_PIPE_WORDS_PER_S / 1e6:.1f}M on the peers' machine", None)
-        row("1. raw pipe, 1 word/msg", pu, "w/s", "raw batched", pb, "ref. 0.63M", None)
+        row(f"1. raw pipe ({src}), 1 word/msg", pu, "w/s", "raw batched", pb, "ref. 0.63M", None)
     tp = R.get("throughput") or {}
     for key, label, tkey in (("acked", "acking on", "acked_words_per_s"),
                              ("unacked", "acking off", "unacked_words_per_s")):
@@ -633,12 +783,17 @@ def build_rows(R: dict) -> list[dict]:
             f"floor {t['floor'] / 1e3:.0f}k, goal {t['goal'] / 1e6:.1f}M",
             v >= t["floor"] if v else None)
         row(f"2. word count {label} (steady)", v, "w/s", "raw 1 word/msg", pu, "", None)
+        row(f"2. word count {label} (steady)", v, "w/s", "adjacent raw batched",
+            r.get("adjacent_pipe_words_per_s"), "", None)
         row(f"2. word count {label} (overall wall)", r.get("overall_words_per_s"), "w/s",
             "raw batched", pb, "", None)
     lat = R.get("latency")
     if lat:
         rtt = lat["baseline_zmq_rtt"]
         rate = f" @ {lat['rate_words_per_s'] / 1e3:.0f}k w/s"
+        achieved = lat.get("achieved_sentences_per_s")
+        if achieved and achieved < 0.97 * lat["rate_sentences_per_s"]:
+            rate += f" (only {achieved * 10 / 1e3:.0f}k sustained)"
         row(f"3. complete latency p50{rate}", lat.get("p50_ms"), "ms", "zmq ipc RTT p50",
             rtt["p50_ms"], "", None)
         row(f"3. complete latency p99{rate}", lat.get("p99_ms"), "ms", "zmq ipc RTT p99",
@@ -696,21 +851,54 @@ def print_details(R: dict) -> None:
             print(f"throughput {key}: {r['sentences']:,} sentences, wall {r['wall_s']:.1f}s, "
                   f"steady window {r['steady_window_s']:.1f}s, failed {r['spout_failed']}, "
                   f"words counted {r['words_counted']:,}, worker CPU {cpu}, "
-                  f"RSS {r['rss_mb']} MiB, max queue {max(r['queue_max'].values())}")
+                  f"RSS {r['rss_mb']} MiB, max queue {max(r['queue_max'].values())}, "
+                  f"spouts throttled in {_pct(r.get('throttled_fraction_steady'))} of heartbeats; "
+                  f"GC {_pct(r.get('gc_fraction_of_worker_wall'))} of worker wall time "
+                  f"({_gc_line(r.get('gc_pauses_all_workers') or {})})")
     lat = R.get("latency")
     if lat:
         print(f"latency: target {lat['rate_sentences_per_s']:,.0f} sentences/s ({lat['rate_basis']}), "
               f"achieved {lat.get('achieved_sentences_per_s', 0):,.0f}; {lat.get('n', 0):,} trees "
+              f"({lat.get('unacked_in_window', 0)} still pending at the end, counted with their age) "
               f"measured by the spout after {lat['warmup_s']:.0f}s warm-up: p50 "
               f"{_fmt(lat.get('p50_ms'), 'ms')}, p99 {_fmt(lat.get('p99_ms'), 'ms')}, p99.9 "
-              f"{_fmt(lat.get('p999_ms'), 'ms')}, max {_fmt(lat.get('max_ms'), 'ms')}; "
+              f"{_fmt(lat.get('p999_ms'), 'ms')}, max {_fmt(lat.get('max_ms'), 'ms')}; spouts "
+              f"throttled in {_pct(lat.get('throttled_fraction_in_window'))} of heartbeats; "
               "runtime heartbeat reservoirs (whole run incl. warm-up): " +
               "; ".join(f"p50 {c['p50']:.2f} p99 {c['p99']:.2f} ms (n={c['n']})"
                         for c in lat.get("heartbeat_reservoir", []) if c))
+        gcs = lat.get("gc_pauses_in_window_all_workers") or {}
+        if gcs:
+            print(f"latency window GC pauses (both workers): {_gc_line(gcs)}")
     idle = R.get("idle")
     if idle:
-        print(f"idle: {idle['threads_per_worker']} threads per worker, stats freq "
+        print(f"idle: schedstat (ns-exact) "
+              f"{', '.join(f'{c:.2f}%' for c in idle.get('cpu_pct_per_worker_schedstat', []))} "
+              f"of a core; {idle['threads_per_worker']} threads per worker, stats freq "
               f"{idle['stats_freq_secs']}s, {idle['window_s']:.0f}s window")
+
+
+def _git_describe() -> str | None:
+    """The runtime's commit, with ``-dirty`` when the work tree has changes."""
+    try:
+        head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return (head + ("-dirty" if dirty else "")) or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _json_safe(v: Any) -> Any:
+    """NaN/inf -> null, so the file is strict JSON."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {str(k): _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    return v
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -719,16 +907,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="pipe,throughput,latency,memory,idle",
                     help="comma list of figures to run (pipe,throughput,latency,memory,idle)")
     ap.add_argument("--sentences", type=int, default=0,
-                    help="sentences per throughput run (default 200k, 20k with --quick)")
+                    help="sentences per throughput run (default 200k, 50k with --quick)")
     ap.add_argument("--parallelism", type=int, default=2,
                     help="executors per component (spout, split, count)")
     ap.add_argument("--max-pending", type=int, default=5000,
                     help="topology.max.spout.pending (per spout task)")
     ap.add_argument("--latency-rate", type=float, default=0,
                     help="sentences/s for the latency run (default: half the acked max)")
+    ap.add_argument("--no-peers", action="store_true",
+                    help="use the inline raw-pipe baseline even when ../shared/peers exists")
     ap.add_argument("--switch-interval", type=float, default=0,
                     help="diagnostic: sys.setswitchinterval(S) in the workers (set by the bench "
                          "spout's open); default: Python's 0.005")
+    ap.add_argument("--gc-threshold", default="",
+                    help="diagnostic: in the workers, gc.freeze() then 'off' (gc.disable) or "
+                         "'g0,g1,g2' (gc.set_threshold)")
+    ap.add_argument("--latency-trace", default="",
+                    help="diagnostic: write (emit time, latency) pairs of the latency run here")
     ap.add_argument("--json-out", default=os.path.join(HERE, "results", "latest.json"))
     ap.add_argument("--memory-child", nargs=3, metavar=("KIND", "METHOD", "N"),
                     help=argparse.SUPPRESS)
@@ -738,14 +933,21 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(memory_child(kind, method, int(n))))
         return 0
     only = {s.strip() for s in a.only.split(",") if s.strip()}
+    global FORCE_INLINE
+    FORCE_INLINE = a.no_peers
     if a.switch_interval:
         EXTRA_CONF["bench.switch_interval"] = a.switch_interval
+    if a.latency_trace:
+        EXTRA_CONF["bench.latency_trace"] = True
+    if a.gc_threshold:
+        EXTRA_CONF["bench.gc_threshold"] = a.gc_threshold
     t_start = time.monotonic()
     R: dict[str, Any] = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "quick": a.quick,
         "host": {"cpus": os.cpu_count(), "python": platform.python_version(),
                  "platform": platform.platform()},
-        "targets": TARGETS, "switch_interval": a.switch_interval or None,
+        "targets": TARGETS, "diagnostics": dict(EXTRA_CONF),
+        "git": _git_describe(),
     }
     if "memory" in only:
         R["memory"] = fig_memory(a.quick)
@@ -760,14 +962,15 @@ def main(argv: list[str] | None = None) -> int:
         R["idle"] = fig_idle(a.quick, a)
     R["rows"] = build_rows(R)
     R["elapsed_s"] = time.monotonic() - t_start
-    print(f"Squall bench {'(quick) ' if a.quick else ''}{R['time']} -- {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}; ratios are measured / baseline, same run")
+    print(f"Squall bench {'(quick) ' if a.quick else ''}{R['time']} (squall {R['git']}) -- "
+          f"{os.cpu_count()} CPUs, Python {platform.python_version()}; "
+          "ratios are measured / baseline, same run")
     print()
     print_table(R["rows"])
     print_details(R)
     os.makedirs(os.path.dirname(os.path.abspath(a.json_out)), exist_ok=True)
     with open(a.json_out, "w") as fh:
-        json.dump(R, fh, indent=2, default=str)
+        json.dump(_json_safe(R), fh, indent=2, default=str, allow_nan=False)
     print(f"\nJSON: {a.json_out} (total {R['elapsed_s']:.0f}s)")
     return 0
 

@@ -55,17 +55,31 @@ SPLIT = "split"
 COUNT = "count"
 
 
-def _apply_switch_interval(conf) -> None:
-    """Diagnostic (``bench.switch_interval``): the worker process's GIL switch interval."""
+def _apply_diagnostics(conf) -> None:
+    """Bench-only process-wide knobs, applied by the spout's ``open`` in each worker.
+
+    ``bench.switch_interval``: the GIL switch interval (seconds);
+    ``bench.gc_threshold``: ``"off"`` (gc.disable) or ``"g0,g1,g2"`` for gc.set_threshold,
+    after a gc.freeze() of everything allocated at start-up.
+    """
     si = conf.get("bench.switch_interval")
     if si:
         import sys
         sys.setswitchinterval(float(si))
+    th = conf.get("bench.gc_threshold")
+    if th:
+        import gc
+        gc.collect()
+        gc.freeze()
+        if str(th) == "off":
+            gc.disable()
+        else:
+            gc.set_threshold(*(int(x) for x in str(th).split(",")))
 
 
 class BenchSentenceSpout(Spout):
     def open(self, conf, context, collector):
-        _apply_switch_interval(conf)
+        _apply_diagnostics(conf)
         self.collector = collector
         self.emit = collector.emit
         self.mode = str(conf.get("bench.mode", "fixed"))
@@ -83,19 +97,46 @@ class BenchSentenceSpout(Spout):
         self.warmup = float(conf.get("bench.warmup_secs", 3.0))
         self.measure = float(conf.get("bench.measure_secs", 10.0))
         self.out_dir = conf.get("bench.out_dir")
+        #: First emit (monotonic): the latency window and GC recording count from it.
+        self.t_origin: float | None = None
+        #: Token-bucket origin (moves forward when a stall would cause a big burst).
         self.t_start: float | None = None
         self.sent = 0
         self.tracked: dict[int, float] = {}
         self.latencies: list[float] = []
         self.window_emitted = 0
         self.written = False
+        #: Diagnostic (``bench.latency_trace``): (emit time since start, latency ms) pairs.
+        self.trace: list | None = [] if conf.get("bench.latency_trace") else None
+        #: Diagnostic: this worker's GC pauses (generation, ms) after the first emit (fixed
+        #: mode) or inside the latency window (rate mode); written with the latency file.
+        self.gc_pauses: list[tuple[int, float]] = []
+        self._gc_t0 = 0.0
         if self.mode == "idle":
             self.next_tuple = self._idle  # type: ignore[method-assign]
-        elif self.mode == "rate":
+            return
+        if self.mode == "rate":
             self.next_tuple = self._rated  # type: ignore[method-assign]
+        import gc
+        gc.callbacks.append(self._gc_cb)
+
+    def _gc_cb(self, phase, info):
+        now = time.perf_counter()
+        if phase == "start":
+            self._gc_t0 = now
+            return
+        if self.t_origin is None or self.written:
+            return
+        if self.mode == "rate":
+            since = time.monotonic() - self.t_origin
+            if not self.warmup <= since < self.warmup + self.measure:
+                return
+        self.gc_pauses.append((info["generation"], (now - self._gc_t0) * 1000.0))
 
     # -- fixed N -------------------------------------------------------------------
     def next_tuple(self):
+        if self.t_origin is None:
+            self.t_origin = time.monotonic()
         if self.replay:
             i = self.replay.pop()
         elif self.next < self.total:
@@ -116,7 +157,7 @@ class BenchSentenceSpout(Spout):
     def _rated(self):
         now = time.monotonic()
         if self.t_start is None:
-            self.t_start = now
+            self.t_start = self.t_origin = now
         allowed = (now - self.t_start) * self.rate - self.sent
         if allowed < 1.0:
             return
@@ -125,7 +166,7 @@ class BenchSentenceSpout(Spout):
         i = self.next
         self.next += self.step
         self.sent += 1
-        since = now - self.t_start
+        since = now - self.t_origin
         self.emit([self.pool[i % POOL_SIZE]], msg_id=i)
         if self.warmup <= since < self.warmup + self.measure:
             self.tracked[i] = now
@@ -135,16 +176,25 @@ class BenchSentenceSpout(Spout):
         if self.mode == "rate":
             t0 = self.tracked.pop(msg_id, None)
             if t0 is not None:
-                self.latencies.append((time.monotonic() - t0) * 1000.0)
+                now = time.monotonic()
+                self.latencies.append((now - t0) * 1000.0)
+                if self.trace is not None:
+                    self.trace.append((t0 - self.t_origin, (now - t0) * 1000.0))
 
     def deactivate(self):
-        if self.mode == "rate" and self.out_dir and not self.written:
+        if self.mode != "idle" and self.out_dir and not self.written:
             self.written = True
+            now = time.monotonic()
             path = os.path.join(self.out_dir, f"lat-{self.task}.json")
             with open(path + ".tmp", "w") as fh:
                 json.dump({"task": self.task, "latencies_ms": self.latencies,
                            "window_emitted": self.window_emitted,
                            "unacked_in_window": len(self.tracked),
+                           # trees of the window still pending: their age so far (a lower
+                           # bound of their latency), so an overloaded run is not flattered
+                           "unacked_age_ms": [(now - t0) * 1000.0 for t0 in self.tracked.values()],
+                           "since_first_emit_s": now - self.t_origin if self.t_origin else None,
+                           "gc_pauses": self.gc_pauses, "trace": self.trace,
                            "measure_secs": self.measure, "rate_per_task": self.rate}, fh)
             os.replace(path + ".tmp", path)
 

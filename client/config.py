@@ -85,6 +85,10 @@ BACKPRESSURE_LOW_WATERMARK = _key(
 TOPOLOGY_SPOUT_WAIT_MAX_MILLIS = _key(
     "topology.spout.wait.max.millis", _NUM, 50,
     "Longest a spout sleeps after next_tuple emitted nothing (the wait grows from 0.1 ms).")
+TOPOLOGY_EXECUTOR_THREADED = _key(
+    "topology.executor.threaded", bool, False,
+    "Run the component's executors on threads of their own instead of the worker's shared "
+    "event loop: set it on components whose user code blocks (network calls, sleeps).")
 TOPOLOGY_STATS_FREQ_SECS = _key(
     "topology.stats.freq.secs", _NUM, 1.0,
     "Seconds between a worker's heartbeat/stats file writes.")

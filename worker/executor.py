@@ -1,9 +1,11 @@
-"""Executors: one thread each, running the tasks of one component (Storm's executor).
+"""Executors: the tasks of one component run together (Storm's executor).
 
-An executor owns one receive queue, one :class:`Transfer` and the loop that
-ties them to user code. The loop is split into a single step (drain a batch
-from the queue and dispatch it, call ``next_tuple`` for spouts, end the batch)
-and the forever loop around it that handles timers and idling.
+An executor owns one receive queue and the code that ties it to user code,
+split into a single step (:meth:`Executor.run_once`: drain a batch from the
+queue and dispatch it, call ``next_tuple`` for spouts, end the batch) and
+the forever loop around it. Executors normally run on the worker's shared
+event loop (:mod:`squall.worker.loop`); a component with
+``topology.executor.threaded`` gets a thread and a Transfer per executor.
 
 * :class:`BoltExecutor` calls ``execute`` (auto-acking for BasicBolt) and
   sends tick tuples.
@@ -36,7 +38,7 @@ from ..client.tuple import (ACKER_ACK_STREAM_ID, ACKER_COMPONENT_ID, ACKER_FAIL_
                             SYSTEM_COMPONENT_ID, SYSTEM_TASK_ID, SYSTEM_TICK_STREAM_ID, Fields,
                             Tuple)
 from .collector import BasicOutputCollector, OutputCollector, SpoutOutputCollector, build_routes
-from .queue import InQueue
+from .queue import InQueue, ThreadWaker
 from .state import WorkerState
 from .stats import TaskStats
 from .transfer import Transfer
@@ -53,21 +55,35 @@ _ACKER_STREAMS = (ACKER_INIT_STREAM_ID, ACKER_ACK_STREAM_ID, ACKER_FAIL_STREAM_I
 _TIMEOUT_BUCKETS = 3
 
 
-class Executor(threading.Thread):
-    """Base: queue, transfer, acker batching and the loop skeleton."""
+class Executor:
+    """Base: queue, acker batching, timers and the single step.
 
-    def __init__(self, ws: WorkerState, component_id: str, tasks: list[int]):
-        super().__init__(name=f"executor[{component_id}:{tasks[0]}-{tasks[-1]}]", daemon=True)
+    An executor runs either on the worker's shared event loop (``loop`` given:
+    it shares the loop's :class:`Transfer`) or, when its component sets
+    ``topology.executor.threaded``, on a thread of its own with its own
+    Transfer (for user code that blocks on IO).
+    """
+
+    def __init__(self, ws: WorkerState, component_id: str, tasks: list[int],
+                 loop: Any = None):
+        self.name = f"executor[{component_id}:{tasks[0]}-{tasks[-1]}]"
         self.ws = ws
         self.component_id = component_id
         self.tasks = tasks
         self.conf = ws.component_conf(component_id)
         self.debug = bool(self.conf.get(cfg.TOPOLOGY_DEBUG))
         self.acking = ws.acking
+        self.threaded = loop is None
+        if self.threaded:
+            self.transfer = Transfer(ws)
+            self.waker: Any = ThreadWaker()
+        else:
+            self.transfer = loop.transfer
+            self.waker = loop
         cap = int(self.conf[cfg.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE])
         self.queue = InQueue(cap, float(self.conf[cfg.BACKPRESSURE_HIGH_WATERMARK]),
-                             float(self.conf[cfg.BACKPRESSURE_LOW_WATERMARK]), ws.bp)
-        self.transfer = Transfer(ws)
+                             float(self.conf[cfg.BACKPRESSURE_LOW_WATERMARK]), ws.bp,
+                             self.waker)
         self.multi = len(tasks) > 1
         for t in tasks:
             ws.stats[t] = TaskStats(component_id)
@@ -84,6 +100,7 @@ class Executor(threading.Thread):
         self.stopped = threading.Event()
         self.timeout_secs = float(self.conf[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS])
         self.timers: list[list] = []  # [next_due, period, fn]
+        self.thread: threading.Thread | None = None
 
     # -- lifecycle ------------------------------------------------------------
     def context(self, task: int) -> TopologyContext:
@@ -93,6 +110,11 @@ class Executor(threading.Thread):
 
     def add_timer(self, period: float, fn: Any) -> None:
         self.timers.append([time.monotonic() + period, period, fn])
+
+    def start_thread(self) -> None:
+        """Threaded executors only: run setup and the loop on a thread of their own."""
+        self.thread = threading.Thread(target=self.run, name=self.name, daemon=True)
+        self.thread.start()
 
     def run(self) -> None:
         try:
@@ -121,7 +143,7 @@ class Executor(threading.Thread):
         log.info("topology=%s component=%s task=%d emit stream=%s values=%r -> tasks %s",
                  self.ws.topology_id, self.component_id, task, stream, values, targets)
 
-    # -- the loop ---------------------------------------------------------------
+    # -- one step -------------------------------------------------------------------
     def step(self) -> int:
         """Drain up to BATCH queued items and dispatch them; returns how many."""
         dq = self.queue.dq
@@ -143,36 +165,43 @@ class Executor(threading.Thread):
     def idle_timeout(self) -> float:
         return 1.0
 
+    def run_once(self) -> int:
+        """One step of work: dispatch, produce, end the batch. Returns the work done."""
+        n = self.step()
+        made = self.produce()
+        self.end_batch()
+        self.queue.drain_done()
+        return n + made
+
+    def next_due(self) -> float:
+        return min(t[0] for t in self.timers) if self.timers else float("inf")
+
+    def fire_timers(self, now: float) -> None:
+        for timer in self.timers:
+            if now >= timer[0]:
+                timer[0] = now + timer[1]
+                timer[2]()
+
     def loop(self) -> None:
+        """Threaded executors: the forever loop around :meth:`run_once`."""
         q = self.queue
         transfer = self.transfer
         flush_every = transfer.flush_interval
         while not self.stop_requested:
-            n = self.step()
-            made = self.produce()
-            self.end_batch()
-            q.drain_done()
+            done = self.run_once()
             now = time.monotonic()
-            if self.timers:
-                self._fire_timers(now)
-            if n == 0 and made == 0:
+            if self.timers and now >= self.next_due():
+                self.fire_timers(now)
+            if done == 0:
                 transfer.flush()
-                q.wait(self._wait_for(now, self.idle_timeout()))
+                self.waker.wait(self._wait_for(now, self.idle_timeout()), lambda: q.dq)
             elif now - transfer.last_flush >= flush_every:
                 transfer.flush()
 
     def _wait_for(self, now: float, idle: float) -> float:
         if self.transfer.blocked:
             idle = min(idle, max(self.transfer.flush_interval, 0.001))
-        if self.timers:
-            idle = min(idle, min(t[0] for t in self.timers) - now)
-        return max(idle, 0.0)
-
-    def _fire_timers(self, now: float) -> None:
-        for timer in self.timers:
-            if now >= timer[0]:
-                timer[0] = now + timer[1]
-                timer[2]()
+        return max(min(idle, self.next_due() - now), 0.0)
 
     # -- sending system tuples ------------------------------------------------------
     def send_system(self, task: int, src_task: int, stream: str, values: list) -> None:
@@ -516,10 +545,11 @@ class AckerExecutor(Executor):
         return 5.0
 
 
-def executor_for(ws: WorkerState, component_id: str, tasks: list[int]) -> Executor:
+def executor_for(ws: WorkerState, component_id: str, tasks: list[int], loop: Any) -> Executor:
+    """The executor for ``tasks``: on ``loop`` unless the component asks for its own thread."""
     comp = ws.topology.components[component_id]
     if component_id == ACKER_COMPONENT_ID:
-        return AckerExecutor(ws, component_id, tasks)
-    if comp.kind == "spout":
-        return SpoutExecutor(ws, component_id, tasks)
-    return BoltExecutor(ws, component_id, tasks)
+        return AckerExecutor(ws, component_id, tasks, loop)
+    threaded = bool(ws.component_conf(component_id).get(cfg.TOPOLOGY_EXECUTOR_THREADED))
+    cls = SpoutExecutor if comp.kind == "spout" else BoltExecutor
+    return cls(ws, component_id, tasks, None if threaded else loop)

@@ -59,21 +59,42 @@ class Backpressure:
             return set(self._remote)
 
 
+class ThreadWaker:
+    """Wakes one sleeping consumer thread (an executor with its own thread)."""
+
+    def __init__(self) -> None:
+        self.sleeping = False
+        self.event = threading.Event()
+
+    def wake(self) -> None:
+        self.event.set()
+
+    def wait(self, timeout: float | None, ready: Any) -> None:
+        """Sleep until ``wake`` or ``timeout``, unless ``ready()`` already holds."""
+        self.sleeping = True
+        if not ready():
+            self.event.wait(timeout)
+        self.sleeping = False
+        self.event.clear()
+
+
 class InQueue:
     """An executor's receive queue: many producers, one consumer.
 
-    Thread-safety: ``put`` may be called from any thread; ``drain_done`` and
-    ``wait`` only from the consumer.
+    ``waker`` is whoever consumes it: a :class:`ThreadWaker` for an executor
+    with its own thread, or the worker's event loop for shared executors.
+    Thread-safety: ``put`` may be called from any thread; ``drain_done`` only
+    from the consumer.
     """
 
-    def __init__(self, capacity: int, high: float, low: float, bp: Backpressure):
+    def __init__(self, capacity: int, high: float, low: float, bp: Backpressure,
+                 waker: Any):
         self.dq: deque[Any] = deque()
         self.high = max(1, int(capacity * high))
         self.low = int(capacity * low)
         self.bp = bp
         self.congested = False
-        self.sleeping = False
-        self.event = threading.Event()
+        self.waker = waker
         #: Largest length seen (for stats and the bounded-memory test).
         self.max_len = 0
         self._lock = threading.Lock()
@@ -86,16 +107,16 @@ class InQueue:
         dq.append(item)
         if len(dq) > self.high:
             self._over()
-        if self.sleeping:
-            self.event.set()
+        if self.waker.sleeping:
+            self.waker.wake()
 
     def put_many(self, items: list) -> None:
         dq = self.dq
         dq.extend(items)
         if len(dq) > self.high:
             self._over()
-        if self.sleeping:
-            self.event.set()
+        if self.waker.sleeping:
+            self.waker.wake()
 
     def _over(self) -> None:
         n = len(self.dq)
@@ -118,13 +139,5 @@ class InQueue:
                     self.congested = False
                     self.bp.local(False)
 
-    def wait(self, timeout: float | None) -> None:
-        """Consumer: sleep until a put or ``timeout``."""
-        self.sleeping = True
-        if not self.dq:
-            self.event.wait(timeout)
-        self.sleeping = False
-        self.event.clear()
-
     def wake(self) -> None:
-        self.event.set()
+        self.waker.wake()

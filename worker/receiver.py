@@ -1,4 +1,7 @@
-"""The receive thread: one PULL socket per worker, frames decoded into executor queues.
+"""The receive side: one PULL socket per worker, frames decoded into executor queues.
+
+Owned by the worker's event loop (:mod:`squall.worker.loop`), which polls
+the socket and calls :meth:`Receiver.drain`.
 
 Binds ``tcp://host:port`` (peers on other hosts) and, when the assignment
 names an IPC directory, ``ipc://`` (peers on this host). Every frame is
@@ -10,7 +13,6 @@ limited) and counted in the heartbeat. The worker keeps running.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 import zmq
@@ -25,11 +27,10 @@ _SYS_FIELDS = Fields(["payload"])
 _SYSTEM_STREAMS = frozenset(("__ack_init", "__ack_ack", "__ack_fail", "__ack_reset_timeout"))
 
 
-class Receiver(threading.Thread):
-    """Owns the worker's inbound socket. Only ``stop`` is called from other threads."""
+class Receiver:
+    """Owns the worker's inbound socket; used only from the event loop's thread."""
 
     def __init__(self, ws: WorkerState):
-        super().__init__(name="receiver", daemon=True)
         self.ws = ws
         self.sock = ws.zctx.socket(zmq.PULL)
         self.sock.setsockopt(zmq.RCVHWM, PIPE_HWM)
@@ -42,31 +43,26 @@ class Receiver(threading.Thread):
         if a.ipc_dir:
             self.ipc = f"ipc://{a.ipc_dir}/{ws.topology_id}-{a.port}.sock"
             self.sock.bind(self.ipc)
-        self._stopping = False
         self._last_warn = 0.0
         self._suppressed = 0
         #: (src_task, stream) -> (component, fields), filled lazily.
         self._src: dict[tuple[int, str], tuple[str, Fields]] = {}
 
-    def stop(self) -> None:
-        self._stopping = True
+    def drain(self, max_frames: int = 64) -> int:
+        """Handle up to ``max_frames`` waiting frames without blocking; returns how many."""
+        recv = self.sock.recv
+        n = 0
+        while n < max_frames:
+            try:
+                frame = recv(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            n += 1
+            self.handle(frame)
+        return n
 
-    def run(self) -> None:
-        sock = self.sock
-        poller = zmq.Poller()
-        poller.register(sock, zmq.POLLIN)
-        try:
-            while not self._stopping:
-                if not poller.poll(200):
-                    continue
-                while True:
-                    try:
-                        frame = sock.recv(zmq.NOBLOCK)
-                    except zmq.Again:
-                        break
-                    self.handle(frame)
-        finally:
-            sock.close(0)
+    def close(self) -> None:
+        self.sock.close(0)
 
     def _drop(self, what: str) -> None:
         self.ws.dropped_frames += 1

@@ -19,6 +19,7 @@ Exit codes: 0 stopped on request, :data:`EXIT_USER_CODE` user code raised,
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -35,7 +36,7 @@ from ..client.topology import executors_of, system_topology
 from ..client.topology_proto import from_bytes
 from .executor import Executor, executor_for
 from .frame import Codec
-from .receiver import Receiver
+from .loop import EventLoop
 from .state import Assignment, WorkerState
 
 log = logging.getLogger("squall.worker")
@@ -94,7 +95,7 @@ class Worker:
         self.ws.on_hello = self._wake.set
         self._hello_at = 0.0
         self.executors: list[Executor] = []
-        self.receiver: Receiver | None = None
+        self.loop: EventLoop | None = None
         self._stop_reason: str | None = None
         self._status_mtime = 0.0
         self._peers: dict[str, zmq.Socket] = {}
@@ -106,18 +107,26 @@ class Worker:
     def start(self) -> None:
         ws = self.ws
         mine = set(self.assignment.tasks)
+        self.loop = EventLoop(ws)
         for component, tasks in executors_of(ws.topology, ws.component_tasks):
             local = [t for t in tasks if t in mine]
             if local:
-                self.executors.append(executor_for(ws, component, local))
+                ex = executor_for(ws, component, local, self.loop)
+                self.executors.append(ex)
+                if not ex.threaded:
+                    self.loop.executors.append(ex)
         self._read_status()
-        self.receiver = Receiver(ws)
-        self.receiver.start()
         for w in ws.endpoints:  # connect early: the first backpressure signal must not wait
             if w != ws.worker_id:
                 self._peer(w)
+        # Tuples and acks are not cyclic garbage: collect rarely, and never scan start-up state.
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(100_000, 50, 100)
+        self.loop.start()
         for ex in self.executors:
-            ex.start()
+            if ex.threaded:
+                ex.start_thread()
         log.info("worker %s of topology %s started: pid %d, %d executors, tasks %s",
                  ws.worker_id, ws.topology_id, os.getpid(), len(self.executors),
                  sorted(mine))
@@ -163,17 +172,19 @@ class Worker:
     def _shutdown(self) -> int:
         log.info("worker %s stopping: %s", self.ws.worker_id, self._stop_reason)
         self.ws.active = False
+        waits = [(ex.name, ex.stopped) for ex in self.executors if ex.threaded]
         for ex in self.executors:
-            ex.stop()
+            if ex.threaded:
+                ex.stop()
+        if self.loop is not None:
+            self.loop.stop()
+            waits.append(("event loop", self.loop.stopped))
         deadline = time.monotonic() + 5.0
-        for ex in self.executors:
-            ex.stopped.wait(max(0.0, deadline - time.monotonic()))
-            if not ex.stopped.is_set():
-                log.warning("worker %s: executor %s did not stop within 5 s (stuck in user "
-                            "code?); exiting anyway", self.ws.worker_id, ex.name)
-        if self.receiver is not None:
-            self.receiver.stop()
-            self.receiver.join(1.0)
+        for name, stopped in waits:
+            stopped.wait(max(0.0, deadline - time.monotonic()))
+            if not stopped.is_set():
+                log.warning("worker %s: %s did not stop within 5 s (stuck in user code?); "
+                            "exiting anyway", self.ws.worker_id, name)
         if self.ws.fatal is not None:
             return self._die()
         self.write_heartbeat(state="stopped")

@@ -117,3 +117,19 @@ def test_a_crashing_bolt_fails_the_local_run_with_its_error_visible(tmp_path):
     assert proc.returncode != 0, out
     assert "boom on tuple 7" in out
     assert "user code raised" in out
+
+
+def test_a_threaded_blocking_bolt_does_not_stall_the_rest_of_its_worker(cluster):
+    b = TopologyBuilder()
+    b.set_spout("numbers", NumberSpout(), 1)
+    b.set_bolt("sink", RecordingBolt(), 1).shuffle_grouping("numbers")
+    b.set_spout("slow_numbers", NumberSpout(), 1)
+    b.set_bolt("blocking", RecordingBolt(), 1).shuffle_grouping("slow_numbers") \
+        .add_configuration("test.sleep.secs", 0.25) \
+        .add_configuration("topology.executor.threaded", True)
+    n = 500
+    lc = cluster(b.create_topology(), {"topology.workers": 1, "test.spout.count": n})
+    lc.wait_for(lambda: len(events_of(lc.events_dir, "numbers", "ack")) == n, timeout=30,
+                what="the fast pipeline's acks")
+    # Meanwhile the blocking bolt (0.25 s per tuple) got through only a handful.
+    assert len(events_of(lc.events_dir, "blocking", "got")) < n // 5

@@ -1,6 +1,6 @@
 """Executor receive queue water marks and the worker's backpressure throttle."""
 
-from squall.worker.queue import Backpressure, InQueue
+from squall.worker.queue import Backpressure, InQueue, ThreadWaker
 
 # capacity 10, high 0.9, low 0.4: congested above 9 queued, relieved at 4 or fewer.
 CAP, HIGH, LOW = 10, 0.9, 0.4
@@ -8,7 +8,7 @@ CAP, HIGH, LOW = 10, 0.9, 0.4
 
 def make(bp=None):
     bp = bp or Backpressure()
-    return InQueue(CAP, HIGH, LOW, bp), bp
+    return InQueue(CAP, HIGH, LOW, bp, ThreadWaker()), bp
 
 
 def drain(q, n):
@@ -123,10 +123,20 @@ def test_max_len_seen_at_drain_time():
 
 def test_tiny_capacity_still_has_a_high_water_mark():
     bp = Backpressure()
-    q = InQueue(1, 0.5, 0.0, bp)  # int(0.5) == 0 would congest on an empty queue
+    q = InQueue(1, 0.5, 0.0, bp, ThreadWaker())  # int(0.5) == 0 would congest on an empty queue
     q.put("a")
     assert not bp.throttled
     q.put("b")
     assert bp.throttled
     drain(q, 2)
     assert not bp.throttled
+
+
+def test_a_put_wakes_a_sleeping_consumer():
+    waker = ThreadWaker()
+    q = InQueue(CAP, HIGH, LOW, Backpressure(), waker)
+    waker.sleeping = True
+    q.put(1)
+    assert waker.event.is_set()
+    waker.wait(5.0, lambda: q.dq)  # returns at once: an item is queued
+    assert not waker.sleeping and not waker.event.is_set()
