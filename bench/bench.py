@@ -357,6 +357,8 @@ def gc_summary(files: list[dict]) -> dict[str, dict]:
 
 
 def _gc_line(gcs: dict[str, dict]) -> str:
+    if not gcs:
+        return "no collections"
     return "; ".join(f"{g}: {v['count']}x, total {v['total_ms']:.0f} ms, max {v['max_ms']:.1f} ms"
                      for g, v in sorted(gcs.items()))
 
@@ -962,7 +964,8 @@ def main(argv: list[str] | None = None) -> int:
         R["idle"] = fig_idle(a.quick, a)
     R["rows"] = build_rows(R)
     R["elapsed_s"] = time.monotonic() - t_start
-    print(f"Squall bench {'(quick) ' if a.quick else ''}{R['time']} (squall {R['git']}) -- "
+    commit = R["git"] or "commit unknown"
+    print(f"Squall bench {'(quick) ' if a.quick else ''}{R['time']} (squall {commit}) -- "
           f"{os.cpu_count()} CPUs, Python {platform.python_version()}; "
           "ratios are measured / baseline, same run")
     print()

@@ -43,6 +43,11 @@ class Route:
     #: Tasks that may receive emit_direct on this stream.
     direct_targets: frozenset
 
+    def __post_init__(self) -> None:
+        self.nfields = len(self.fields)
+        #: The one router of a non-direct stream with exactly one subscription (the fast path).
+        self.single = self.routers[0] if len(self.routers) == 1 and not self.direct else None
+
 
 class _Base:
     def __init__(self, ex: Any, task: int, routes: dict[str, Route]):
@@ -120,10 +125,11 @@ class SpoutOutputCollector(_Base):
         Returns the task ids the tuple was sent to.
         """
         r = self.routes.get(stream) or self._route(stream)
-        if type(values) is not list or len(values) != len(r.fields):
+        if type(values) is not list or len(values) != r.nfields:
             values = self._check_arity(r, values)
-        targets = self._targets(r, values, direct_task) if (direct_task is not None or r.direct) \
-            else (r.routers[0].choose(values) if len(r.routers) == 1 else self._targets(r, values, None))
+        single = r.single
+        targets = single.choose(values) if single is not None and direct_task is None \
+            else self._targets(r, values, direct_task)
         deliver = self.deliver
         task = self.task
         fields = r.fields
@@ -178,13 +184,14 @@ class OutputCollector(_Base):
         Anchored tuples join their anchors' tuple trees, so a failure downstream
         replays the spout tuple. Returns the task ids the tuple was sent to.
         """
+        if type(anchors) is Tuple:
+            return self.emit_anchored(values, stream, anchors, direct_task)
         r = self.routes.get(stream) or self._route(stream)
-        if type(values) is not list or len(values) != len(r.fields):
+        if type(values) is not list or len(values) != r.nfields:
             values = self._check_arity(r, values)
-        if direct_task is not None or r.direct or len(r.routers) != 1:
-            targets = self._targets(r, values, direct_task)
-        else:
-            targets = r.routers[0].choose(values)
+        single = r.single
+        targets = single.choose(values) if single is not None and direct_task is None \
+            else self._targets(r, values, direct_task)
         deliver = self.deliver
         task = self.task
         fields = r.fields
@@ -194,9 +201,7 @@ class OutputCollector(_Base):
         st.transferred += len(targets)
         if self.debug:
             self.ex.log_emit(task, stream, values, targets)
-        if anchors is not None and self.ex.acking:
-            if type(anchors) is Tuple:
-                anchors = (anchors,)
+        if anchors and self.ex.acking:
             for t in targets:
                 ids = None
                 for a in anchors:
@@ -220,6 +225,37 @@ class OutputCollector(_Base):
                 d(Tuple(values, comp, stream, task, None, fields))
             else:
                 self.transfer.remote(t, [t, task, stream, values, None])
+        return targets
+
+    def emit_anchored(self, values: list, stream: str, anchor: Tuple,
+                      direct_task: int | None = None) -> list[int]:
+        """``emit`` with exactly one anchor: the common case, kept lean."""
+        r = self.routes.get(stream) or self._route(stream)
+        if type(values) is not list or len(values) != r.nfields:
+            values = self._check_arity(r, values)
+        single = r.single
+        targets = single.choose(values) if single is not None and direct_task is None \
+            else self._targets(r, values, direct_task)
+        st = self.stats
+        st.emitted += 1
+        st.transferred += len(targets)
+        if self.debug:
+            self.ex.log_emit(self.task, stream, values, targets)
+        aids = anchor.ids if self.ex.acking else None
+        deliver = self.deliver
+        task = self.task
+        for t in targets:
+            if aids:
+                e = _randbits(64)
+                anchor.ack_val ^= e
+                ids = dict.fromkeys(aids, e)  # one anchor: every root gets the same edge id
+            else:
+                ids = None
+            d = deliver.get(t)
+            if d is not None:
+                d(Tuple(values, self.component, stream, task, ids, r.fields))
+            else:
+                self.transfer.remote(t, [t, task, stream, values, ids])
         return targets
 
     def emit_direct(self, task: int, values: list, stream: str = DEFAULT_STREAM,
@@ -263,7 +299,7 @@ class BasicOutputCollector:
         self.input: Tuple | None = None
 
     def emit(self, values: list, stream: str = DEFAULT_STREAM) -> list[int]:
-        return self.out.emit(values, stream=stream, anchors=self.input)
+        return self.out.emit_anchored(values, stream, self.input)
 
     def emit_direct(self, task: int, values: list, stream: str = DEFAULT_STREAM) -> list[int]:
         return self.out.emit(values, stream=stream, anchors=self.input, direct_task=task)

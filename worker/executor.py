@@ -271,7 +271,7 @@ class BoltExecutor(Executor):
                 self.executes[t] = self._basic(bolt, out)
             elif isinstance(bolt, Bolt):
                 bolt.prepare(self.conf, ctx, out)
-                self.executes[t] = self._counted(bolt.execute, self.ws.stats[t])
+                self.executes[t] = bolt.execute
             else:
                 raise TypeError(f"component {self.component_id!r} is not a bolt: {type(bolt)}")
             self.bolts[t] = bolt
@@ -281,22 +281,13 @@ class BoltExecutor(Executor):
         if tick:
             self.add_timer(float(tick), lambda: self._tick(tick))
 
-    @staticmethod
-    def _counted(execute: Any, st: TaskStats) -> Any:
-        def run(tup: Tuple) -> None:
-            st.executed += 1
-            execute(tup)
-        return run
-
     def _basic(self, bolt: BasicBolt, out: OutputCollector) -> Any:
         bc = BasicOutputCollector(out)
         execute = bolt.execute
         ack = out.ack
         fail = out.fail
-        st = self.ws.stats[out.task]
 
         def run(tup: Tuple) -> None:
-            st.executed += 1
             bc.input = tup
             try:
                 execute(tup, bc)
@@ -309,7 +300,14 @@ class BoltExecutor(Executor):
         return run
 
     def dispatch(self, item: Any) -> None:  # multi-task executors: (task, tuple)
+        self.ws.stats[item[0]].executed += 1
         self.executes[item[0]](item[1])
+
+    def step(self) -> int:
+        n = super().step()
+        if n and not self.multi:
+            self.ws.stats[self.tasks[0]].executed += n
+        return n
 
     def _tick(self, freq: Any) -> None:
         fields = self.ws.fields[(SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID)]
