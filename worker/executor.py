@@ -46,7 +46,7 @@ from .transfer import Transfer
 log = logging.getLogger("squall.worker.executor")
 
 #: Queue items handled per step before the batch is ended (acks flushed).
-BATCH = 1024
+BATCH = 256
 #: next_tuple calls per spout task per step.
 SPOUT_BUDGET = 128
 _SYS_FIELDS = Fields(["payload"])

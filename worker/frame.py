@@ -34,7 +34,7 @@ HELLO = 2
 EXT_PICKLE = 1
 #: ZeroMQ high-water mark (frames) of each worker-to-worker pipe, on both ends. Small, so
 #: a peer that stops reading fills it quickly and the sender reports congestion.
-PIPE_HWM = 16
+PIPE_HWM = 128
 #: Frames larger than this are refused by the receiving socket (a peer never sends one).
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 

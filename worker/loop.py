@@ -32,7 +32,7 @@ from .transfer import Transfer
 log = logging.getLogger("squall.worker.loop")
 
 #: Frames taken from the socket per round.
-FRAMES_PER_ROUND = 32
+FRAMES_PER_ROUND = 64
 
 
 class EventLoop:

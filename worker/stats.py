@@ -23,7 +23,7 @@ class TaskStats:
     latency_n: int = 0
     reservoir: list = field(default_factory=list)
 
-    RESERVOIR = 20_000
+    RESERVOIR = 4096
 
     def add_latency(self, ms: float) -> None:
         self.latency_ms_sum += ms
