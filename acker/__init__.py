@@ -6,6 +6,7 @@ time-bucketed map it keeps pending trees in; the worker runs the ledger as the
 """
 
 from .ledger import AckerLedger, TimeoutReset, TreeAcked, TreeFailed
+from .compact_map import CompactRotatingMap
 from .rotating_map import RotatingMap
 
-__all__ = ["AckerLedger", "RotatingMap", "TimeoutReset", "TreeAcked", "TreeFailed"]
+__all__ = ["AckerLedger", "CompactRotatingMap", "RotatingMap", "TimeoutReset", "TreeAcked", "TreeFailed"]

@@ -1,27 +1,26 @@
 """The acker's pure XOR ledger: Storm's Acker bolt logic without any IO.
 
-Per root (spout tuple tree) id the ledger keeps one packed integer: the 64-bit
-XOR ack value, the spout task that emitted the root (+1, so 0 means its
-``__ack_init`` has not arrived yet) and a failed flag. Packing everything into
-one int keeps a pending tree to a dict entry plus two int objects.
+Per root (spout tuple tree) id the ledger keeps the 64-bit XOR ack value and
+32 bits of metadata: the spout task that emitted the root (+1, so 0 means
+its ``__ack_init`` has not arrived yet) and a failed flag. Entries live in a
+:class:`~squall.acker.compact_map.CompactRotatingMap` (RotatingMap semantics in
+flat arrays, ~30-60 bytes a pending tree) rotated on ticks, so trees whose
+acks never arrive are forgotten; the spout's own pending map fails them.
 
 Messages may arrive in any order (an ``__ack_ack`` can overtake its
 ``__ack_init``): the tree completes when the init has been seen and the value
-is 0, or fails when the init has been seen and a fail arrived. Entries live in
-a :class:`~squall.acker.rotating_map.RotatingMap` rotated on ticks, so trees
-whose acks never arrive are forgotten; the spout's own pending map fails them.
+is 0, or fails when the init has been seen and a fail arrived.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .rotating_map import RotatingMap
+from .compact_map import CompactRotatingMap
 
 _VAL_MASK = (1 << 64) - 1
-_TASK_SHIFT = 64
-_TASK_MASK = (1 << 32) - 1
-_FAILED = 1 << 100
+_TASK_MASK = (1 << 31) - 1
+_FAILED = 1 << 31
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,20 +61,53 @@ class AckerLedger:
     """
 
     def __init__(self, num_buckets: int = 3):
-        self.pending: RotatingMap[int, int] = RotatingMap(num_buckets)
+        self.pending = CompactRotatingMap(num_buckets)
 
     def __len__(self) -> int:
         return len(self.pending)
 
-    def _settle(self, root: int, packed: int, reset: bool = False) -> Instruction | None:
-        task_plus_1 = (packed >> _TASK_SHIFT) & _TASK_MASK
+    def _apply(self, root: int, xor: int, meta_or: int, task: int | None,
+               reset: bool = False, refresh: bool = False) -> Instruction | None:
+        """XOR ``xor`` into the tree, OR ``meta_or`` into its flags, set its task; then settle."""
+        pending = self.pending
+        if root <= 1:  # reserved table keys: the slow, generic path
+            packed = pending.get(root, 0) ^ xor
+            meta = (packed >> 64) | meta_or
+            if task is not None:
+                meta = (meta & ~_TASK_MASK) | (task + 1)
+            packed = (packed & _VAL_MASK) | meta << 64
+            pending.put(root, packed) if refresh else pending.update(root, packed)
+            return self._settle(root, packed & _VAL_MASK, meta, reset, lambda: pending.pop(root))
+        loc = pending.locate(root)
+        if loc is None:
+            meta = meta_or if task is None else meta_or | (task + 1)
+            b = pending.buckets[0]
+            i = b.insert(root, xor, meta)
+            return self._settle(root, xor, meta, reset, lambda: b.delete(i))
+        b, i = loc
+        val = b.vals[i] ^ xor
+        meta = b.meta[i] | meta_or
+        if task is not None:
+            meta = (meta & ~_TASK_MASK) | (task + 1)
+        if refresh and b is not pending.buckets[0]:
+            b.delete(i)
+            b = pending.buckets[0]
+            i = b.insert(root, val, meta)
+        else:
+            b.vals[i] = val
+            b.meta[i] = meta
+        return self._settle(root, val, meta, reset, lambda: b.delete(i))
+
+    @staticmethod
+    def _settle(root: int, val: int, meta: int, reset: bool, remove) -> Instruction | None:
+        task_plus_1 = meta & _TASK_MASK
         if not task_plus_1:
             return None
-        if not packed & _VAL_MASK:
-            self.pending.pop(root)
+        if not val:
+            remove()
             return TreeAcked(root, task_plus_1 - 1)
-        if packed & _FAILED:
-            self.pending.pop(root)
+        if meta & _FAILED:
+            remove()
             return TreeFailed(root, task_plus_1 - 1)
         if reset:
             return TimeoutReset(root, task_plus_1 - 1)
@@ -83,37 +115,29 @@ class AckerLedger:
 
     def init(self, root: int, val: int, spout_task: int) -> Instruction | None:
         """``__ack_init``: the spout emitted root ``root`` with edge ids XORing to ``val``."""
-        packed = self.pending.get(root, 0) ^ (val & _VAL_MASK)
-        packed = (packed & ~(_TASK_MASK << _TASK_SHIFT)) | ((spout_task + 1) << _TASK_SHIFT)
-        self.pending.update(root, packed)
-        return self._settle(root, packed)
+        return self._apply(root, val & _VAL_MASK, 0, spout_task)
 
     def ack(self, root: int, val: int) -> Instruction | None:
         """``__ack_ack``: XOR ``val`` (acked ids and newly anchored ids) into the tree."""
-        packed = self.pending.get(root, 0) ^ (val & _VAL_MASK)
-        self.pending.update(root, packed)
-        return self._settle(root, packed)
+        return self._apply(root, val & _VAL_MASK, 0, None)
 
     def fail(self, root: int) -> Instruction | None:
         """``__ack_fail``: mark the tree failed (and refresh its timeout, as Storm does)."""
-        packed = self.pending.get(root, 0) | _FAILED
-        self.pending.put(root, packed)
-        return self._settle(root, packed)
+        return self._apply(root, 0, _FAILED, None, refresh=True)
 
     def reset_timeout(self, root: int) -> Instruction | None:
         """``__ack_reset_timeout``: refresh the tree's timeout and tell its spout."""
-        packed = self.pending.get(root)
-        if packed is None:
+        if root not in self.pending:
             return None  # not seen yet: nothing to time out later
-        self.pending.put(root, packed)
-        return self._settle(root, packed, reset=True)
+        return self._apply(root, 0, 0, None, reset=True, refresh=True)
 
     def rotate(self) -> int:
         """On a tick: forget the oldest bucket of trees; returns how many expired."""
-        return len(self.pending.rotate())
+        return self.pending.rotate()
 
     def validate_state(self) -> None:
         """Invariant: no settled tree stays pending."""
         for root, packed in self.pending.items():
-            if (packed >> _TASK_SHIFT) & _TASK_MASK:
-                assert packed & _VAL_MASK and not packed & _FAILED, (root, packed)
+            meta = packed >> 64
+            if meta & _TASK_MASK:
+                assert packed & _VAL_MASK and not meta & _FAILED, (root, packed)

@@ -1,0 +1,217 @@
+"""CompactRotatingMap: RotatingMap's semantics for the acker, in flat arrays.
+
+A pending tuple tree is one 64-bit root id, one 64-bit XOR value and 32 bits
+of metadata (the spout task and a failed flag). In a dict that costs ~114
+bytes a tree (two int objects plus the slot); here each bucket is an
+open-addressing hash table over three ``array`` columns (8 + 8 + 4 bytes a
+slot, at most 70% full), about 30-60 bytes a tree. Buckets rotate exactly
+like :class:`~squall.acker.rotating_map.RotatingMap`'s: ``put`` moves a key to
+the newest bucket, ``rotate`` drops the oldest; a new bucket starts small and
+grows with its load, so memory follows the number of pending trees.
+
+Keys are the random 64-bit root ids; 0 and 1 mark empty and deleted slots,
+so those two keys (never drawn by a spout) live in a small side dict.
+Not thread-safe: one owner (an acker task).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import deque
+from typing import Iterator
+
+_EMPTY = 0
+_TOMB = 1
+_MAX_LOAD = 0.7
+_MIN_CAP = 1024
+
+
+class Bucket:
+    """One open-addressing table (linear probing) of key -> (val, meta)."""
+
+    __slots__ = ("keys", "vals", "meta", "mask", "live", "filled", "limit")
+
+    def __init__(self, cap: int = _MIN_CAP):
+        self.keys = array("Q", bytes(8 * cap))
+        self.vals = array("Q", bytes(8 * cap))
+        self.meta = array("I", bytes(4 * cap))
+        self.mask = cap - 1
+        self.live = 0
+        self.filled = 0  # live + tombstones
+        self.limit = int(cap * _MAX_LOAD)
+
+    def find(self, key: int) -> int:
+        """Slot of ``key``, or -1."""
+        keys = self.keys
+        mask = self.mask
+        i = key & mask
+        while True:
+            k = keys[i]
+            if k == key:
+                return i
+            if k == _EMPTY:
+                return -1
+            i = (i + 1) & mask
+
+    def insert(self, key: int, val: int, meta: int) -> int:
+        """Add ``key`` (known absent); returns its slot."""
+        if self.filled >= self.limit:
+            self._resize()
+        keys = self.keys
+        mask = self.mask
+        i = key & mask
+        while keys[i] > _TOMB:
+            i = (i + 1) & mask
+        if keys[i] == _EMPTY:
+            self.filled += 1
+        keys[i] = key
+        self.vals[i] = val
+        self.meta[i] = meta
+        self.live += 1
+        return i
+
+    def delete(self, i: int) -> None:
+        self.keys[i] = _TOMB
+        self.live -= 1
+
+    def _resize(self) -> None:
+        cap = self.mask + 1
+        # Mostly tombstones: rehash at the same size; otherwise double.
+        new_cap = cap if self.live < cap * _MAX_LOAD / 2 else cap * 2
+        old = (self.keys, self.vals, self.meta)
+        self.__init__(new_cap)  # type: ignore[misc]
+        for k, v, m in zip(*old):
+            if k > _TOMB:
+                self.insert(k, v, m)
+
+    def items(self) -> Iterator[tuple[int, int, int]]:
+        for k, v, m in zip(self.keys, self.vals, self.meta):
+            if k > _TOMB:
+                yield k, v, m
+
+    def nbytes(self) -> int:
+        return (self.mask + 1) * 20
+
+
+class CompactRotatingMap:
+    """Rotating map of int keys to (64-bit value, 32-bit meta), stored in arrays.
+
+    Values are exchanged as one packed int, ``value | meta << 64``.
+
+    Example::
+
+        m = CompactRotatingMap(3)
+        m.put(root, val | task << 64)
+        m.get(root)      # -> the packed int
+        m.rotate()       # drops the oldest bucket
+    """
+
+    def __init__(self, num_buckets: int = 3):
+        if num_buckets < 2:
+            raise ValueError(f"num_buckets must be >= 2, got {num_buckets}")
+        #: Newest bucket first.
+        self.buckets: deque[Bucket] = deque(Bucket() for _ in range(num_buckets))
+        #: Keys 0 and 1 (reserved in the tables): key -> [bucket age, packed].
+        self._odd: dict[int, list[int]] = {}
+
+    # -- low-level access for the ledger's hot path ---------------------------------------
+    def locate(self, key: int) -> tuple[Bucket, int] | None:
+        """(bucket, slot) of ``key``, newest bucket first, or None."""
+        for b in self.buckets:
+            i = b.find(key)
+            if i >= 0:
+                return b, i
+        return None
+
+    # -- the RotatingMap interface ----------------------------------------------------------
+    def __len__(self) -> int:
+        return sum(b.live for b in self.buckets) + len(self._odd)
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, int):
+            return False
+        if key <= _TOMB:
+            return key in self._odd
+        return self.locate(key) is not None
+
+    def get(self, key: int, default: int | None = None) -> int | None:
+        if key <= _TOMB:
+            e = self._odd.get(key)
+            return default if e is None else e[1]
+        loc = self.locate(key)
+        if loc is None:
+            return default
+        b, i = loc
+        return b.vals[i] | b.meta[i] << 64
+
+    def _split(self, packed: int) -> tuple[int, int]:
+        return packed & 0xFFFF_FFFF_FFFF_FFFF, (packed >> 64) & 0xFFFF_FFFF
+
+    def update(self, key: int, packed: int) -> None:
+        """Set ``key`` where it is (keeping its age); a new key goes to the newest bucket."""
+        if key <= _TOMB:
+            e = self._odd.setdefault(key, [0, 0])
+            e[1] = packed
+            return
+        val, meta = self._split(packed)
+        loc = self.locate(key)
+        if loc is None:
+            self.buckets[0].insert(key, val, meta)
+        else:
+            b, i = loc
+            b.vals[i] = val
+            b.meta[i] = meta
+
+    def put(self, key: int, packed: int) -> None:
+        """Set ``key`` in the newest bucket (resetting its timeout)."""
+        if key <= _TOMB:
+            self._odd[key] = [0, packed]
+            return
+        val, meta = self._split(packed)
+        loc = self.locate(key)
+        if loc is not None:
+            loc[0].delete(loc[1])
+        self.buckets[0].insert(key, val, meta)
+
+    def pop(self, key: int, default: int | None = None) -> int | None:
+        if key <= _TOMB:
+            e = self._odd.pop(key, None)
+            return default if e is None else e[1]
+        loc = self.locate(key)
+        if loc is None:
+            return default
+        b, i = loc
+        packed = b.vals[i] | b.meta[i] << 64
+        b.delete(i)
+        return packed
+
+    remove = pop
+
+    def rotate(self) -> int:
+        """Drop the oldest bucket; returns how many entries expired.
+
+        (RotatingMap returns the expired entries; the acker only forgets them,
+        and building a dict of a large bucket would stall the acker.)
+        """
+        dead = self.buckets.pop()
+        self.buckets.appendleft(Bucket())
+        expired = dead.live
+        n = len(self.buckets)
+        for key in list(self._odd):
+            e = self._odd[key]
+            e[0] += 1
+            if e[0] >= n:
+                del self._odd[key]
+                expired += 1
+        return expired
+
+    def items(self) -> Iterator[tuple[int, int]]:
+        for b in self.buckets:
+            for k, v, m in b.items():
+                yield k, v | m << 64
+        for k, e in self._odd.items():
+            yield k, e[1]
+
+    def nbytes(self) -> int:
+        """Bytes held by the tables' arrays."""
+        return sum(b.nbytes() for b in self.buckets)
