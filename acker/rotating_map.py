@@ -64,6 +64,10 @@ class RotatingMap(Generic[K, V]):
         for b in it:
             b.pop(key, None)
 
+    def put_new(self, key: K, value: V) -> None:
+        """``put`` for a key known to be absent (a fresh random root id): no search."""
+        self.buckets[0][key] = value
+
     def update(self, key: K, value: V) -> None:
         """Set ``key`` in whichever bucket holds it, keeping its age; new keys go to the nursery."""
         for b in self.buckets:

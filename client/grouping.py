@@ -98,6 +98,9 @@ def _hash_values(values: list) -> int:
 class ShuffleRouter:
     """Round-robin over a shuffled list of targets (Storm 2's ShuffleGrouping)."""
 
+    #: Routers with a value -> targets cache set this (see FieldsRouter).
+    cache = None
+
     def __init__(self, targets: Sequence[int], rng: random.Random | None = None):
         self.targets = list(targets)
         (rng or random).shuffle(self.targets)
@@ -111,14 +114,19 @@ class ShuffleRouter:
 
 
 class FieldsRouter:
-    """Same values of the grouping fields -> same target task."""
+    """Same values of the grouping fields -> same target task.
+
+    With one grouping field, ``cache`` maps seen values to their target list and
+    ``single`` is the field's index, so an emitter can route a known key with
+    one dict lookup.
+    """
 
     def __init__(self, targets: Sequence[int], indices: Sequence[int]):
         self.targets = sorted(targets)
         self.n = len(self.targets)
         self.indices = list(indices)
         self.single = self.indices[0] if len(self.indices) == 1 else None
-        self.cache: dict = {}
+        self.cache: dict | None = {} if self.single is not None else None
 
     def choose(self, values: list) -> list[int]:
         if self.single is not None:
@@ -141,6 +149,8 @@ class FieldsRouter:
 class PartialKeyRouter:
     """Key splitting over two candidate tasks, picking the less loaded (Storm's PartialKeyGrouping)."""
 
+    cache = None
+
     def __init__(self, targets: Sequence[int], indices: Sequence[int]):
         self.targets = sorted(targets)
         self.n = len(self.targets)
@@ -157,6 +167,8 @@ class PartialKeyRouter:
 
 
 class AllRouter:
+    cache = None
+
     def __init__(self, targets: Sequence[int]):
         self.targets = sorted(targets)
 
@@ -166,6 +178,8 @@ class AllRouter:
 
 class GlobalRouter:
     """Everything to the lowest task id (Storm's global grouping)."""
+
+    cache = None
 
     def __init__(self, targets: Sequence[int]):
         self.out = [min(targets)]
@@ -177,6 +191,8 @@ class GlobalRouter:
 class DirectRouter:
     """A direct subscription: the emitter names the task with ``emit_direct``."""
 
+    cache = None
+
     def __init__(self, targets: Sequence[int]):
         self.targets = frozenset(targets)
 
@@ -185,6 +201,8 @@ class DirectRouter:
 
 
 class CustomRouter:
+    cache = None
+
     def __init__(self, grouping: CustomStreamGrouping, task_id: int):
         self.grouping = grouping
         self.task_id = task_id

@@ -151,7 +151,7 @@ class SpoutOutputCollector(_Base):
                     d(Tuple(values, comp, stream, task, ids, fields))
                 else:
                     self.transfer.remote(t, [t, task, stream, values, ids])
-            self.pending.put(root, (msg_id, time.monotonic()))
+            self.pending.put_new(root, (msg_id, time.monotonic()))
             self.ex.pending_inits.append((root, ack_val, task))
             return targets
         for t in targets:
@@ -229,13 +229,22 @@ class OutputCollector(_Base):
 
     def emit_anchored(self, values: list, stream: str, anchor: Tuple,
                       direct_task: int | None = None) -> list[int]:
-        """``emit`` with exactly one anchor: the common case, kept lean."""
+        """``emit`` with exactly one anchor: the common case (every BasicBolt emit), kept lean."""
         r = self.routes.get(stream) or self._route(stream)
         if type(values) is not list or len(values) != r.nfields:
             values = self._check_arity(r, values)
         single = r.single
-        targets = single.choose(values) if single is not None and direct_task is None \
-            else self._targets(r, values, direct_task)
+        if single is not None and direct_task is None:
+            cache = single.cache
+            if cache is not None:  # fields grouping: most keys were routed before
+                try:
+                    targets = cache[values[single.single]]
+                except (KeyError, TypeError):
+                    targets = single.choose(values)
+            else:
+                targets = single.choose(values)
+        else:
+            targets = self._targets(r, values, direct_task)
         st = self.stats
         st.emitted += 1
         st.transferred += len(targets)
@@ -244,8 +253,16 @@ class OutputCollector(_Base):
         aids = anchor.ids if self.ex.acking else None
         deliver = self.deliver
         task = self.task
+        root = None
+        if aids and len(aids) == 1:
+            for root in aids:  # the usual single tree: build {root: edge} literally (fast)
+                pass
         for t in targets:
-            if aids:
+            if root is not None:
+                e = _randbits(64)
+                anchor.ack_val ^= e
+                ids = {root: e}
+            elif aids:
                 e = _randbits(64)
                 anchor.ack_val ^= e
                 ids = dict.fromkeys(aids, e)  # one anchor: every root gets the same edge id
@@ -292,14 +309,17 @@ class OutputCollector(_Base):
 class BasicOutputCollector:
     """A BasicBolt's collector: emits are anchored to the current input (Storm's BasicOutputCollector)."""
 
-    __slots__ = ("out", "input")
+    __slots__ = ("out", "input", "emit")
 
     def __init__(self, out: OutputCollector):
         self.out = out
         self.input: Tuple | None = None
+        emit_anchored = out.emit_anchored
 
-    def emit(self, values: list, stream: str = DEFAULT_STREAM) -> list[int]:
-        return self.out.emit_anchored(values, stream, self.input)
+        def emit(values: list, stream: str = DEFAULT_STREAM) -> list[int]:
+            """Emit ``values`` anchored to the input being executed."""
+            return emit_anchored(values, stream, self.input)
+        self.emit = emit
 
     def emit_direct(self, task: int, values: list, stream: str = DEFAULT_STREAM) -> list[int]:
         return self.out.emit(values, stream=stream, anchors=self.input, direct_task=task)

@@ -422,6 +422,19 @@ class SpoutExecutor(Executor):
         roots = tup.values[0]
         now = time.monotonic()
         if stream == ACKER_ACK_STREAM_ID:
+            if not self.multi:
+                st = self.spouts[0]
+                pop = st.pending.pop
+                stats = st.stats
+                ack = st.spout.ack
+                for root in roots:
+                    entry = pop(root, None)
+                    if entry is None:
+                        continue  # timed out already, or a duplicate
+                    stats.acked += 1
+                    stats.add_latency((now - entry[1]) * 1000)
+                    ack(entry[0])
+                return
             for root in roots:
                 st = self._owner(root)
                 if st is None:
@@ -448,6 +461,8 @@ class SpoutExecutor(Executor):
                         self.ws.topology_id, self.component_id, stream, tup.source_task)
 
     def _owner(self, root: int) -> _SpoutTask | None:
+        if not self.multi:
+            return self.spouts[0] if root in self.spouts[0].pending else None
         for st in self.spouts:
             if root in st.pending:
                 return st

@@ -1,8 +1,7 @@
-"""Per-task counters and the complete-latency reservoir a worker reports in its heartbeat."""
+"""Per-task counters and the recent complete latencies a worker reports in its heartbeat."""
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 
 
@@ -23,18 +22,18 @@ class TaskStats:
     latency_n: int = 0
     reservoir: list = field(default_factory=list)
 
+    #: Latencies kept: the most recent ones (a ring), so percentiles describe the recent past.
     RESERVOIR = 4096
 
     def add_latency(self, ms: float) -> None:
         self.latency_ms_sum += ms
-        self.latency_n += 1
+        n = self.latency_n
+        self.latency_n = n + 1
         r = self.reservoir
-        if len(r) < self.RESERVOIR:
+        if n < self.RESERVOIR:
             r.append(ms)
         else:
-            i = random.randrange(self.latency_n)
-            if i < self.RESERVOIR:
-                r[i] = ms
+            r[n & (self.RESERVOIR - 1)] = ms
 
     def snapshot(self) -> dict:
         out = {"component": self.component, "emitted": self.emitted,

@@ -115,3 +115,14 @@ def test_items_lists_every_entry():
 def test_fewer_than_two_buckets_rejected(num_buckets):
     with pytest.raises(ValueError, match="num_buckets"):
         RotatingMap(num_buckets)
+
+
+def test_put_new_goes_to_the_newest_bucket():
+    m = RotatingMap(3)
+    m.put_new("a", 1)
+    assert m.get("a") == 1
+    m.rotate()
+    m.rotate()
+    assert "a" in m
+    m.rotate()
+    assert "a" not in m
