@@ -18,12 +18,14 @@ from dataclasses import dataclass
 
 from .compact_map import CompactRotatingMap
 
+# Instructions are plain slotted dataclasses (not frozen: a frozen dataclass is several
+# times slower to build, and one is built per completed tree).
 _VAL_MASK = (1 << 64) - 1
 _TASK_MASK = (1 << 31) - 1
 _FAILED = 1 << 31
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TreeAcked:
     """Every tuple of the tree was acked: tell ``spout_task`` on ``__ack_ack``."""
 
@@ -31,7 +33,7 @@ class TreeAcked:
     spout_task: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TreeFailed:
     """A tuple of the tree failed: tell ``spout_task`` on ``__ack_fail``."""
 
@@ -39,7 +41,7 @@ class TreeFailed:
     spout_task: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TimeoutReset:
     """A bolt asked for more time: tell ``spout_task`` on ``__ack_reset_timeout``."""
 
@@ -115,11 +117,50 @@ class AckerLedger:
 
     def init(self, root: int, val: int, spout_task: int) -> Instruction | None:
         """``__ack_init``: the spout emitted root ``root`` with edge ids XORing to ``val``."""
-        return self._apply(root, val & _VAL_MASK, 0, spout_task)
+        if root <= 1:
+            return self._apply(root, val & _VAL_MASK, 0, spout_task)
+        val &= _VAL_MASK
+        for b in self.pending.buckets:
+            i = b.find(root)
+            if i >= 0:  # acks overtook the init
+                v = b.vals[i] ^ val
+                m = (b.meta[i] & _FAILED) | (spout_task + 1)
+                if not v:
+                    b.delete(i)
+                    return TreeAcked(root, spout_task)
+                if m & _FAILED:
+                    b.delete(i)
+                    return TreeFailed(root, spout_task)
+                b.vals[i] = v
+                b.meta[i] = m
+                return None
+        if not val:  # a spout tuple with no subscriber: complete at once
+            return TreeAcked(root, spout_task)
+        self.pending.buckets[0].insert(root, val, spout_task + 1)
+        return None
 
     def ack(self, root: int, val: int) -> Instruction | None:
         """``__ack_ack``: XOR ``val`` (acked ids and newly anchored ids) into the tree."""
-        return self._apply(root, val & _VAL_MASK, 0, None)
+        if root <= 1:
+            return self._apply(root, val & _VAL_MASK, 0, None)
+        val &= _VAL_MASK
+        for b in self.pending.buckets:
+            i = b.find(root)
+            if i >= 0:
+                v = b.vals[i] ^ val
+                m = b.meta[i]
+                task_plus_1 = m & _TASK_MASK
+                if task_plus_1:
+                    if not v:
+                        b.delete(i)
+                        return TreeAcked(root, task_plus_1 - 1)
+                    if m & _FAILED:
+                        b.delete(i)
+                        return TreeFailed(root, task_plus_1 - 1)
+                b.vals[i] = v
+                return None
+        self.pending.buckets[0].insert(root, val, 0)  # before its init: wait for it
+        return None
 
     def fail(self, root: int) -> Instruction | None:
         """``__ack_fail``: mark the tree failed (and refresh its timeout, as Storm does)."""
