@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 
 from squall.client import TopologyBuilder
-from topos import (FailAll, FailEvery, NeverAck, NumberSpout, RecordingBolt, SlowResetBolt,
-                   SplitTwo, events_of, read_events)
+from topos import (FailAll, FailEvery, JudgePairs, NeverAck, NumberSpout, PairUp, RecordingBolt,
+                   SlowResetBolt, SplitTwo, events_of, read_events)
 
 pytestmark = pytest.mark.integration
 
@@ -133,3 +133,22 @@ def test_max_spout_pending_is_never_exceeded(cluster):
     assert len(peaks) == 2
     assert max(peaks) <= cap
     assert max(peaks) == cap  # the bound was actually reached, so it was enforced
+
+
+def test_a_tuple_anchored_to_two_trees_fails_and_completes_both(cluster):
+    b = TopologyBuilder()
+    b.set_spout("numbers", NumberSpout(), 1)
+    b.set_bolt("pair", PairUp(), 1).global_grouping("numbers")
+    b.set_bolt("judge", JudgePairs(), 2).shuffle_grouping("pair")
+    n = 200  # even, so every id ends up in a pair
+    lc = cluster(b.create_topology(), {"test.spout.count": n, "topology.max.spout.pending": 16})
+    lc.wait_for(lambda: set(acked_ids(lc)) == set(range(n)), timeout=60, what="all acks")
+    assert max(acked_ids(lc).values()) == 1
+    failed = Counter(int(x) for x in events_of(lc.events_dir, "numbers", "fail"))
+    failed_pairs = [tuple(int(v) for v in p.split())
+                    for p in events_of(lc.events_dir, "judge", "failpair")]
+    assert failed_pairs
+    # Failing the joined tuple failed *both* spout tuples it was anchored to, partner included.
+    expected = Counter(v for pair in failed_pairs for v in pair)
+    assert failed == expected
+    assert any(v % 5 for pair in failed_pairs for v in pair)

@@ -254,3 +254,42 @@ class TickCounter(Bolt):
             self.rec("tick", tup.values[0])
         else:
             self.collector.ack(tup)
+
+
+class PairUp(Bolt):
+    """Emits ``[a, b]`` anchored to *both* inputs once two have arrived (multi-anchoring)."""
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.held = None
+
+    def execute(self, tup):
+        if self.held is None:
+            self.held = tup
+            return
+        first, self.held = self.held, None
+        self.collector.emit([first.values[0], tup.values[0]], anchors=[first, tup])
+        self.collector.ack(first)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["a", "b"])
+
+
+class JudgePairs(Bolt):
+    """Fails a pair the first time it holds a multiple of 5; acks the rest."""
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.rec = Recorder(conf, context)
+        self.failed_values = set()
+
+    def execute(self, tup):
+        a, b = tup.values
+        bad = [v for v in (a, b) if v % 5 == 0 and v not in self.failed_values]
+        if bad:
+            self.failed_values.update(bad)
+            self.rec("failpair", f"{a} {b}")
+            self.collector.fail(tup)
+        else:
+            self.collector.ack(tup)
