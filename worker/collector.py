@@ -106,6 +106,30 @@ class _Base:
                 component=self.component, stream=r.stream)
         return values
 
+    def _resolve(self, values: Any, stream: str, direct_task: int | None
+                 ) -> tuple[Route, list, list[int]]:
+        """The emit preamble: route, arity check, target tasks, counters, debug log."""
+        r = self.routes.get(stream) or self._route(stream)
+        if type(values) is not list or len(values) != r.nfields:
+            values = self._check_arity(r, values)
+        single = r.single
+        targets = single.choose(values) if single is not None and direct_task is None \
+            else self._targets(r, values, direct_task)
+        st = self.stats
+        st.emitted += 1
+        st.transferred += len(targets)
+        if self.debug:
+            self.ex.log_emit(self.task, stream, values, targets)
+        return r, values, targets
+
+    def _send(self, t: int, values: list, r: Route, ids: dict | None) -> None:
+        """Hand one copy to task ``t``: an object to a local executor, a wire entry otherwise."""
+        d = self.deliver.get(t)
+        if d is not None:
+            d(Tuple(values, self.component, r.stream, self.task, ids, r.fields))
+        else:
+            self.transfer.remote(t, [t, self.task, r.stream, values, ids])
+
     def report_error(self, error: BaseException | str) -> None:
         """Record an error in the topology's recent errors (shown by the runner and the UI)."""
         self.ex.ws.report_error(self.component, self.task, error)
@@ -124,45 +148,22 @@ class SpoutOutputCollector(_Base):
 
         Returns the task ids the tuple was sent to.
         """
-        r = self.routes.get(stream) or self._route(stream)
-        if type(values) is not list or len(values) != r.nfields:
-            values = self._check_arity(r, values)
-        single = r.single
-        targets = single.choose(values) if single is not None and direct_task is None \
-            else self._targets(r, values, direct_task)
-        deliver = self.deliver
-        task = self.task
-        fields = r.fields
-        comp = self.component
-        st = self.stats
-        st.emitted += 1
-        st.transferred += len(targets)
-        if self.debug:
-            self.ex.log_emit(task, stream, values, targets)
+        r, values, targets = self._resolve(values, stream, direct_task)
         if msg_id is not None and self.ex.acking:
             root = new_id()
             ack_val = 0
             for t in targets:
                 e = _randbits(64)
                 ack_val ^= e
-                ids = {root: e}
-                d = deliver.get(t)
-                if d is not None:
-                    d(Tuple(values, comp, stream, task, ids, fields))
-                else:
-                    self.transfer.remote(t, [t, task, stream, values, ids])
+                self._send(t, values, r, {root: e})
             self.pending.put_new(root, (msg_id, time.monotonic()))
-            self.ex.pending_inits.append((root, ack_val, task))
+            self.ex.pending_inits.append((root, ack_val, self.task))
             return targets
         for t in targets:
-            d = deliver.get(t)
-            if d is not None:
-                d(Tuple(values, comp, stream, task, None, fields))
-            else:
-                self.transfer.remote(t, [t, task, stream, values, None])
+            self._send(t, values, r, None)
         if msg_id is not None:
             # Reliability off (topology.acker.executors: 0): ack as soon as next_tuple returns.
-            self.ex.immediate_acks.append((task, msg_id))
+            self.ex.immediate_acks.append((self.task, msg_id))
         return targets
 
     def emit_direct(self, task: int, values: list, stream: str = DEFAULT_STREAM,
@@ -186,24 +187,11 @@ class OutputCollector(_Base):
         """
         if type(anchors) is Tuple:
             return self.emit_anchored(values, stream, anchors, direct_task)
-        r = self.routes.get(stream) or self._route(stream)
-        if type(values) is not list or len(values) != r.nfields:
-            values = self._check_arity(r, values)
-        single = r.single
-        targets = single.choose(values) if single is not None and direct_task is None \
-            else self._targets(r, values, direct_task)
-        deliver = self.deliver
-        task = self.task
-        fields = r.fields
-        comp = self.component
-        st = self.stats
-        st.emitted += 1
-        st.transferred += len(targets)
-        if self.debug:
-            self.ex.log_emit(task, stream, values, targets)
-        if anchors and self.ex.acking:
-            for t in targets:
-                ids = None
+        r, values, targets = self._resolve(values, stream, direct_task)
+        acking = anchors and self.ex.acking
+        for t in targets:
+            ids = None
+            if acking:
                 for a in anchors:
                     aids = a.ids
                     if aids:
@@ -213,23 +201,16 @@ class OutputCollector(_Base):
                             ids = {}
                         for root in aids:
                             ids[root] = ids.get(root, 0) ^ e
-                d = deliver.get(t)
-                if d is not None:
-                    d(Tuple(values, comp, stream, task, ids, fields))
-                else:
-                    self.transfer.remote(t, [t, task, stream, values, ids])
-            return targets
-        for t in targets:
-            d = deliver.get(t)
-            if d is not None:
-                d(Tuple(values, comp, stream, task, None, fields))
-            else:
-                self.transfer.remote(t, [t, task, stream, values, None])
+            self._send(t, values, r, ids)
         return targets
 
     def emit_anchored(self, values: list, stream: str, anchor: Tuple,
                       direct_task: int | None = None) -> list[int]:
-        """``emit`` with exactly one anchor: the common case (every BasicBolt emit), kept lean."""
+        """``emit`` with exactly one anchor: the common case (every BasicBolt emit).
+
+        The hottest path of a topology: it inlines ``_resolve`` and ``_send``
+        (and the fields-grouping cache hit) because a Python call per word shows.
+        """
         r = self.routes.get(stream) or self._route(stream)
         if type(values) is not list or len(values) != r.nfields:
             values = self._check_arity(r, values)
