@@ -108,6 +108,7 @@ class EventLoop:
         ex = None
         try:
             while not self._stop:
+                ex = None
                 done = drain(FRAMES_PER_ROUND)
                 for ex in executors:
                     done += ex.run_once()
@@ -118,6 +119,7 @@ class EventLoop:
                         if now >= ex.next_due():
                             ex.fire_timers(now)
                         due = min(due, ex.next_due())
+                ex = None  # a failure from here on is the transfer's, not an executor's
                 if done:
                     if now - transfer.last_flush >= flush_every:
                         transfer.flush()
@@ -136,10 +138,13 @@ class EventLoop:
                 except BlockingIOError:
                     pass
         except BaseException as exc:
+            # Blame the executor whose step raised; anything else (sending a frame whose
+            # values cannot be serialized) is reported as the worker's own.
             if ex is not None:
                 self.ws.die(ex.component_id, ex.tasks[0], exc)
-                raise _Died() from exc
-            raise
+            else:
+                self.ws.die("__system", -1, exc)
+            raise _Died() from exc
 
 
 class _Died(Exception):
