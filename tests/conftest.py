@@ -40,3 +40,8 @@ def cluster(tmp_path):
 
 if INTEGRATION not in sys.path:
     sys.path.insert(0, INTEGRATION)
+
+# ZooKeeper fixtures `zookeeper` (session), `zk_conf`, `cluster_state`: see tests/zk_fixtures.py.
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+from zk_fixtures import cluster_state, zk_conf, zookeeper  # noqa: E402,F401

@@ -1,0 +1,342 @@
+"""The one narrow interface to cluster state (ZooKeeper): operations, paths, errors.
+
+Mirrors Storm's ``IStormClusterState``/``StormClusterStateImpl`` over
+``IStateStorage``: :class:`ClusterState` holds the domain operations (storms,
+assignments, supervisors, errors, nimbuses, leader election) written once
+against five storage primitives (read, children, versioned write, atomic
+subtree delete, ephemeral put). Two backends implement the primitives, as
+Heron's ``statemgrs`` do: :class:`KazooClusterState` (``zk_cluster_state.py``)
+in ZooKeeper, and :class:`InMemoryClusterState` (``memory_cluster_state.py``)
+in a dict for unit tests and local mode; both are importable from here.
+
+Values are plain JSON-able dicts, stored as UTF-8 JSON (dict keys come back as
+strings). Every znode path lives in :class:`Paths`. Backends raise only
+:class:`ClusterStateError` and its subclasses, never kazoo's exceptions.
+Watches are one-shot (ZooKeeper semantics): the callback gets a
+:class:`WatchEvent`, may run on the ZK event thread and must not block — hand
+work to the daemon's own loop, then re-read (which re-registers the watch).
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+from urllib.parse import quote, unquote
+
+from . import config as cfg
+from .errors import SquallError
+
+log = logging.getLogger("squall.cluster_state")
+
+# Storm's ZooKeeper client keys (not in config.py's table; unknown keys pass through).
+STORM_ZOOKEEPER_SESSION_TIMEOUT = "storm.zookeeper.session.timeout"        # ms, Storm default 20000
+STORM_ZOOKEEPER_CONNECTION_TIMEOUT = "storm.zookeeper.connection.timeout"  # ms, Storm default 15000
+STORM_ZOOKEEPER_RETRY_TIMES = "storm.zookeeper.retry.times"                # Storm default 5
+STORM_ZOOKEEPER_RETRY_INTERVAL = "storm.zookeeper.retry.interval"          # ms, Storm default 1000
+STORM_ZOOKEEPER_RETRY_CEILING = "storm.zookeeper.retry.intervalceiling.millis"  # ms, default 30000
+
+#: ``set_assignment(..., expected_version=NO_NODE)``: the node must not exist yet.
+NO_NODE = -1
+#: How many recent errors each component keeps (Storm's ``reportError`` also keeps 10).
+MAX_ERRORS_PER_COMPONENT = 10
+START_HINT = ("is it running? (start one with `python -m squall.deploy.zookeeper`, "
+              "or set storm.zookeeper.servers / storm.zookeeper.port)")
+
+
+# --- errors -------------------------------------------------------------------
+class ClusterStateError(SquallError):
+    """A cluster-state operation failed; ``op`` and ``path`` say which."""
+
+    def __init__(self, message: str, op: str | None = None, path: str | None = None):
+        self.op = op
+        self.path = path
+        super().__init__(message)
+
+
+class ZooKeeperUnavailable(ClusterStateError):
+    """ZooKeeper cannot be reached, or cannot be started here; ``address`` is what was tried."""
+
+    def __init__(self, address: str | None, message: str, op: str | None = None,
+                 path: str | None = None):
+        self.address = address
+        super().__init__(message, op, path)
+
+    @classmethod
+    def unreachable(cls, address: str, reason: str, op: str | None = None,
+                    path: str | None = None) -> "ZooKeeperUnavailable":
+        return cls(address, f"cannot reach ZooKeeper at {address}: {reason}; {START_HINT}", op, path)
+
+
+class NotFound(ClusterStateError):
+    """The node an operation needs does not exist."""
+
+
+class VersionConflict(ClusterStateError):
+    """A versioned write lost a race: the node's version is not ``expected`` any more."""
+
+    def __init__(self, path: str, expected: int | None, op: str = "write"):
+        self.expected = expected
+        what = ("the node not to exist" if expected == NO_NODE else
+                "another version" if expected is None else f"the node at version {expected}")
+        super().__init__(f"{op} {path}: expected {what}; someone else changed it", op, path)
+
+
+# --- paths and encoding ---------------------------------------------------------
+@dataclass(frozen=True)
+class WatchEvent:
+    """What a watch callback receives: ``kind`` is created/changed/deleted/child, ``path`` the znode."""
+
+    kind: str
+    path: str
+
+
+Watch = Callable[[WatchEvent], Any]
+
+
+def _segment(name: str) -> str:
+    if not name or name in (".", ".."):
+        raise ValueError(f"invalid cluster-state name {name!r}")
+    return quote(str(name), safe=":@,=+-_.~")
+
+
+class Paths:
+    """Every znode path, under ``storm.zookeeper.root``; the only place the templates live.
+
+    ``/storms/<id>``               topology status (StormBase): name, owner, status, launch time, ...
+    ``/assignments/<id>``          executor -> node+port, node -> host, start times (versioned)
+    ``/supervisors/<id>``          ephemeral: host, slots, used slots, uptime
+    ``/errors/<id>/<component>``   JSON list of the last :data:`MAX_ERRORS_PER_COMPONENT` errors
+    ``/nimbuses/<host:port>``      ephemeral: one per running Nimbus
+    ``/leader-lock``               kazoo ``Election`` for the Nimbus leader
+    Names are URL-quoted into one path segment (``/`` cannot split them).
+    """
+
+    STORMS, ASSIGNMENTS, SUPERVISORS = "/storms", "/assignments", "/supervisors"
+    ERRORS, NIMBUSES, LEADER_LOCK = "/errors", "/nimbuses", "/leader-lock"
+    SUBTREES = (STORMS, ASSIGNMENTS, SUPERVISORS, ERRORS, NIMBUSES)
+
+    def __init__(self, root: str = "/squall"):
+        #: The root without a trailing slash ('' for ``/``).
+        self.root = "/" + root.strip("/") if root.strip("/") else ""
+
+    def dir(self, subtree: str) -> str:
+        return self.root + subtree
+
+    def node(self, subtree: str, *names: str) -> str:
+        return self.root + subtree + "".join("/" + _segment(n) for n in names)
+
+    def storm(self, storm_id: str) -> str:
+        return self.node(self.STORMS, storm_id)
+
+    def assignment(self, storm_id: str) -> str:
+        return self.node(self.ASSIGNMENTS, storm_id)
+
+    def supervisor(self, supervisor_id: str) -> str:
+        return self.node(self.SUPERVISORS, supervisor_id)
+
+    def nimbus(self, host_port: str) -> str:
+        return self.node(self.NIMBUSES, host_port)
+
+    def errors(self, storm_id: str, component: str | None = None) -> str:
+        return self.node(self.ERRORS, storm_id, *([component] if component is not None else []))
+
+    @property
+    def leader_lock(self) -> str:
+        return self.root + self.LEADER_LOCK
+
+
+def encode(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
+def decode(data: bytes, path: str) -> Any:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ClusterStateError(f"{path} does not hold JSON: {e}", "decode", path) from e
+
+
+def connect_string(conf: Mapping[str, Any]) -> str:
+    """``host:port,...`` from ``storm.zookeeper.servers`` and ``storm.zookeeper.port``."""
+    port = conf.get(cfg.STORM_ZOOKEEPER_PORT) or 2181
+    servers = conf.get(cfg.STORM_ZOOKEEPER_SERVERS) or ["127.0.0.1"]
+    return ",".join(s if ":" in str(s) else f"{s}:{port}" for s in servers)
+
+
+# --- the interface ------------------------------------------------------------------
+class ClusterState(abc.ABC):
+    """Storm's cluster state: the domain operations, over five storage primitives.
+
+    Example::
+
+        with KazooClusterState(conf) as state:
+            state.set_storm("wc-1", {"name": "wc", "status": "ACTIVE"})
+            assignment, version = state.get_assignment("wc-1", watch=on_change) or ({}, NO_NODE)
+            state.set_assignment("wc-1", new, expected_version=version)
+
+    ``suspended`` is true while the connection is not known good (SUSPENDED or
+    LOST): a leader must stop acting as one until it turns false again.
+    Listeners added with :meth:`add_listener` get "CONNECTED"/"SUSPENDED"/"LOST".
+    """
+
+    def __init__(self, conf: Mapping[str, Any] | None = None):
+        self.conf = dict(conf or {})
+        self.paths = Paths(self.conf.get(cfg.STORM_ZOOKEEPER_ROOT) or "/squall")
+        self._suspended = False
+        self._listeners: list[Callable[[str], Any]] = []
+
+    # --- storage primitives (one implementation per backend) ---
+    @abc.abstractmethod
+    def _read(self, path: str, watch: Watch | None) -> tuple[bytes, int] | None:
+        """``(data, version)``, or None if absent (the watch then fires on creation)."""
+
+    @abc.abstractmethod
+    def _children(self, path: str, watch: Watch | None) -> list[str]:
+        """Sorted child names ([] if the node is absent)."""
+
+    @abc.abstractmethod
+    def _write(self, path: str, data: bytes, version: int | None) -> int:
+        """Create or overwrite (``version=None``), create only (:data:`NO_NODE`) or set at
+        ``version``; a failed condition raises :class:`VersionConflict`. Returns the new version."""
+
+    @abc.abstractmethod
+    def _delete_trees(self, paths: list[str]) -> None:
+        """Delete these nodes and their descendants atomically (absent ones are skipped)."""
+
+    @abc.abstractmethod
+    def _ephemeral(self, path: str, data: bytes) -> None:
+        """Create or update a node that lives as long as this session (re-created after LOST)."""
+
+    @abc.abstractmethod
+    def leader_election(self, identifier: str):
+        """An election on :attr:`Paths.leader_lock`: ``run(func)`` blocks until leader, then calls func."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the connection; this instance's ephemeral nodes disappear."""
+
+    # --- connection state ---
+    @property
+    def suspended(self) -> bool:
+        """True while the connection is SUSPENDED or LOST: assume nothing, do not act as leader."""
+        return self._suspended
+
+    def add_listener(self, callback: Callable[[str], Any]) -> None:
+        """Call ``callback(state)`` on connection changes (from a helper thread; keep it short)."""
+        self._listeners.append(callback)
+
+    def _notify(self, state: str) -> None:
+        for callback in list(self._listeners):
+            try:
+                callback(state)
+            except Exception:
+                log.exception("cluster-state listener %r failed on %s", callback, state)
+
+    # --- topologies (StormBase) ---
+    def set_storm(self, storm_id: str, base: Mapping[str, Any]) -> None:
+        """Create or overwrite the topology's status record."""
+        self._write(self.paths.storm(storm_id), encode(dict(base)), None)
+
+    def get_storm(self, storm_id: str, watch: Watch | None = None) -> dict | None:
+        found = self._read(self.paths.storm(storm_id), watch)
+        return None if found is None else decode(found[0], self.paths.storm(storm_id))
+
+    def storm_ids(self, watch: Watch | None = None) -> list[str]:
+        return [unquote(n) for n in self._children(self.paths.dir(Paths.STORMS), watch)]
+
+    def remove_storm(self, storm_id: str) -> None:
+        """Remove the topology's status, assignment and errors together (one transaction)."""
+        self._delete_trees([self.paths.errors(storm_id), self.paths.assignment(storm_id),
+                            self.paths.storm(storm_id)])
+
+    # --- assignments ---
+    def set_assignment(self, storm_id: str, assignment: Mapping[str, Any],
+                       expected_version: int | None = None) -> int:
+        """Write the assignment; with ``expected_version`` (a version from :meth:`get_assignment`,
+        or :data:`NO_NODE`) only if nobody changed it since, else :class:`VersionConflict`.
+        Returns the new version."""
+        return self._write(self.paths.assignment(storm_id), encode(dict(assignment)), expected_version)
+
+    def get_assignment(self, storm_id: str, watch: Watch | None = None) -> tuple[dict, int] | None:
+        path = self.paths.assignment(storm_id)
+        found = self._read(path, watch)
+        return None if found is None else (decode(found[0], path), found[1])
+
+    def assignment_ids(self, watch: Watch | None = None) -> list[str]:
+        return [unquote(n) for n in self._children(self.paths.dir(Paths.ASSIGNMENTS), watch)]
+
+    # --- supervisors and nimbuses (ephemeral) ---
+    def register_supervisor(self, supervisor_id: str, info: Mapping[str, Any]) -> None:
+        """Create or update this supervisor's ephemeral record (call again as a heartbeat)."""
+        self._ephemeral(self.paths.supervisor(supervisor_id), encode(dict(info)))
+
+    def supervisors(self, watch: Watch | None = None) -> dict[str, dict]:
+        """Live supervisors by id; ``watch`` fires when one joins or leaves."""
+        return self._ephemeral_dir(Paths.SUPERVISORS, watch)
+
+    def register_nimbus(self, host_port: str, info: Mapping[str, Any]) -> None:
+        self._ephemeral(self.paths.nimbus(host_port), encode(dict(info)))
+
+    def nimbuses(self, watch: Watch | None = None) -> dict[str, dict]:
+        return self._ephemeral_dir(Paths.NIMBUSES, watch)
+
+    def _ephemeral_dir(self, subtree: str, watch: Watch | None) -> dict[str, dict]:
+        out = {}
+        for name in self._children(self.paths.dir(subtree), watch):
+            path = self.paths.dir(subtree) + "/" + name
+            found = self._read(path, None)
+            if found is not None:  # it may have gone since the listing
+                out[unquote(name)] = decode(found[0], path)
+        return out
+
+    # --- errors ---
+    def report_error(self, storm_id: str, component: str, text: str, time: float,
+                     host: str | None = None, port: int | None = None) -> None:
+        """Append an error to the component's list, keeping the last :data:`MAX_ERRORS_PER_COMPONENT`.
+
+        Workers report concurrently, so this is a compare-and-set loop on the node's version.
+        """
+        path = self.paths.errors(storm_id, component)
+        record = {"error": text, "time": time, "host": host, "port": port}
+        for _ in range(50):
+            found = self._read(path, None)
+            records, version = ([], NO_NODE) if found is None else (decode(found[0], path), found[1])
+            try:
+                self._write(path, encode((records + [record])[-MAX_ERRORS_PER_COMPONENT:]), version)
+                return
+            except VersionConflict:
+                continue
+        raise VersionConflict(path, version, "report_error")
+
+    def errors(self, storm_id: str, component: str | None = None) -> list[dict]:
+        """Recent errors, oldest first: ``{"component", "error", "time", "host", "port"}``
+        for one component, or for all of the topology's components merged by time."""
+        names = ([_segment(component)] if component is not None
+                 else self._children(self.paths.errors(storm_id), None))
+        out = []
+        for name in names:
+            path = self.paths.errors(storm_id) + "/" + name
+            found = self._read(path, None)
+            for rec in (decode(found[0], path) if found else []):
+                out.append(dict(rec, component=unquote(name)))
+        return sorted(out, key=lambda r: r["time"])
+
+    def __enter__(self) -> "ClusterState":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def __getattr__(name: str):
+    # The backends import this module, so they are re-exported lazily (PEP 562).
+    if name == "KazooClusterState":
+        from .zk_cluster_state import KazooClusterState
+        return KazooClusterState
+    if name == "InMemoryClusterState":
+        from .memory_cluster_state import InMemoryClusterState
+        return InMemoryClusterState
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

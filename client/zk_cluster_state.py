@@ -1,0 +1,295 @@
+"""The ZooKeeper backend of :class:`~squall.client.cluster_state.ClusterState`, through kazoo.
+
+The Python counterpart of Storm's ``ZKStateStorage`` and Heron's
+``zkstatemanager.py``: the five storage primitives as kazoo calls, each
+bounded in time and retried on transient errors with ``KazooRetry``; a
+connection listener that tells SUSPENDED (stop acting as leader) from LOST
+(the session and its ephemerals are gone: re-create them once reconnected);
+and the one context manager, :meth:`KazooClusterState._translate`, where
+kazoo's exceptions become Squall's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+from typing import Any, Callable, Iterator, Mapping
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (BadVersionError, ConnectionClosedError, ConnectionLoss,
+                              KazooException, NodeExistsError, NoNodeError, NotEmptyError,
+                              OperationTimeoutError, RolledBackError, SessionExpiredError)
+from kazoo.protocol.states import EventType, KazooState
+from kazoo.retry import ForceRetryError, KazooRetry, RetryFailedError
+
+from .cluster_state import (NO_NODE, STORM_ZOOKEEPER_CONNECTION_TIMEOUT, STORM_ZOOKEEPER_RETRY_CEILING,
+                            STORM_ZOOKEEPER_RETRY_INTERVAL, STORM_ZOOKEEPER_RETRY_TIMES,
+                            STORM_ZOOKEEPER_SESSION_TIMEOUT, ClusterState, ClusterStateError,
+                            NotFound, Paths, VersionConflict, Watch, WatchEvent, ZooKeeperUnavailable,
+                            connect_string)
+
+log = logging.getLogger("squall.cluster_state")
+
+_KINDS = {EventType.CREATED: "created", EventType.DELETED: "deleted",
+          EventType.CHANGED: "changed", EventType.CHILD: "child"}
+_UNREACHABLE = (ConnectionLoss, SessionExpiredError, ConnectionClosedError,
+                OperationTimeoutError, RetryFailedError)
+_STOP = object()
+
+
+class KazooClusterState(ClusterState):
+    """:class:`ClusterState` in ZooKeeper through kazoo; connects in the constructor.
+
+    Example::
+
+        state = KazooClusterState({"storm.zookeeper.servers": ["zk1"], "storm.zookeeper.port": 2181})
+        try:
+            state.register_supervisor("sup-1", {"host": "h1", "slots": [6700, 6701]})
+        finally:
+            state.close()
+
+    Connecting waits at most ``connect_timeout`` s (``storm.zookeeper.connection.timeout``
+    ms, default 15000), then raises :class:`ZooKeeperUnavailable` naming the address.
+    Each later operation is bounded by the same time and retried on transient
+    errors (``storm.zookeeper.retry.*``). A passed ``client`` (unstarted or
+    started) becomes this object's to start and stop; :meth:`_make_client` is
+    the seam to override instead. Thread-safe: kazoo clients are.
+    """
+
+    def __init__(self, conf: Mapping[str, Any] | None = None, client: KazooClient | None = None, *,
+                 connect_timeout: float | None = None, session_timeout: float | None = None):
+        super().__init__(conf)
+        def setting(key: str, default: float) -> float:
+            value = self.conf.get(key)
+            return default if value is None else value
+
+        #: The ensemble tried, ``host:port,...``.
+        self.address = connect_string(self.conf)
+        self.connect_timeout = (connect_timeout if connect_timeout is not None
+                                else setting(STORM_ZOOKEEPER_CONNECTION_TIMEOUT, 15000) / 1000)
+        self.session_timeout = (session_timeout if session_timeout is not None
+                                else setting(STORM_ZOOKEEPER_SESSION_TIMEOUT, 20000) / 1000)
+        self._retry = KazooRetry(max_tries=int(setting(STORM_ZOOKEEPER_RETRY_TIMES, 5)),
+                                 delay=setting(STORM_ZOOKEEPER_RETRY_INTERVAL, 1000) / 1000,
+                                 max_delay=setting(STORM_ZOOKEEPER_RETRY_CEILING, 30000) / 1000,
+                                 deadline=self.connect_timeout)
+        self.state = "LOST"  #: last connection state seen: CONNECTED, SUSPENDED or LOST
+        self._suspended = True
+        self._ephemerals: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+        self._needs_restore = False
+        self._closed = False
+        self._events: queue.SimpleQueue = queue.SimpleQueue()
+        self._client = client if client is not None else self._make_client()
+        self._thread = threading.Thread(target=self._state_loop, name="squall-zk-state", daemon=True)
+        self._thread.start()
+        self._client.add_listener(self._on_state)
+        try:
+            self._connect()
+        except BaseException:
+            self.close()
+            raise
+        if self._client.connected and self.state == "LOST":  # a started client sends no CONNECTED
+            self.state, self._suspended = "CONNECTED", False
+
+    def _make_client(self) -> KazooClient:
+        """Build the kazoo client (override in tests or to add auth/TLS)."""
+        # Reconnect at least every second while ZooKeeper is away (kazoo's default backs off to an hour).
+        return KazooClient(hosts=self.address, timeout=self.session_timeout,
+                           connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0))
+
+    def _connect(self) -> None:
+        with self._translate("connect", None):
+            if not self._client.connected:
+                self._client.start(timeout=self.connect_timeout)
+            for subtree in Paths.SUBTREES:
+                self._retry.copy()(lambda p: self._sync(self._client.ensure_path_async(p)),
+                                   self.paths.dir(subtree))
+
+    @contextlib.contextmanager
+    def _translate(self, op: str, path: str | None) -> Iterator[None]:
+        """The one place kazoo exceptions become Squall's."""
+        what = f"{op} {path}" if path else op
+        try:
+            yield
+        except ClusterStateError:
+            raise
+        except NoNodeError as e:
+            raise NotFound(f"{what}: no such node", op, path) from e
+        except BadVersionError as e:
+            raise VersionConflict(path or "?", None, op) from e
+        except self._client.handler.timeout_exception as e:
+            raise ZooKeeperUnavailable.unreachable(
+                self.address, f"{what}: no answer within {self.connect_timeout:g} s", op, path) from e
+        except _UNREACHABLE as e:
+            raise ZooKeeperUnavailable.unreachable(
+                self.address, f"{what} failed: {type(e).__name__} {e}".rstrip(), op, path) from e
+        except KazooException as e:
+            raise ClusterStateError(f"{what} failed: {type(e).__name__} {e}", op, path) from e
+
+    def _call(self, op: str, path: str, func: Callable, *args) -> Any:
+        with self._translate(op, path):
+            return self._retry.copy()(func, *args)
+
+    def _sync(self, async_result) -> Any:
+        # Bounded: a plain kazoo call waits forever while ZooKeeper stays away.
+        return async_result.get(timeout=self.connect_timeout)
+
+    @staticmethod
+    def _wrap(watch: Watch | None) -> Callable | None:
+        if watch is None:
+            return None
+        return lambda ev: watch(WatchEvent(_KINDS.get(ev.type, str(ev.type).lower()), ev.path))
+
+    # --- primitives ---
+    def _read(self, path: str, watch: Watch | None) -> tuple[bytes, int] | None:
+        w = self._wrap(watch)
+
+        def attempt():
+            try:
+                data, stat = self._sync(self._client.get_async(path, watch=w))
+                return data, stat.version
+            except NoNodeError:
+                # get() leaves no watch on a missing node; exists() does, to catch its creation.
+                if w is None or self._sync(self._client.exists_async(path, watch=w)) is None:
+                    return None
+                raise ForceRetryError()  # created in between: read it
+        return self._call("read", path, attempt)
+
+    def _children(self, path: str, watch: Watch | None) -> list[str]:
+        w = self._wrap(watch)
+
+        def attempt():
+            try:
+                return sorted(self._sync(self._client.get_children_async(path, watch=w)))
+            except NoNodeError:
+                return []
+        return self._call("children", path, attempt)
+
+    def _write(self, path: str, data: bytes, version: int | None) -> int:
+        z = self._client
+
+        def attempt():
+            if version is None:
+                try:
+                    return self._sync(z.set_async(path, data)).version
+                except NoNodeError:
+                    pass
+            if version is None or version == NO_NODE:
+                try:
+                    self._sync(z.create_async(path, data, makepath=True))
+                    return 0
+                except NodeExistsError:
+                    if version is None:
+                        raise ForceRetryError()  # created in between: overwrite it
+                    raise VersionConflict(path, version) from None
+            try:
+                return self._sync(z.set_async(path, data, version=version)).version
+            except (BadVersionError, NoNodeError):
+                raise VersionConflict(path, version) from None
+        return self._call("write", path, attempt)
+
+    def _delete_trees(self, paths: list[str]) -> None:
+        def collect(path: str, out: list[str]) -> None:
+            try:
+                children = self._sync(self._client.get_children_async(path))
+            except NoNodeError:
+                return
+            for child in children:
+                collect(path + "/" + child, out)
+            out.append(path)  # children first: ZooKeeper deletes only leaves
+
+        def attempt():
+            doomed: list[str] = []
+            for p in paths:
+                collect(p, doomed)
+            if not doomed:
+                return
+            txn = self._client.transaction()
+            for p in doomed:
+                txn.delete(p)
+            failed = [r for r in self._sync(txn.commit_async())
+                      if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+            if failed and isinstance(failed[0], (NoNodeError, NotEmptyError)):
+                raise ForceRetryError()  # the tree changed under us: list it again
+            if failed:
+                raise failed[0]
+        self._call("delete", ",".join(paths), attempt)
+
+    def _ephemeral(self, path: str, data: bytes) -> None:
+        with self._lock:
+            self._ephemerals[path] = data
+        self._call("register", path, self._put_ephemeral, path, data)
+
+    def _put_ephemeral(self, path: str, data: bytes) -> None:
+        z = self._client
+        try:
+            self._sync(z.create_async(path, data, ephemeral=True, makepath=True))
+            return
+        except NodeExistsError:
+            pass
+        stat = self._sync(z.exists_async(path))
+        if stat is None:
+            raise ForceRetryError()
+        try:
+            if stat.owner_session_id == (z.client_id or (None,))[0]:
+                self._sync(z.set_async(path, data, version=stat.version))
+                return
+            # Left by our own expired session (ZooKeeper deletes it only later): replace it.
+            self._sync(z.delete_async(path, version=stat.version))
+        except (NoNodeError, BadVersionError):
+            pass
+        raise ForceRetryError()
+
+    def leader_election(self, identifier: str):
+        """kazoo's ``Election`` on the leader lock. Its ``run(func)`` leaves leadership when func
+        returns; func must return (and give up acting as leader) when :attr:`suspended` turns true."""
+        return self._client.Election(self.paths.leader_lock, identifier)
+
+    # --- connection state ---
+    def _on_state(self, state: str) -> None:
+        # Runs on kazoo's connection thread: only flags and a hand-off, never a ZooKeeper call.
+        self.state = str(state)
+        self._suspended = state != KazooState.CONNECTED
+        if state == KazooState.LOST:
+            self._needs_restore = True
+        self._events.put(str(state))
+
+    def _state_loop(self) -> None:
+        while True:
+            state = self._events.get()
+            if state is _STOP:
+                return
+            if state == KazooState.CONNECTED and self._needs_restore:
+                self._needs_restore = False
+                self._restore_ephemerals()
+            self._notify(state)
+
+    def _restore_ephemerals(self) -> None:
+        with self._lock:
+            todo = dict(self._ephemerals)
+        for path, data in todo.items():
+            try:
+                self._call("restore", path, self._put_ephemeral, path, data)
+                log.info("re-created ephemeral %s after session loss", path)
+            except ClusterStateError as e:
+                if self._closed:
+                    return
+                # Try again on the next CONNECTED (a new session or a resumed one).
+                self._needs_restore = True
+                log.warning("could not re-create ephemeral %s: %s", path, e)
+
+    def close(self) -> None:
+        """Stop the client (this session's ephemerals go at once) and the state thread; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._client.remove_listener(self._on_state)
+        try:
+            self._client.stop()
+            self._client.close()
+        finally:
+            self._events.put(_STOP)
+            self._thread.join(timeout=self.connect_timeout + 1)
