@@ -1,0 +1,338 @@
+from . import topology_pb2 as _topology_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class BeginUploadRequest(_message.Message):
+    __slots__ = ("file_name", "total_size")
+    FILE_NAME_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    file_name: str
+    total_size: int
+    def __init__(self, file_name: _Optional[str] = ..., total_size: _Optional[int] = ...) -> None: ...
+
+class UploadLocation(_message.Message):
+    __slots__ = ("location",)
+    LOCATION_FIELD_NUMBER: _ClassVar[int]
+    location: str
+    def __init__(self, location: _Optional[str] = ...) -> None: ...
+
+class Chunk(_message.Message):
+    __slots__ = ("location", "data", "offset")
+    LOCATION_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    location: str
+    data: bytes
+    offset: int
+    def __init__(self, location: _Optional[str] = ..., data: _Optional[bytes] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class NameRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class IdRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class TopologyRef(_message.Message):
+    __slots__ = ("name", "id")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    id: str
+    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
+
+class SubmitOptions(_message.Message):
+    __slots__ = ("initial_status", "owner")
+    class InitialStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        ACTIVE: _ClassVar[SubmitOptions.InitialStatus]
+        INACTIVE: _ClassVar[SubmitOptions.InitialStatus]
+    ACTIVE: SubmitOptions.InitialStatus
+    INACTIVE: SubmitOptions.InitialStatus
+    INITIAL_STATUS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    initial_status: SubmitOptions.InitialStatus
+    owner: str
+    def __init__(self, initial_status: _Optional[_Union[SubmitOptions.InitialStatus, str]] = ..., owner: _Optional[str] = ...) -> None: ...
+
+class SubmitRequest(_message.Message):
+    __slots__ = ("name", "uploaded_location", "json_conf", "topology", "options")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UPLOADED_LOCATION_FIELD_NUMBER: _ClassVar[int]
+    JSON_CONF_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    uploaded_location: str
+    json_conf: str
+    topology: _topology_pb2.StormTopology
+    options: SubmitOptions
+    def __init__(self, name: _Optional[str] = ..., uploaded_location: _Optional[str] = ..., json_conf: _Optional[str] = ..., topology: _Optional[_Union[_topology_pb2.StormTopology, _Mapping]] = ..., options: _Optional[_Union[SubmitOptions, _Mapping]] = ...) -> None: ...
+
+class SubmitResponse(_message.Message):
+    __slots__ = ("topology_id",)
+    TOPOLOGY_ID_FIELD_NUMBER: _ClassVar[int]
+    topology_id: str
+    def __init__(self, topology_id: _Optional[str] = ...) -> None: ...
+
+class KillRequest(_message.Message):
+    __slots__ = ("name", "wait_secs")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    wait_secs: int
+    def __init__(self, name: _Optional[str] = ..., wait_secs: _Optional[int] = ...) -> None: ...
+
+class RebalanceRequest(_message.Message):
+    __slots__ = ("name", "wait_secs", "num_workers", "executors")
+    class ExecutorsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECS_FIELD_NUMBER: _ClassVar[int]
+    NUM_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    EXECUTORS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    wait_secs: int
+    num_workers: int
+    executors: _containers.ScalarMap[str, int]
+    def __init__(self, name: _Optional[str] = ..., wait_secs: _Optional[int] = ..., num_workers: _Optional[int] = ..., executors: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class SupervisorSummary(_message.Message):
+    __slots__ = ("id", "host", "uptime_secs", "num_slots", "num_used_slots")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_SECS_FIELD_NUMBER: _ClassVar[int]
+    NUM_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    NUM_USED_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    host: str
+    uptime_secs: int
+    num_slots: int
+    num_used_slots: int
+    def __init__(self, id: _Optional[str] = ..., host: _Optional[str] = ..., uptime_secs: _Optional[int] = ..., num_slots: _Optional[int] = ..., num_used_slots: _Optional[int] = ...) -> None: ...
+
+class TopologySummary(_message.Message):
+    __slots__ = ("id", "name", "status", "num_workers", "num_executors", "num_tasks", "uptime_secs", "owner")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    NUM_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    NUM_EXECUTORS_FIELD_NUMBER: _ClassVar[int]
+    NUM_TASKS_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_SECS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    status: str
+    num_workers: int
+    num_executors: int
+    num_tasks: int
+    uptime_secs: int
+    owner: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., num_workers: _Optional[int] = ..., num_executors: _Optional[int] = ..., num_tasks: _Optional[int] = ..., uptime_secs: _Optional[int] = ..., owner: _Optional[str] = ...) -> None: ...
+
+class NimbusSummary(_message.Message):
+    __slots__ = ("host", "port", "uptime_secs", "is_leader", "version")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_SECS_FIELD_NUMBER: _ClassVar[int]
+    IS_LEADER_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    port: int
+    uptime_secs: int
+    is_leader: bool
+    version: str
+    def __init__(self, host: _Optional[str] = ..., port: _Optional[int] = ..., uptime_secs: _Optional[int] = ..., is_leader: _Optional[bool] = ..., version: _Optional[str] = ...) -> None: ...
+
+class ClusterSummary(_message.Message):
+    __slots__ = ("supervisors", "topologies", "nimbus_uptime_secs", "nimbuses")
+    SUPERVISORS_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGIES_FIELD_NUMBER: _ClassVar[int]
+    NIMBUS_UPTIME_SECS_FIELD_NUMBER: _ClassVar[int]
+    NIMBUSES_FIELD_NUMBER: _ClassVar[int]
+    supervisors: _containers.RepeatedCompositeFieldContainer[SupervisorSummary]
+    topologies: _containers.RepeatedCompositeFieldContainer[TopologySummary]
+    nimbus_uptime_secs: int
+    nimbuses: _containers.RepeatedCompositeFieldContainer[NimbusSummary]
+    def __init__(self, supervisors: _Optional[_Iterable[_Union[SupervisorSummary, _Mapping]]] = ..., topologies: _Optional[_Iterable[_Union[TopologySummary, _Mapping]]] = ..., nimbus_uptime_secs: _Optional[int] = ..., nimbuses: _Optional[_Iterable[_Union[NimbusSummary, _Mapping]]] = ...) -> None: ...
+
+class ExecutorSummary(_message.Message):
+    __slots__ = ("component_id", "task_start", "task_end", "host", "port", "uptime_secs", "emitted", "transferred", "acked", "failed", "complete_latency_ms")
+    COMPONENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_START_FIELD_NUMBER: _ClassVar[int]
+    TASK_END_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_SECS_FIELD_NUMBER: _ClassVar[int]
+    EMITTED_FIELD_NUMBER: _ClassVar[int]
+    TRANSFERRED_FIELD_NUMBER: _ClassVar[int]
+    ACKED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    component_id: str
+    task_start: int
+    task_end: int
+    host: str
+    port: int
+    uptime_secs: int
+    emitted: int
+    transferred: int
+    acked: int
+    failed: int
+    complete_latency_ms: float
+    def __init__(self, component_id: _Optional[str] = ..., task_start: _Optional[int] = ..., task_end: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., uptime_secs: _Optional[int] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., complete_latency_ms: _Optional[float] = ...) -> None: ...
+
+class ComponentStats(_message.Message):
+    __slots__ = ("component_id", "type", "num_executors", "num_tasks", "emitted", "transferred", "executed", "acked", "failed", "complete_latency_ms")
+    COMPONENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    NUM_EXECUTORS_FIELD_NUMBER: _ClassVar[int]
+    NUM_TASKS_FIELD_NUMBER: _ClassVar[int]
+    EMITTED_FIELD_NUMBER: _ClassVar[int]
+    TRANSFERRED_FIELD_NUMBER: _ClassVar[int]
+    EXECUTED_FIELD_NUMBER: _ClassVar[int]
+    ACKED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    component_id: str
+    type: str
+    num_executors: int
+    num_tasks: int
+    emitted: int
+    transferred: int
+    executed: int
+    acked: int
+    failed: int
+    complete_latency_ms: float
+    def __init__(self, component_id: _Optional[str] = ..., type: _Optional[str] = ..., num_executors: _Optional[int] = ..., num_tasks: _Optional[int] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., executed: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., complete_latency_ms: _Optional[float] = ...) -> None: ...
+
+class ErrorInfo(_message.Message):
+    __slots__ = ("component", "error", "time_secs", "host", "port", "task")
+    COMPONENT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TIME_SECS_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    component: str
+    error: str
+    time_secs: int
+    host: str
+    port: int
+    task: int
+    def __init__(self, component: _Optional[str] = ..., error: _Optional[str] = ..., time_secs: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., task: _Optional[int] = ...) -> None: ...
+
+class TopologyInfo(_message.Message):
+    __slots__ = ("id", "name", "status", "uptime_secs", "executors", "components", "errors", "owner")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_SECS_FIELD_NUMBER: _ClassVar[int]
+    EXECUTORS_FIELD_NUMBER: _ClassVar[int]
+    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    status: str
+    uptime_secs: int
+    executors: _containers.RepeatedCompositeFieldContainer[ExecutorSummary]
+    components: _containers.RepeatedCompositeFieldContainer[ComponentStats]
+    errors: _containers.RepeatedCompositeFieldContainer[ErrorInfo]
+    owner: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., uptime_secs: _Optional[int] = ..., executors: _Optional[_Iterable[_Union[ExecutorSummary, _Mapping]]] = ..., components: _Optional[_Iterable[_Union[ComponentStats, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[ErrorInfo, _Mapping]]] = ..., owner: _Optional[str] = ...) -> None: ...
+
+class JsonConf(_message.Message):
+    __slots__ = ("json_conf",)
+    JSON_CONF_FIELD_NUMBER: _ClassVar[int]
+    json_conf: str
+    def __init__(self, json_conf: _Optional[str] = ...) -> None: ...
+
+class ExecutorInfo(_message.Message):
+    __slots__ = ("task_start", "task_end")
+    TASK_START_FIELD_NUMBER: _ClassVar[int]
+    TASK_END_FIELD_NUMBER: _ClassVar[int]
+    task_start: int
+    task_end: int
+    def __init__(self, task_start: _Optional[int] = ..., task_end: _Optional[int] = ...) -> None: ...
+
+class LatencyStats(_message.Message):
+    __slots__ = ("mean", "p50", "p99", "n")
+    MEAN_FIELD_NUMBER: _ClassVar[int]
+    P50_FIELD_NUMBER: _ClassVar[int]
+    P99_FIELD_NUMBER: _ClassVar[int]
+    N_FIELD_NUMBER: _ClassVar[int]
+    mean: float
+    p50: float
+    p99: float
+    n: int
+    def __init__(self, mean: _Optional[float] = ..., p50: _Optional[float] = ..., p99: _Optional[float] = ..., n: _Optional[int] = ...) -> None: ...
+
+class TaskStats(_message.Message):
+    __slots__ = ("task", "component", "emitted", "transferred", "executed", "acked", "failed", "timed_out", "pending", "complete_latency")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    COMPONENT_FIELD_NUMBER: _ClassVar[int]
+    EMITTED_FIELD_NUMBER: _ClassVar[int]
+    TRANSFERRED_FIELD_NUMBER: _ClassVar[int]
+    EXECUTED_FIELD_NUMBER: _ClassVar[int]
+    ACKED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_LATENCY_FIELD_NUMBER: _ClassVar[int]
+    task: int
+    component: str
+    emitted: int
+    transferred: int
+    executed: int
+    acked: int
+    failed: int
+    timed_out: int
+    pending: int
+    complete_latency: LatencyStats
+    def __init__(self, task: _Optional[int] = ..., component: _Optional[str] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., executed: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., timed_out: _Optional[int] = ..., pending: _Optional[int] = ..., complete_latency: _Optional[_Union[LatencyStats, _Mapping]] = ...) -> None: ...
+
+class WorkerHeartbeat(_message.Message):
+    __slots__ = ("topology_id", "port", "time_secs", "executors", "tasks", "uptime_secs", "errors", "state")
+    TOPOLOGY_ID_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    TIME_SECS_FIELD_NUMBER: _ClassVar[int]
+    EXECUTORS_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_SECS_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    topology_id: str
+    port: int
+    time_secs: float
+    executors: _containers.RepeatedCompositeFieldContainer[ExecutorInfo]
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskStats]
+    uptime_secs: int
+    errors: _containers.RepeatedCompositeFieldContainer[ErrorInfo]
+    state: str
+    def __init__(self, topology_id: _Optional[str] = ..., port: _Optional[int] = ..., time_secs: _Optional[float] = ..., executors: _Optional[_Iterable[_Union[ExecutorInfo, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[TaskStats, _Mapping]]] = ..., uptime_secs: _Optional[int] = ..., errors: _Optional[_Iterable[_Union[ErrorInfo, _Mapping]]] = ..., state: _Optional[str] = ...) -> None: ...
+
+class SupervisorWorkerHeartbeats(_message.Message):
+    __slots__ = ("supervisor_id", "worker_heartbeats")
+    SUPERVISOR_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKER_HEARTBEATS_FIELD_NUMBER: _ClassVar[int]
+    supervisor_id: str
+    worker_heartbeats: _containers.RepeatedCompositeFieldContainer[WorkerHeartbeat]
+    def __init__(self, supervisor_id: _Optional[str] = ..., worker_heartbeats: _Optional[_Iterable[_Union[WorkerHeartbeat, _Mapping]]] = ...) -> None: ...
