@@ -21,7 +21,8 @@ from ..client import grouping as g
 from ..client.errors import InvalidTopology
 from ..client.tuple import DEFAULT_STREAM, Fields, Tuple
 
-_randbits = random.SystemRandom().getrandbits if False else random.getrandbits
+# Edge and root ids need uniqueness, not unpredictability: the fast Mersenne Twister will do.
+_randbits = random.getrandbits
 
 
 def new_id() -> int:

@@ -110,14 +110,6 @@ class InQueue:
         if self.waker.sleeping:
             self.waker.wake()
 
-    def put_many(self, items: list) -> None:
-        dq = self.dq
-        dq.extend(items)
-        if len(dq) > self.high:
-            self._over()
-        if self.waker.sleeping:
-            self.waker.wake()
-
     def _over(self) -> None:
         n = len(self.dq)
         if n > self.max_len:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -114,7 +113,6 @@ class WorkerState:
         self.zctx = zmq.Context.instance()
         self.errors: collections.deque = collections.deque(maxlen=20)
         self.fatal: tuple[str, BaseException, str] | None = None
-        self.fatal_event = threading.Event()
         #: Called (from the dying thread) when user code crashed.
         self.on_fatal: Callable[[], None] | None = None
         self.dropped_frames = 0
@@ -152,6 +150,5 @@ class WorkerState:
         self.report_error(component, task, exc)
         if self.fatal is None:
             self.fatal = (component, exc, tb)
-        self.fatal_event.set()
         if self.on_fatal is not None:
             self.on_fatal()

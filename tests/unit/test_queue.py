@@ -26,15 +26,9 @@ def test_crossing_high_water_mark_throttles():
     assert q.congested and bp.throttled and bp.local_congested
 
 
-def test_put_many_crossing_high_water_mark_throttles():
-    q, bp = make()
-    q.put_many(list(range(10)))
-    assert q.congested and bp.throttled
-
-
 def test_draining_below_low_water_mark_lifts_throttle():
     q, bp = make()
-    q.put_many(list(range(12)))
+    [q.put(i) for i in list(range(12))]
     drain(q, 7)  # 5 left: below high, still above low
     assert q.congested and bp.throttled
     drain(q, 1)  # 4 left: at the low water mark
@@ -54,8 +48,10 @@ def test_throttled_while_any_queue_congested():
     bp = Backpressure()
     q1, _ = make(bp)
     q2, _ = make(bp)
-    q1.put_many(list(range(10)))
-    q2.put_many(list(range(10)))
+    for item in list(range(10)):
+        q1.put(item)
+    for item in list(range(10)):
+        q2.put(item)
     drain(q1, 10)
     assert bp.throttled
     drain(q2, 10)
@@ -76,7 +72,7 @@ def test_remote_congestion_throttles():
 
 def test_remote_relief_does_not_lift_local_congestion():
     q, bp = make()
-    q.put_many(list(range(10)))
+    [q.put(i) for i in list(range(10))]
     bp.remote("worker-2", True)
     bp.remote("worker-2", False)
     assert bp.throttled
@@ -85,7 +81,7 @@ def test_remote_relief_does_not_lift_local_congestion():
 def test_disabled_backpressure_never_throttles():
     bp = Backpressure(enabled=False)
     q, _ = make(bp)
-    q.put_many(list(range(100)))
+    [q.put(i) for i in list(range(100))]
     bp.remote("worker-2", True)
     assert q.congested
     assert not bp.throttled
@@ -96,8 +92,10 @@ def test_on_change_reports_local_transitions_only():
     bp = Backpressure(on_change=changes.append)
     q1, _ = make(bp)
     q2, _ = make(bp)
-    q1.put_many(list(range(10)))
-    q2.put_many(list(range(10)))
+    for item in list(range(10)):
+        q1.put(item)
+    for item in list(range(10)):
+        q2.put(item)
     drain(q1, 10)
     drain(q2, 10)
     assert changes == [True, False]
@@ -108,7 +106,7 @@ def test_max_len_tracks_the_peak():
     for i in range(15):
         q.put(i)
     drain(q, 12)
-    q.put_many(list(range(5)))
+    [q.put(i) for i in list(range(5))]
     drain(q, 8)
     assert len(q) == 0
     assert q.max_len == 15
@@ -116,7 +114,8 @@ def test_max_len_tracks_the_peak():
 
 def test_max_len_seen_at_drain_time():
     q, _ = make()
-    q.put_many([1, 2, 3])
+    for item in [1, 2, 3]:
+        q.put(item)
     q.drain_done()
     assert q.max_len == 3
 
