@@ -64,6 +64,12 @@ def _ext_hook(code: int, data: bytes) -> Any:
     raise BadFrame(f"unknown ext type {code}")
 
 
+def _no_pickle_hook(code: int, data: bytes) -> Any:
+    if code == EXT_PICKLE:
+        raise BadFrame("pickled value refused: topology.fall.back.on.java.serialization is off")
+    raise BadFrame(f"unknown ext type {code}")
+
+
 class Codec:
     """Encodes and decodes frames; one per thread (msgpack Packer is not thread-safe)."""
 
@@ -81,10 +87,16 @@ class Codec:
         return self._packer.pack([VERSION, HELLO, worker_id, bool(reply)])
 
 
-def decode(frame: bytes) -> list:
-    """Decode one frame; raises :class:`BadFrame` for anything malformed."""
+def decode(frame: bytes, allow_pickle: bool = True) -> list:
+    """Decode one frame; raises :class:`BadFrame` for anything malformed.
+
+    With ``allow_pickle`` off, a frame carrying a pickled value is refused
+    (never unpickled): a topology that does not use the fallback gives a peer
+    no way to make this worker run pickle.
+    """
     try:
-        msg = msgpack.unpackb(frame, raw=False, strict_map_key=False, ext_hook=_ext_hook)
+        msg = msgpack.unpackb(frame, raw=False, strict_map_key=False,
+                              ext_hook=_ext_hook if allow_pickle else _no_pickle_hook)
     except BadFrame:
         raise
     except Exception as exc:

@@ -17,6 +17,7 @@ import time
 
 import zmq
 
+from ..client import config as cfg
 from ..client.tuple import Fields, Tuple
 from .frame import BACKPRESSURE, DATA, HELLO, MAX_FRAME_BYTES, PIPE_HWM, BadFrame, decode
 from .state import WorkerState
@@ -43,6 +44,7 @@ class Receiver:
         if a.ipc_dir:
             self.ipc = f"ipc://{a.ipc_dir}/{ws.topology_id}-{a.port}.sock"
             self.sock.bind(self.ipc)
+        self.allow_pickle = bool(ws.conf.get(cfg.TOPOLOGY_FALL_BACK_ON_PICKLE, True))
         self._last_warn = 0.0
         self._suppressed = 0
         #: (src_task, stream) -> (component, fields), filled lazily.
@@ -79,7 +81,7 @@ class Receiver:
 
     def handle(self, frame: bytes) -> None:
         try:
-            msg = decode(frame)
+            msg = decode(frame, self.allow_pickle)
         except BadFrame as exc:
             self._drop(f"{exc} ({len(frame)} bytes)")
             return

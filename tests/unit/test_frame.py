@@ -96,3 +96,10 @@ def test_bad_frame_message_says_what_is_wrong():
         decode(BAD_FRAMES["wrong version"])
     with pytest.raises(BadFrame, match="kind 9"):
         decode(BAD_FRAMES["unknown kind"])
+
+
+def test_pickled_values_are_refused_when_the_fallback_is_off():
+    frame = Codec(pickle_fallback=True).data([[1, 2, "default", [{1, 2}], None]])
+    assert decode(frame)[2][0][3] == [{1, 2}]
+    with pytest.raises(BadFrame, match="pickled value refused"):
+        decode(frame, allow_pickle=False)
