@@ -9,7 +9,7 @@ import pytest
 
 from squall.client import TopologyBuilder
 from topos import (FailAll, FailEvery, JudgePairs, NeverAck, NumberSpout, PairUp, RecordingBolt,
-                   SlowResetBolt, SplitTwo, events_of, read_events)
+                   SlowResetBolt, SplitTwo, TimedNumberSpout, events_of, read_events)
 
 pytestmark = pytest.mark.integration
 
@@ -64,21 +64,21 @@ def test_failed_tuples_call_fail_and_the_replay_is_acked(cluster):
 
 def test_unacked_tuples_fail_after_the_message_timeout(cluster):
     b = TopologyBuilder()
-    b.set_spout("numbers", NumberSpout(), 1)
+    b.set_spout("numbers", TimedNumberSpout(), 1)
     b.set_bolt("hold", NeverAck(), 2).shuffle_grouping("numbers")
     n = 20
     timeout = 2
-    lc = cluster(b.create_topology(), {"test.spout.count": n, "test.spout.replay": False,
+    lc = cluster(b.create_topology(), {"test.spout.count": n,
                                        "topology.message.timeout.secs": timeout})
-    lc.wait_for(lambda: len(events_of(lc.events_dir, "hold", "got")) == n, timeout=30,
-                what="tuples to reach the bolt")
-    t_received = time.monotonic()
     lc.wait_for(lambda: len(events_of(lc.events_dir, "numbers", "fail")) == n,
-                timeout=timeout * 3 + 10, what="timeouts")
-    waited = time.monotonic() - t_received
-    assert sorted(int(x) for x in events_of(lc.events_dir, "numbers", "fail")) == list(range(n))
-    # Not before the timeout (the spout's RotatingMap expires between T and 1.5 T).
-    assert waited >= timeout * 0.9
+                timeout=timeout * 3 + 20, what="timeouts")
+    emitted = dict(p.split() for p in events_of(lc.events_dir, "numbers", "emit"))
+    failed = dict(p.split() for p in events_of(lc.events_dir, "numbers", "fail"))
+    assert sorted(int(i) for i in failed) == list(range(n))
+    assert len(events_of(lc.events_dir, "hold", "got")) == n
+    # Never before the timeout: the spout's RotatingMap expires a tree T to 1.5 T after emit.
+    waits = [float(failed[i]) - float(emitted[i]) for i in failed]
+    assert min(waits) >= timeout - 0.05, waits
     assert events_of(lc.events_dir, "numbers", "ack") == []
     lc.wait_for(lambda: lc.total("timed_out") == n, timeout=5, what="timed_out counter")
 

@@ -293,3 +293,18 @@ class JudgePairs(Bolt):
             self.collector.fail(tup)
         else:
             self.collector.ack(tup)
+
+
+class TimedNumberSpout(NumberSpout):
+    """NumberSpout whose emit and fail events carry the wall time: ``<i> <time>``."""
+
+    def next_tuple(self):
+        if self.next >= self.count:
+            return
+        i = self.next
+        self.next += self.step
+        self.rec("emit", f"{i} {time.time()}")
+        self.collector.emit([i], msg_id=i)
+
+    def fail(self, msg_id):
+        self.rec("fail", f"{msg_id} {time.time()}")
