@@ -110,8 +110,13 @@ STORM_ZOOKEEPER_PORT = _key("storm.zookeeper.port", int, 2181, "ZooKeeper client
 STORM_ZOOKEEPER_ROOT = _key("storm.zookeeper.root", str, "/squall", "ZooKeeper root node.")
 NIMBUS_SEEDS = _key("nimbus.seeds", list, ["127.0.0.1"], "Nimbus hosts.")
 NIMBUS_GRPC_PORT = _key("nimbus.grpc.port", int, 6627, "Nimbus gRPC port.")
+NIMBUS_PACKAGE_MAX_BYTES = _key("nimbus.package.max.bytes", int, 256 * 1024 * 1024,
+                                "Largest topology package Nimbus accepts, bytes.")
+NIMBUS_MONITOR_FREQ_SECS = _key("nimbus.monitor.freq.secs", _NUM, 10,
+                                "Seconds between Nimbus's monitor rounds (due kills, unassigned topologies).")
 SUPERVISOR_SLOTS_PORTS = _key("supervisor.slots.ports", list, [6700, 6701, 6702, 6703],
                               "Worker ports (slots) of a supervisor.")
+SUPERVISOR_MONITOR_FREQUENCY_SECS = _key("supervisor.monitor.frequency.secs", _NUM, 10, "Supervisor full-sync period.")
 STORM_LOCAL_HOSTNAME = _key("storm.local.hostname", str, None,
                             "Host name this node advertises; unset = 127.0.0.1.", nullable=True)
 

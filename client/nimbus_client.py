@@ -1,0 +1,159 @@
+"""A thin client of Nimbus's gRPC service, for the CLI and the submitter.
+
+Storm's ``NimbusClient`` plus the upload half of ``StormSubmitter``: it connects to
+``nimbus.seeds[0]``:``nimbus.grpc.port``, bounds every call with a deadline, uploads a
+package in 1 MiB chunks, and turns gRPC errors into :mod:`squall.client.nimbus_errors`
+types carrying the server's message (for UNAVAILABLE from the channel itself, the address
+tried: "cannot reach Nimbus at 127.0.0.1:6627: ...").
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Mapping
+
+import grpc
+
+from ..proto import nimbus_pb2 as pb
+from ..proto import nimbus_pb2_grpc as pb_grpc
+from ..proto import topology_pb2
+from . import config as cfg
+from .nimbus_errors import BY_CODE, NimbusError, NimbusUnavailable
+
+#: Bytes per uploaded chunk (gRPC's default message limit is 4 MiB).
+CHUNK_SIZE = 1024 * 1024
+
+
+class NimbusClient:
+    """Calls one Nimbus. Example::
+
+        with NimbusClient(conf) as nimbus:
+            location = nimbus.upload("wc.zip", progress=lambda sent, total: ...)
+            topology_id = nimbus.submit("wc", location, conf, topology)
+            nimbus.kill("wc", wait_secs=5)
+    """
+
+    def __init__(self, conf: Mapping[str, Any], timeout: float = 30.0,
+                 address: str | None = None):
+        if address is None:
+            seeds = conf.get(cfg.NIMBUS_SEEDS) or ["127.0.0.1"]
+            address = f"{seeds[0]}:{conf.get(cfg.NIMBUS_GRPC_PORT) or 6627}"
+        #: ``host:port`` of the Nimbus called.
+        self.address = address
+        #: Seconds each call may take.
+        self.timeout = timeout
+        self._channel = grpc.insecure_channel(address)
+        self._stub = pb_grpc.NimbusStub(self._channel)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "NimbusClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _call(self, method: str, request, **kw):
+        try:
+            return getattr(self._stub, method)(request, timeout=self.timeout, **kw)
+        except grpc.RpcError as e:
+            raise self._translate(e) from None
+
+    def _translate(self, e: grpc.RpcError) -> NimbusError:
+        code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
+        details = (e.details() if hasattr(e, "details") else None) or str(code)
+        if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+            return NimbusUnavailable(f"Nimbus at {self.address} did not answer within "
+                                     f"{self.timeout:g} s", self.address)
+        cls = BY_CODE.get(code.name, NimbusError)
+        if cls is NimbusUnavailable:
+            # The server's own UNAVAILABLE (not the leader, ZooKeeper away) names what to do;
+            # the channel's (connection refused, DNS) does not, so name the address tried.
+            if "Nimbus" in details or "ZooKeeper" in details or "leader" in details:
+                return NimbusUnavailable(details, self.address)
+            return NimbusUnavailable(f"cannot reach Nimbus at {self.address}: {details}; is it "
+                                     "running? (check nimbus.seeds / nimbus.grpc.port)",
+                                     self.address)
+        return cls(details)
+
+    # --- upload ---
+    def upload(self, path_or_bytes: str | os.PathLike | bytes,
+               progress: Callable[[int, int], Any] | None = None) -> str:
+        """Upload a package file (or bytes) in chunks; returns the location for :meth:`submit`.
+
+        ``progress(sent, total)`` is called after each chunk.
+        """
+        if isinstance(path_or_bytes, (bytes, bytearray)):
+            data, name = bytes(path_or_bytes), "package"
+        else:
+            with open(path_or_bytes, "rb") as f:
+                data = f.read()
+            name = os.path.basename(os.fspath(path_or_bytes))
+        location = self._call("BeginFileUpload",
+                              pb.BeginUploadRequest(file_name=name, total_size=len(data))).location
+        for offset in range(0, len(data), CHUNK_SIZE):
+            piece = data[offset:offset + CHUNK_SIZE]
+            self._call("UploadChunk", pb.Chunk(location=location, data=piece, offset=offset))
+            if progress is not None:
+                progress(offset + len(piece), len(data))
+        self._call("FinishFileUpload", pb.UploadLocation(location=location))
+        return location
+
+    def download(self, topology_id: str) -> bytes:
+        """A topology's package (what supervisors fetch)."""
+        try:
+            chunks = list(self._stub.DownloadPackage(pb.IdRequest(id=topology_id),
+                                                     timeout=self.timeout))
+        except grpc.RpcError as e:
+            raise self._translate(e) from None
+        return b"".join(c.data for c in chunks)
+
+    # --- submit and lifecycle ---
+    def submit(self, name: str, location: str, conf_json: str,
+               topology: topology_pb2.StormTopology, initial_status: str = "ACTIVE",
+               owner: str = "") -> str:
+        """Submit a topology; returns its id. ``conf_json`` is the topology conf as a JSON object."""
+        options = pb.SubmitOptions(
+            initial_status=pb.SubmitOptions.InitialStatus.Value(initial_status.upper()),
+            owner=owner)
+        return self._call("SubmitTopology", pb.SubmitRequest(
+            name=name, uploaded_location=location, json_conf=conf_json, topology=topology,
+            options=options)).topology_id
+
+    def kill(self, name: str, wait_secs: int | None = None) -> None:
+        req = pb.KillRequest(name=name)
+        if wait_secs is not None:
+            req.wait_secs = int(wait_secs)
+        self._call("KillTopology", req)
+
+    def activate(self, name: str) -> None:
+        self._call("Activate", pb.NameRequest(name=name))
+
+    def deactivate(self, name: str) -> None:
+        self._call("Deactivate", pb.NameRequest(name=name))
+
+    def rebalance(self, name: str, wait_secs: int | None = None, num_workers: int | None = None,
+                  executors: Mapping[str, int] | None = None) -> None:
+        req = pb.RebalanceRequest(name=name, executors=dict(executors or {}))
+        if wait_secs is not None:
+            req.wait_secs = int(wait_secs)
+        if num_workers is not None:
+            req.num_workers = int(num_workers)
+        self._call("Rebalance", req)
+
+    # --- views ---
+    def list(self) -> pb.ClusterSummary:
+        """Supervisors, topologies and Nimbuses (``squall list``)."""
+        return self._call("GetClusterInfo", topology_pb2.Empty())
+
+    def topology_info(self, name: str | None = None, topology_id: str | None = None
+                      ) -> pb.TopologyInfo:
+        ref = pb.TopologyRef(id=topology_id) if topology_id is not None else pb.TopologyRef(name=name)
+        return self._call("GetTopologyInfo", ref)
+
+    def topology_conf(self, topology_id: str) -> str:
+        return self._call("GetTopologyConf", pb.IdRequest(id=topology_id)).json_conf
+
+    def leader(self) -> pb.NimbusSummary:
+        return self._call("GetLeader", topology_pb2.Empty())

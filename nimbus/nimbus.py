@@ -1,0 +1,608 @@
+"""The Nimbus daemon: submission, the topology lifecycle and assignments, kept in ZooKeeper.
+
+Mirrors Storm's ``org.apache.storm.daemon.nimbus.Nimbus``: it validates a submitted
+topology again, stores its package under ``storm.local.dir``/nimbus/stormdist
+(:mod:`.package_store`), schedules it over the free slots of the registered supervisors
+(:func:`.scheduler.schedule`), and drives the lifecycle state machine
+(:func:`.lifecycle.transition`) by executing the instructions it returns. One
+:class:`Nimbus` owns one loop thread: it runs the leader election and, while leader,
+fires due :class:`~.lifecycle.ScheduleCheck` timers and the monitor round every
+``nimbus.monitor.freq.secs``. Requests (from the gRPC servicer's threads) and the loop
+serialize on one lock. Only the leader accepts writes (:class:`NotALeader` otherwise).
+
+What Nimbus reads and writes in ZooKeeper (through :class:`~squall.client.cluster_state.ClusterState`):
+
+=========================  ====================================================================
+``/supervisors/<sup-id>``  written by each supervisor (ephemeral), read here. Shape::
+
+                               {"host": str,          # host its workers are reached at
+                                "slots": [int],       # supervisor.slots.ports
+                                "used_slots": [int],  # ports running a worker now
+                                "uptime_secs": float, # since the supervisor started
+                                "time_secs": float}   # when this record was written (epoch)
+
+                           Only ``host`` and ``slots`` are required; Nimbus derives used slots
+                           from the assignments, the other keys are shown by ``squall list``.
+``/storms/<id>``           :meth:`TopologyState.to_json` (status values are lowercase:
+                           "active", "inactive", "killed", "rebalancing").
+``/assignments/<id>``      written here, read by supervisors. Shape::
+
+                               {"topology_id": str,
+                                "workers": {"host:port": [task ids]},   # what each worker runs
+                                "slots": {"host:port": "supervisor id"},
+                                "executors": [[component, [task ids]], ...],
+                                "start_times": {"host:port": epoch secs},  # kept while unchanged
+                                "version": int}   # +1 on every write of this topology
+``/nimbuses/<host:port>``  ephemeral: {"host", "port", "start_time_secs", "version"}.
+=========================  ====================================================================
+
+The topology's conf and user topology are in stormdist (``GetTopologyConf``,
+``GetUserTopology``), not in ZooKeeper, as Storm keeps them in its blob store.
+
+TODO(nimbus.task.timeout.secs): reassign the tasks of workers whose heartbeats
+(``SendSupervisorWorkerHeartbeats``, kept in memory in :attr:`Nimbus.heartbeats`) are older
+than ``nimbus.task.timeout.secs``. The monitor already moves the tasks of slots whose
+supervisor's ephemeral node is gone.
+"""
+
+from __future__ import annotations
+
+import getpass
+import heapq
+import itertools
+import json
+import logging
+import threading
+import time
+from dataclasses import replace
+from typing import Any, Mapping
+
+from ..client import config as cfg
+from ..client.cluster_state import NO_NODE, ClusterState, ClusterStateError, VersionConflict
+from ..client.errors import ConfigError, InvalidTopology, SquallError
+from ..client.nimbus_errors import (InvalidRequest, NotALeader, TopologyAlreadyExists,
+                                    TopologyNotFound)
+from ..client.topology import Topology, assign_task_ids, executors_of, system_topology, validate
+from ..client.topology_proto import from_bytes, from_proto
+from ..proto import topology_pb2
+from . import lifecycle as lc
+from .package_store import PackageStore
+from .scheduler import NotEnoughSlots, Slot, edges_of, schedule
+
+log = logging.getLogger("squall.nimbus")
+
+VERSION = "0.1.0"
+
+
+class Nimbus:
+    """Storm's Nimbus: one per process, leader-elected among the Nimbuses of a cluster.
+
+    Example::
+
+        nimbus = Nimbus(conf)           # connects to ZooKeeper (storm.zookeeper.*)
+        nimbus.start()                  # registers in /nimbuses, runs the election
+        server = serve(nimbus, "0.0.0.0", conf["nimbus.grpc.port"])  # nimbus/servicer.py
+        ...
+        server.stop(grace=1); nimbus.close(reason="signal-15")
+
+    Thread-safe: every public method may be called from any thread.
+    """
+
+    def __init__(self, conf: Mapping[str, Any], cluster_state: ClusterState | None = None,
+                 package_store: PackageStore | None = None):
+        self.conf = dict(conf)
+        if cluster_state is None:
+            from ..client.zk_cluster_state import KazooClusterState
+            cluster_state = KazooClusterState(self.conf)
+        #: The cluster state; closed by :meth:`close`.
+        self.cluster_state = cluster_state
+        #: Packages, topologies and confs on local disk.
+        self.package_store = package_store or PackageStore(self.conf)
+        self.host = self.conf.get(cfg.STORM_LOCAL_HOSTNAME) or "127.0.0.1"
+        self.port = int(self.conf.get(cfg.NIMBUS_GRPC_PORT) or 6627)
+        #: ``host:port`` this Nimbus registers as.
+        self.address = f"{self.host}:{self.port}"
+        self.monitor_secs = float(self.conf.get(cfg.NIMBUS_MONITOR_FREQ_SECS) or 10)
+        self.start_time = time.time()
+        #: Latest worker heartbeats by (supervisor id, topology id, port): (received, message).
+        self.heartbeats: dict[tuple[str, str, int], tuple[float, Any]] = {}
+        self.status = "init"  # init/running/closed (no shared daemon base exists yet)
+        self._lock = threading.RLock()
+        self._wake = threading.Condition(self._lock)
+        self._timers: list[tuple[float, str]] = []
+        self._counter = itertools.count(1)
+        self._leader = threading.Event()
+        self._stopping = threading.Event()
+        self._election = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle of the daemon ---
+    def start(self) -> "Nimbus":
+        """Register in /nimbuses and start the loop (election, then timers and monitor); idempotent."""
+        with self._lock:
+            if self.status != "init":
+                return self
+            self.status = "running"
+        self.cluster_state.register_nimbus(self.address, {
+            "host": self.host, "port": self.port, "start_time_secs": self.start_time,
+            "version": VERSION})
+        self._thread = threading.Thread(target=self._run, name="squall-nimbus", daemon=True)
+        self._thread.start()
+        return self
+
+    def wait_for_leadership(self, timeout: float) -> bool:
+        """Block until this Nimbus leads (True) or ``timeout`` seconds pass (False)."""
+        return self._leader.wait(timeout)
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leader.is_set() and not self.cluster_state.suspended
+
+    def close(self, reason: str = "close") -> None:
+        """Stop the loop, leave the election and close the cluster state; idempotent."""
+        with self._lock:
+            if self.status == "closed":
+                return
+            self.status = "closed"
+            self._stopping.set()
+            self._wake.notify_all()
+        log.info("Nimbus %s closing: %s", self.address, reason)
+        election = self._election
+        if election is not None:
+            election.cancel()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.cluster_state.close()
+
+    def _run(self) -> None:
+        """The loop thread: contend for leadership until closed; lead while connected."""
+        while not self._stopping.is_set():
+            if self.cluster_state.suspended:
+                self._stopping.wait(0.2)
+                continue
+            try:
+                self._election = self.cluster_state.leader_election(self.address)
+                self._election.run(self._lead)
+            except Exception:  # noqa: BLE001 - the loop must survive ZK trouble and retry
+                log.exception("Nimbus %s: leader election failed; retrying", self.address)
+                self._stopping.wait(1.0)
+
+    def _lead(self) -> None:
+        """Run while leader: resume stored topologies, then timers and monitor rounds."""
+        if self._stopping.is_set():
+            return
+        log.info("Nimbus %s is the leader", self.address)
+        self._leader.set()
+        try:
+            with self._lock:
+                self._timers.clear()
+                self._for_each_storm(lambda tid: lc.Startup(now=time.time(),
+                                                            stimulus_id="leader-startup"))
+            next_monitor = time.monotonic() + self.monitor_secs
+            while not self._stopping.is_set() and not self.cluster_state.suspended:
+                with self._lock:
+                    self._fire_due_timers()
+                    if time.monotonic() >= next_monitor:
+                        self._monitor()
+                        next_monitor = time.monotonic() + self.monitor_secs
+                    wait = next_monitor - time.monotonic()
+                    if self._timers:
+                        wait = min(wait, self._timers[0][0] - time.time())
+                    if not self._stopping.is_set():
+                        self._wake.wait(max(0.01, min(wait, 1.0)))
+        finally:
+            self._leader.clear()
+            log.info("Nimbus %s stops leading", self.address)
+
+    # --- timers and monitor (loop thread, lock held) ---
+    def _fire_due_timers(self) -> None:
+        now = time.time()
+        while self._timers and self._timers[0][0] <= now:
+            _, tid = heapq.heappop(self._timers)
+            self._feed_safely(tid, lc.Tick(now=now, stimulus_id="schedule-check"))
+
+    def _monitor(self) -> None:
+        """Storm's ``doRebalance``/``mkAssignments`` round: due transitions, unassigned topologies,
+        and slots whose supervisor is gone."""
+        now = time.time()
+        self._for_each_storm(lambda tid: lc.Tick(now=now, stimulus_id="monitor"))
+        try:
+            supervisors = self.cluster_state.supervisors()
+            for tid in self.cluster_state.storm_ids():
+                state = self._state(tid)
+                if state is None or state.status not in (lc.TopologyStatus.ACTIVE,
+                                                         lc.TopologyStatus.INACTIVE):
+                    continue
+                found = self.cluster_state.get_assignment(tid)
+                if found is None or not found[0].get("workers") or \
+                        self._dead_slots(found[0], supervisors):
+                    self._assign(tid, state.num_workers, state.component_executors,
+                                 stimulus_id="monitor")
+        except (ClusterStateError, NotEnoughSlots) as e:
+            log.warning("monitor round: %s", e)
+
+    def _for_each_storm(self, make_event) -> None:
+        try:
+            ids = self.cluster_state.storm_ids()
+        except ClusterStateError as e:
+            log.warning("cannot list topologies: %s", e)
+            return
+        for tid in ids:
+            self._feed_safely(tid, make_event(tid))
+
+    def _feed_safely(self, tid: str, event: lc.Event) -> None:
+        try:
+            self._feed(tid, event)
+        except SquallError as e:
+            log.warning("topology %s: %s failed: %s", tid, event.stimulus_id, e)
+
+    # --- the lifecycle, executed ---
+    def _state(self, tid: str) -> lc.TopologyState | None:
+        data = self.cluster_state.get_storm(tid)
+        return None if data is None else lc.TopologyState.from_json(data)
+
+    def _feed(self, tid: str, event: lc.Event) -> None:
+        """Apply one lifecycle event to topology ``tid`` and execute the instructions."""
+        with self._lock:
+            state = self._state(tid)
+            if state is None:
+                return
+            try:
+                _, instructions = lc.transition(state, event)
+            except ValueError as e:
+                raise InvalidRequest(str(e)) from None
+            for inst in instructions:
+                self._execute(tid, inst, event.stimulus_id)
+
+    def _execute(self, tid: str, inst: lc.Instruction, stimulus_id: str) -> None:
+        if isinstance(inst, lc.Persist):
+            self.cluster_state.set_storm(tid, inst.state.to_json())
+            log.info("topology %s is %s (%s)", tid, inst.state.status.value, stimulus_id)
+        elif isinstance(inst, lc.RemoveTopology):
+            self.cluster_state.remove_storm(inst.topology_id)
+            self.package_store.remove(inst.topology_id)
+            self._timers = [t for t in self._timers if t[1] != inst.topology_id]
+            heapq.heapify(self._timers)
+            log.info("topology %s removed (%s)", inst.topology_id, stimulus_id)
+        elif isinstance(inst, lc.Reassign):
+            self._assign(inst.topology_id, inst.num_workers, inst.executors, stimulus_id)
+        elif isinstance(inst, lc.ScheduleCheck):
+            heapq.heappush(self._timers, (inst.at_secs, tid))
+            self._wake.notify_all()
+        else:
+            raise TypeError(inst)
+
+    # --- scheduling ---
+    def _executors(self, tid: str, component_executors: Mapping[str, int] | None = None
+                   ) -> tuple[Topology, list[tuple[str, list[int]]]]:
+        """The running (system) topology of ``tid`` and its executors, with executor counts
+        overridden by ``component_executors`` (task ids never change after submission)."""
+        topology = from_bytes(self.package_store.read_topology(tid))
+        return _executors(topology, self.package_store.read_conf(tid), component_executors)
+
+    def _assign(self, tid: str, num_workers: int, component_executors: Mapping[str, int],
+                stimulus_id: str, retry: bool = True) -> None:
+        """Schedule ``tid`` over the free slots and write /assignments/<id> (Storm's mkAssignments)."""
+        sys_topo, executors = self._executors(tid, component_executors)
+        supervisors = self.cluster_state.supervisors()
+        found = self.cluster_state.get_assignment(tid)
+        old, version = found if found is not None else ({}, NO_NODE)
+        current = _current(old)
+        slots = self._free_slots(supervisors, exclude=tid) | set(current.values())
+        dead = self._dead_slots(old, supervisors)
+        assignment = schedule(executors, slots, current, dead, num_workers=num_workers,
+                              edges=edges_of(sys_topo))
+        record = _assignment_record(tid, executors, assignment, old, time.time())
+        try:
+            self.cluster_state.set_assignment(tid, record, expected_version=version)
+        except VersionConflict:
+            # Only the leader writes assignments; a conflict means a previous leader did.
+            if not retry:
+                raise
+            log.warning("topology %s: assignment changed under us; retrying once", tid)
+            return self._assign(tid, num_workers, component_executors, stimulus_id, False)
+        log.info("topology %s assigned to %s (%s)", tid, sorted(record["workers"]), stimulus_id)
+
+    def _free_slots(self, supervisors: Mapping[str, dict], exclude: str) -> set[Slot]:
+        used: set[tuple[str, str]] = set()  # (supervisor id, "host:port")
+        for other in self.cluster_state.assignment_ids():
+            if other == exclude:
+                continue
+            found = self.cluster_state.get_assignment(other)
+            if found is not None:
+                used.update((sid, hp) for hp, sid in found[0].get("slots", {}).items())
+        return {Slot(sid, info["host"], int(port)) for sid, info in supervisors.items()
+                for port in info.get("slots", [])
+                if (sid, f"{info['host']}:{port}") not in used}
+
+    @staticmethod
+    def _dead_slots(record: Mapping[str, Any], supervisors: Mapping[str, dict]) -> set[Slot]:
+        dead = set()
+        for hp, sid in record.get("slots", {}).items():
+            host, port = hp.rsplit(":", 1)
+            info = supervisors.get(sid)
+            if info is None or int(port) not in info.get("slots", []):
+                dead.add(Slot(sid, host, int(port)))
+        return dead
+
+    # --- requests (any thread) ---
+    def _require_leader(self) -> None:
+        if not self.is_leader:
+            leader = self._leader_address()
+            where = f"the leader is {leader}" if leader else "no leader is known yet"
+            raise NotALeader(f"Nimbus {self.address} is not the leader ({where}); retry there "
+                             "or in a few seconds", leader)
+
+    def _leader_address(self) -> str | None:
+        try:
+            election = self._election
+            contenders = election.contenders() if election is not None else []
+            return contenders[0] if contenders else None
+        except Exception:  # noqa: BLE001 - only a hint for the message
+            return None
+
+    def submit(self, name: str, location: str, conf_json: str,
+               topology_pb: topology_pb2.StormTopology, initial_status: str = "ACTIVE",
+               owner: str = "") -> str:
+        """Validate, store and schedule a topology; returns its id (Storm's submitTopologyWithOpts).
+
+        Every check runs before anything is written to ZooKeeper or stormdist.
+        """
+        if not isinstance(name, str) or not name.strip() or "/" in name or name in (".", ".."):
+            raise InvalidRequest(f"invalid topology name {name!r}: give a non-empty name "
+                                 "without '/'")
+        try:
+            conf = json.loads(conf_json) if conf_json else {}
+        except ValueError as e:
+            raise InvalidRequest(f"topology conf is not JSON: {e}") from None
+        if not isinstance(conf, dict):
+            raise InvalidRequest(f"topology conf must be a JSON object, got {type(conf).__name__}")
+        conf = cfg.normalize(conf)
+        conf[cfg.TOPOLOGY_NAME] = name
+        try:
+            cfg.validate(conf)
+        except ConfigError as e:
+            raise InvalidRequest(f"topology {name}: {e}") from None
+        try:
+            topology = from_proto(topology_pb)
+        except InvalidTopology:
+            raise
+        except Exception as e:  # noqa: BLE001 - a malformed message can fail in many ways
+            raise InvalidTopology(f"topology {name} cannot be read: {type(e).__name__}: {e}") from None
+        validate(topology)
+        sys_topo, executors = _executors(topology, conf)
+        status = {"ACTIVE": lc.TopologyStatus.ACTIVE,
+                  "INACTIVE": lc.TopologyStatus.INACTIVE}.get(str(initial_status).upper())
+        if status is None:
+            raise InvalidRequest(f"initial status must be ACTIVE or INACTIVE, got {initial_status!r}")
+        with self._lock:
+            self._require_leader()
+            live = self._find(name)
+            if live is not None:
+                raise TopologyAlreadyExists(
+                    f"topology {name!r} is already running (id {live.topology_id}); kill it first "
+                    "or pick another name", name, live.topology_id)
+            self.package_store.check_ready(location)
+            now = int(time.time())
+            tid = f"{name}-{next(self._counter)}-{now}"
+            while self.cluster_state.get_storm(tid) is not None:
+                tid = f"{name}-{next(self._counter)}-{now}"
+            state = lc.TopologyState(
+                tid, name, owner or getpass.getuser(), status, launch_time_secs=now,
+                num_workers=int(conf.get(cfg.TOPOLOGY_WORKERS) or 1),
+                component_executors=_counts(executors))
+            self.package_store.commit(location, tid,
+                                      topology_pb.SerializeToString(deterministic=True),
+                                      json.dumps(conf, sort_keys=True))
+            try:
+                self.cluster_state.set_storm(tid, state.to_json())
+            except BaseException:
+                self.package_store.remove(tid)
+                raise
+            log.info("topology %s submitted as %s (%s, %d executors)", name, tid,
+                     status.value, len(executors))
+            try:
+                self._assign(tid, state.num_workers, state.component_executors, "submit")
+            except NotEnoughSlots as e:
+                log.warning("topology %s: %s; the monitor assigns it once slots appear", tid, e)
+            return tid
+
+    def _find(self, name: str) -> lc.TopologyState | None:
+        for tid in self.cluster_state.storm_ids():
+            state = self._state(tid)
+            if state is not None and state.name == name:
+                return state
+        return None
+
+    def _by_name(self, name: str) -> lc.TopologyState:
+        state = self._find(name)
+        if state is None:
+            raise TopologyNotFound(f"no live topology named {name!r}; `squall list` shows the "
+                                   "running ones")
+        return state
+
+    def _request(self, name: str, event: lc.Event) -> None:
+        with self._lock:
+            self._require_leader()
+            self._feed(self._by_name(name).topology_id, event)
+
+    def kill(self, name: str, wait_secs: float | None = None) -> None:
+        """Deactivate now, remove after ``wait_secs`` (unset: topology.message.timeout.secs)."""
+        with self._lock:
+            self._require_leader()
+            state = self._by_name(name)
+            if wait_secs is None:
+                wait_secs = float(self.package_store.read_conf(state.topology_id).get(
+                    cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30))
+            if wait_secs < 0:
+                raise InvalidRequest(f"kill wait must be >= 0 seconds, got {wait_secs}")
+            self._feed(state.topology_id, lc.Kill(wait_secs, now=time.time(),
+                                                  stimulus_id=f"kill-{name}"))
+
+    def activate(self, name: str) -> None:
+        self._request(name, lc.Activate(stimulus_id=f"activate-{name}"))
+
+    def deactivate(self, name: str) -> None:
+        self._request(name, lc.Deactivate(stimulus_id=f"deactivate-{name}"))
+
+    def rebalance(self, name: str, wait_secs: float | None = None, num_workers: int | None = None,
+                  executors: Mapping[str, int] | None = None) -> None:
+        """REBALANCING for ``wait_secs``, then reassign with the new worker/executor counts."""
+        executors = dict(executors or {})
+        with self._lock:
+            self._require_leader()
+            state = self._by_name(name)
+            tid = state.topology_id
+            if wait_secs is None:
+                wait_secs = float(self.package_store.read_conf(tid).get(
+                    cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30))
+            if wait_secs < 0 or (num_workers is not None and num_workers < 1):
+                raise InvalidRequest(f"rebalance {name}: wait must be >= 0 and workers >= 1 "
+                                     f"(got wait {wait_secs}, workers {num_workers})")
+            sys_topo, _ = self._executors(tid)
+            for comp, n in executors.items():
+                c = sys_topo.components.get(comp)
+                if c is None:
+                    raise InvalidRequest(f"topology {name} has no component {comp!r} "
+                                         f"(components: {', '.join(sorted(sys_topo.components))})")
+                if not 1 <= n <= c.task_count:
+                    raise InvalidRequest(f"component {comp!r} of {name} has {c.task_count} tasks; "
+                                         f"its executor count must be 1..{c.task_count}, got {n}")
+            self._feed(tid, lc.Rebalance(wait_secs, now=time.time(), num_workers=num_workers,
+                                         executors=executors, stimulus_id=f"rebalance-{name}"))
+
+    def record_heartbeats(self, supervisor_id: str, heartbeats: list[Any]) -> None:
+        """Keep the supervisor's worker heartbeats in memory (never in ZooKeeper)."""
+        now = time.time()
+        with self._lock:
+            for hb in heartbeats:
+                self.heartbeats[(supervisor_id, hb.topology_id, hb.port)] = (now, hb)
+
+    # --- views (any Nimbus answers) ---
+    def cluster_info(self) -> dict[str, Any]:
+        """Supervisors, topologies and Nimbuses, as plain dicts (Storm's getClusterInfo)."""
+        now = time.time()
+        supervisors = self.cluster_state.supervisors()
+        used: dict[str, int] = {}
+        topologies = []
+        for tid in self.cluster_state.storm_ids():
+            state = self._state(tid)
+            if state is None:
+                continue
+            found = self.cluster_state.get_assignment(tid)
+            record = found[0] if found else {}
+            for sid in record.get("slots", {}).values():
+                used[sid] = used.get(sid, 0) + 1
+            topologies.append({
+                "id": tid, "name": state.name, "status": state.status.name,
+                "num_workers": len(record.get("workers", {})),
+                "num_executors": len(record.get("executors", [])),
+                "num_tasks": sum(len(t) for _, t in record.get("executors", [])),
+                "uptime_secs": int(now - state.launch_time_secs), "owner": state.owner})
+        return {
+            "supervisors": [{"id": sid, "host": info.get("host", ""),
+                             "uptime_secs": int(info.get("uptime_secs", 0)),
+                             "num_slots": len(info.get("slots", [])),
+                             "num_used_slots": used.get(sid, 0)}
+                            for sid, info in sorted(supervisors.items())],
+            "topologies": sorted(topologies, key=lambda t: t["name"]),
+            "nimbus_uptime_secs": int(now - self.start_time),
+            "nimbuses": self.nimbuses()}
+
+    def nimbuses(self) -> list[dict[str, Any]]:
+        leader = self.address if self.is_leader else self._leader_address()
+        now = time.time()
+        return [{"host": info.get("host", ""), "port": int(info.get("port", 0)),
+                 "uptime_secs": int(now - info.get("start_time_secs", now)),
+                 "is_leader": hp == leader, "version": info.get("version", "")}
+                for hp, info in sorted(self.cluster_state.nimbuses().items())]
+
+    def topology_info(self, name: str | None = None, topology_id: str | None = None
+                      ) -> dict[str, Any]:
+        """One topology's executors (with host, port, uptime) and errors (Storm's getTopologyInfo).
+
+        Counters are zero until worker heartbeats are folded in (see the module TODO).
+        """
+        state = self._by_name(name) if name is not None else self._state(topology_id or "")
+        if state is None:
+            raise TopologyNotFound(f"no live topology with id {topology_id!r}; `squall list` "
+                                   "shows the running ones")
+        now = time.time()
+        found = self.cluster_state.get_assignment(state.topology_id)
+        record = found[0] if found else {}
+        worker_of = {t: hp for hp, tasks in record.get("workers", {}).items() for t in tasks}
+        executors = []
+        for comp, tasks in record.get("executors", []):
+            hp = worker_of.get(tasks[0], ":0")
+            host, port = hp.rsplit(":", 1)
+            started = record.get("start_times", {}).get(hp, now)
+            executors.append({"component_id": comp, "task_start": tasks[0],
+                              "task_end": tasks[-1], "host": host, "port": int(port),
+                              "uptime_secs": int(now - started)})
+        errors = self.cluster_state.errors(state.topology_id)
+        return {"id": state.topology_id, "name": state.name, "status": state.status.name,
+                "uptime_secs": int(now - state.launch_time_secs), "owner": state.owner,
+                "executors": sorted(executors, key=lambda e: (e["component_id"],
+                                                              e["task_start"])),
+                "errors": errors}
+
+    def topology_conf(self, topology_id: str) -> str:
+        """The topology's conf as a JSON object string."""
+        return self.package_store.read_conf_json(topology_id)
+
+    def user_topology(self, topology_id: str) -> bytes:
+        """The serialized user StormTopology as submitted."""
+        return self.package_store.read_topology(topology_id)
+
+
+# --- pure helpers ------------------------------------------------------------------
+
+
+def _executors(topology: Topology, conf: Mapping[str, Any],
+               component_executors: Mapping[str, int] | None = None
+               ) -> tuple[Topology, list[tuple[str, list[int]]]]:
+    sys_topo = system_topology(topology, conf)
+    if component_executors:
+        comps = dict(sys_topo.components)
+        for cid, n in component_executors.items():
+            if cid in comps:
+                c = comps[cid]
+                comps[cid] = replace(c, parallelism=n, num_tasks=c.task_count)
+        sys_topo = Topology(comps)
+    return sys_topo, executors_of(sys_topo, assign_task_ids(sys_topo))
+
+
+def _counts(executors: list[tuple[str, list[int]]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for comp, _ in executors:
+        out[comp] = out.get(comp, 0) + 1
+    return out
+
+
+def _current(record: Mapping[str, Any]) -> dict[tuple[int, ...], Slot]:
+    """The executor -> slot mapping of a stored assignment record."""
+    worker_of = {t: hp for hp, tasks in record.get("workers", {}).items() for t in tasks}
+    out = {}
+    for _, tasks in record.get("executors", []):
+        hp = worker_of.get(tasks[0])
+        sid = record.get("slots", {}).get(hp) if hp else None
+        if sid is not None:
+            host, port = hp.rsplit(":", 1)
+            out[tuple(tasks)] = Slot(sid, host, int(port))
+    return out
+
+
+def _assignment_record(tid: str, executors: list[tuple[str, list[int]]], assignment,
+                       old: Mapping[str, Any], now: float) -> dict[str, Any]:
+    workers: dict[str, list[int]] = {}
+    slots: dict[str, str] = {}
+    for slot, execs in assignment.by_slot().items():
+        hp = f"{slot.host}:{slot.port}"
+        workers[hp] = sorted(t for e in execs for t in e)
+        slots[hp] = slot.supervisor_id
+    old_workers, old_starts = old.get("workers", {}), old.get("start_times", {})
+    starts = {hp: (old_starts[hp] if old_workers.get(hp) == tasks and hp in old_starts else now)
+              for hp, tasks in workers.items()}
+    return {"topology_id": tid, "workers": workers, "slots": slots,
+            "executors": [[c, list(t)] for c, t in executors], "start_times": starts,
+            "version": int(old.get("version", 0)) + 1}

@@ -1,0 +1,97 @@
+"""nimbus/package_store.py: opaque upload locations, offset checks, the size limit, stormdist."""
+
+import json
+
+import pytest
+
+from squall.client.nimbus_errors import InvalidRequest, PackageTooLarge, TopologyNotFound
+from squall.nimbus.package_store import PackageStore
+
+
+@pytest.fixture
+def store(tmp_path):
+    return PackageStore({"storm.local.dir": str(tmp_path), "nimbus.package.max.bytes": 100})
+
+
+def upload(store, data, chunk=7):
+    loc = store.begin("wc.zip", len(data))
+    for off in range(0, len(data), chunk):
+        store.append(loc, off, data[off:off + chunk])
+    store.finish(loc)
+    return loc
+
+
+def test_round_trip(store, tmp_path):
+    data = bytes(range(90))
+    loc = upload(store, data)
+    assert "/" not in loc and ".." not in loc
+    path = store.commit(loc, "wc-1-17", b"topo", json.dumps({"a": 1}))
+    assert path == tmp_path / "nimbus" / "stormdist" / "wc-1-17"
+    assert b"".join(c for _, c in store.read_package("wc-1-17", chunk_size=32)) == data
+    assert [o for o, _ in store.read_package("wc-1-17", chunk_size=32)] == [0, 32, 64]
+    assert store.read_topology("wc-1-17") == b"topo"
+    assert store.read_conf("wc-1-17") == {"a": 1}
+    assert list((tmp_path / "nimbus" / "inbox").iterdir()) == []
+    with pytest.raises(TopologyNotFound):  # a location is used once
+        store.commit(loc, "wc-2-17", b"", "{}")
+    store.remove("wc-1-17")
+    assert not path.exists()
+    store.remove("wc-1-17")  # idempotent
+    with pytest.raises(TopologyNotFound):
+        list(store.read_package("wc-1-17"))
+
+
+def test_no_package(store):
+    store.commit("", "t-1-1", b"x", "{}")
+    assert list(store.read_package("t-1-1")) == [] and not store.has_package("t-1-1")
+
+
+@pytest.mark.parametrize("loc", ["../../etc/passwd", "upload-../x", "a/b", "/tmp/x", ".."])
+def test_traversal_refused(store, loc):
+    for op in (lambda: store.append(loc, 0, b"x"), lambda: store.finish(loc),
+               lambda: store.commit(loc, "t-1-1", b"", "{}"), lambda: store.check_ready(loc)):
+        with pytest.raises(InvalidRequest, match="outside Nimbus's inbox"):
+            op()
+    assert store.topology_ids() == []
+
+
+def test_unknown_location_refused(store):
+    with pytest.raises(TopologyNotFound, match="no upload"):
+        store.append("upload-" + "0" * 32, 0, b"x")
+    with pytest.raises(TopologyNotFound):
+        store.check_ready("package.zip")
+
+
+def test_bad_topology_id_refused(store):
+    with pytest.raises(InvalidRequest):
+        store.commit("", "../evil", b"", "{}")
+    with pytest.raises(InvalidRequest):
+        store.remove("a/b")
+
+
+def test_offset_mismatch(store):
+    loc = store.begin("p", 0)
+    store.append(loc, 0, b"abc")
+    with pytest.raises(InvalidRequest, match="offset 3"):
+        store.append(loc, 0, b"abc")  # a retried chunk is not appended twice
+    with pytest.raises(InvalidRequest):
+        store.append(loc, 5, b"x")
+    assert store.append(loc, 3, b"d") == 4
+    with pytest.raises(InvalidRequest, match="not finished"):
+        store.check_ready(loc)
+    store.finish(loc)
+    with pytest.raises(InvalidRequest, match="already finished"):
+        store.append(loc, 4, b"e")
+
+
+def test_size_limit(store):
+    with pytest.raises(PackageTooLarge, match="nimbus.package.max.bytes") as info:
+        store.begin("big.zip", 101)
+    assert info.value.limit == 100
+    loc = store.begin("unknown-size.zip", 0)
+    store.append(loc, 0, b"x" * 60)
+    with pytest.raises(PackageTooLarge, match="at least 120"):
+        store.append(loc, 60, b"x" * 60)
+    with pytest.raises(TopologyNotFound):  # the oversized upload is discarded
+        store.append(loc, 60, b"x")
+    assert list(store.inbox.iterdir()) == []
