@@ -1,0 +1,493 @@
+"""The Supervisor daemon: runs the worker processes Nimbus assigned to this node's slots.
+
+Python counterpart of Storm's ``Supervisor`` (its ``ReadClusterState`` sync and
+``Slot`` state machines, collapsed into one loop as Heron's executor does).
+It registers an ephemeral ``/supervisors/<id>`` node with its slots, then
+follows ``/assignments`` through watches (which only wake the loop) and a full
+re-read every ``supervisor.monitor.frequency.secs``: it fetches each assigned
+topology into ``storm.local.dir``/supervisor/stormdist/<id>, writes every
+worker's directory (``assignment.json``, ``status``) as
+:class:`~squall.deploy.local.LocalCluster` does, and applies
+:func:`~squall.supervisor.reconcile.plan` to its own process table. Between
+full syncs a short local tick reaps dead workers and relaunches them once the
+:class:`~squall.supervisor.reconcile.RestartPolicy` backoff allows. Worker
+liveness stays on this host (``heartbeat.json``); nothing is written to
+ZooKeeper per heartbeat.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from ..client import config as cfg
+from ..client.cluster_state import ClusterState, ClusterStateError, Paths, WatchEvent
+from ..worker.state import Assignment
+from ..worker.worker import (ASSIGNMENT_FILE, HEARTBEAT_FILE, STATUS_FILE, TOPOLOGY_FILE,
+                             write_json_atomic)
+from .reconcile import (KillWorker, LaunchWorker, RestartPolicy, RunningWorker, WorkerSpec,
+                        plan)
+
+log = logging.getLogger("squall.supervisor")
+
+#: Storm's keys for worker liveness on the supervisor (seconds; Storm's defaults).
+SUPERVISOR_WORKER_TIMEOUT_SECS = "supervisor.worker.timeout.secs"              # 30
+SUPERVISOR_WORKER_START_TIMEOUT_SECS = "supervisor.worker.start.timeout.secs"  # 120
+SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS = "supervisor.worker.shutdown.sleep.secs"  # 3
+#: The conf file a fetcher writes next to ``topology.pb``.
+CONF_FILE = "conf.json"
+#: Where a fetcher may put the topology's code; whichever exists goes on the worker's sys.path.
+PACKAGE_NAMES = ("package", "package.zip", "package.pyz")
+#: /storms/<id> status -> the worker's ``status`` file (rebalancing pauses spouts, as in Storm).
+STATUS_FILE_VALUES = {"active": "ACTIVE", "inactive": "INACTIVE", "killed": "KILLED",
+                      "rebalancing": "INACTIVE"}
+
+FetchTopology = Callable[[str, str], None]
+Spawn = Callable[[list, str, dict], Any]
+
+
+def default_spawn(cmd: list, log_path: str, env: dict) -> subprocess.Popen:
+    """Start a worker with stdout and stderr appended to ``log_path``, in its own session."""
+    with open(log_path, "ab") as logf:
+        # Its own session: a Ctrl-C meant for the supervisor's terminal must not hit workers
+        # directly; the supervisor stops them (and they exit with it, --exit-with-parent).
+        return subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+
+
+def log_tail(path: str, lines: int = 20) -> str:
+    """The last ``lines`` lines of a worker log ('' if unreadable)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 16384))
+            return b"".join(fh.read().splitlines(keepends=True)[-lines:]).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@dataclass
+class _Proc:
+    """A worker process this supervisor launched and has not reaped."""
+
+    spec: WorkerSpec
+    proc: Any  # Popen-like: pid, poll(), wait(timeout), send_signal(sig), kill()
+    started_at: float
+    log_path: str
+    worker_dir: str
+
+
+class Supervisor:
+    """One node's supervisor: ``start()`` registers and runs the sync loop in a thread.
+
+    Example::
+
+        sup = Supervisor(conf, fetch_topology=download)   # KazooClusterState(conf) by default
+        sup.start()
+        ...
+        sup.close("signal-15")   # stops its workers, unregisters
+
+    ``spawn(cmd, log_path, env)`` is the one seam that starts a process (tests
+    return fakes); :meth:`sync` runs one round and is what the loop calls.
+    """
+
+    #: Seconds between local rounds (reap, relaunch after backoff, heartbeat check).
+    poll_interval = 0.5
+
+    def __init__(self, conf: Mapping[str, Any], cluster_state: ClusterState | None = None,
+                 fetch_topology: FetchTopology | None = None, spawn: Spawn | None = None,
+                 clock: Callable[[], float] = time.time, policy: RestartPolicy | None = None):
+        self.conf = cfg.layered(conf)
+        self.host = self.conf.get(cfg.STORM_LOCAL_HOSTNAME) or "127.0.0.1"
+        self.ports = sorted(int(p) for p in self.conf[cfg.SUPERVISOR_SLOTS_PORTS])
+        self.local_dir = os.path.abspath(self.conf[cfg.STORM_LOCAL_DIR])
+        self.stormdist = os.path.join(self.local_dir, "supervisor", "stormdist")
+        self.workers_dir = os.path.join(self.local_dir, "workers")
+        self.logs_dir = os.path.join(self.local_dir, "logs")
+        for d in (self.stormdist, self.workers_dir, self.logs_dir):
+            os.makedirs(d, exist_ok=True)
+        self.id = self._load_id()
+        self._own_state = cluster_state is None
+        if cluster_state is None:
+            from ..client.zk_cluster_state import KazooClusterState
+            cluster_state = KazooClusterState(self.conf)
+        self.state = cluster_state
+        self.fetch_topology = fetch_topology
+        self.spawn = spawn or default_spawn
+        self.clock = clock
+        self.policy = policy or RestartPolicy()
+        self.monitor_secs = float(self.conf.get(cfg.SUPERVISOR_MONITOR_FREQUENCY_SECS, 10))
+        self.hb_timeout = float(self.conf.get(SUPERVISOR_WORKER_TIMEOUT_SECS, 30))
+        self.start_timeout = float(self.conf.get(SUPERVISOR_WORKER_START_TIMEOUT_SECS, 120))
+        self.kill_grace = float(self.conf.get(SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS, 3))
+        #: port -> the process running there (only pids this supervisor launched).
+        self.procs: dict[int, _Proc] = {}
+        #: What the last full sync read: port -> spec (kept while ZooKeeper is unreachable).
+        self.desired: dict[int, WorkerSpec] = {}
+        self._armed: set[str] = set()  # paths with a pending watch (ZooKeeper watches are one-shot)
+        self._dirty = threading.Event()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._started_at = clock()
+        self._used_reported: list[int] | None = None
+        self._closed = False
+        self.state.add_listener(self._on_connection)
+
+    # -- identity and registration ----------------------------------------------------
+    def _load_id(self) -> str:
+        """The id kept in ``storm.local.dir``/supervisor/id, so a restart keeps its slots' owner."""
+        path = os.path.join(self.local_dir, "supervisor", "id")
+        try:
+            with open(path) as fh:
+                sid = fh.read().strip()
+            if sid:
+                return sid
+        except FileNotFoundError:
+            pass
+        sid = str(uuid.uuid4())
+        with open(path + ".tmp", "w") as fh:
+            fh.write(sid + "\n")
+        os.replace(path + ".tmp", path)
+        return sid
+
+    def used_slots(self) -> list[int]:
+        return sorted(self.procs)
+
+    def register(self) -> None:
+        """Write the ephemeral supervisor node (again only when the used slots changed)."""
+        used = self.used_slots()
+        now = self.clock()
+        self.state.register_supervisor(self.id, {
+            "host": self.host, "slots": self.ports, "used_slots": used,
+            "uptime_secs": now - self._started_at, "time_secs": now})
+        self._used_reported = used
+
+    # -- watches (ZooKeeper's thread: flag and wake only) ---------------------------------
+    def _on_watch(self, event: WatchEvent) -> None:
+        self._armed.discard(event.path)
+        self._dirty.set()
+        self._wake.set()
+
+    def _on_connection(self, state: str) -> None:
+        # After a lost session the server forgot our watches: re-arm them all on the next read.
+        if state in ("LOST", "CONNECTED"):
+            self._armed.clear()
+            self._dirty.set()
+            self._wake.set()
+
+    def _watch(self, path: str):
+        if path in self._armed:
+            return None  # one pending watch per path; a second would only fire twice
+        self._armed.add(path)
+        return self._on_watch
+
+    # -- the loop ---------------------------------------------------------------------
+    def start(self) -> "Supervisor":
+        """Register and start the sync loop; idempotent."""
+        with self._lock:
+            if self._thread is not None:
+                return self
+            self.register()
+            self._dirty.set()
+            self._thread = threading.Thread(target=self._run, name=f"supervisor-{self.id[:8]}",
+                                            daemon=True)
+            self._thread.start()
+        log.info("supervisor %s on %s started: slots %s, local dir %s", self.id, self.host,
+                 self.ports, self.local_dir)
+        return self
+
+    def _run(self) -> None:
+        next_full = 0.0
+        while not self._stopping.is_set():
+            now = time.monotonic()
+            full = self._dirty.is_set() or now >= next_full
+            if full:
+                self._dirty.clear()
+                next_full = now + self.monitor_secs
+            try:
+                self.sync(full=full)
+            except Exception:  # the loop must outlive one bad round; the next one retries
+                log.exception("supervisor %s: sync round failed", self.id)
+            wait = min(self.poll_interval, max(0.0, next_full - time.monotonic()))
+            due = self.policy.next_restart_at(self.clock())
+            if due is not None:
+                wait = min(wait, max(0.0, due - self.clock()))
+            self._wake.wait(wait)
+            self._wake.clear()
+
+    def sync(self, full: bool = True) -> None:
+        """One round: reap, (full: re-read ZooKeeper and write worker dirs), then apply the plan."""
+        self.reap()
+        if full:
+            try:
+                self.desired = self.read_assignments()
+            except ClusterStateError as e:
+                # Keep the workers we have: ZooKeeper being away says nothing about them.
+                log.warning("supervisor %s: cannot read assignments (%s); keeping %d worker(s)",
+                            self.id, e, len(self.procs))
+        now = self.clock()
+        self.policy.retain(s.key for s in self.desired.values())
+        for inst in plan(self.desired, self.running(), now, self.hb_timeout, self.policy,
+                         start_timeout=self.start_timeout):
+            if isinstance(inst, KillWorker):
+                self.kill(inst)
+            elif isinstance(inst, LaunchWorker):
+                self.launch(inst.spec)
+            else:
+                raise TypeError(inst)
+        if full:
+            self._clean_local_files()
+        if self.used_slots() != self._used_reported:
+            try:
+                self.register()
+            except ClusterStateError as e:
+                log.warning("supervisor %s: cannot update used slots: %s", self.id, e)
+
+    # -- reading the cluster state --------------------------------------------------------
+    def read_assignments(self) -> dict[int, WorkerSpec]:
+        """port -> spec for every worker Nimbus assigned to this supervisor; writes their dirs."""
+        out: dict[int, WorkerSpec] = {}
+        paths: Paths = self.state.paths
+        for tid in self.state.assignment_ids(watch=self._watch(paths.dir(Paths.ASSIGNMENTS))):
+            found = self.state.get_assignment(tid, watch=self._watch(paths.assignment(tid)))
+            if found is None:
+                continue
+            mine = self._my_workers(found[0])
+            if not mine:
+                continue
+            storm = self.state.get_storm(tid, watch=self._watch(paths.storm(tid))) or {}
+            topo_dir = self.ensure_topology(tid)
+            if topo_dir is None:
+                continue
+            conf = self._topology_conf(topo_dir, storm)
+            workers = {w: sorted(int(t) for t in ts) for w, ts in found[0]["workers"].items()}
+            status = STATUS_FILE_VALUES.get(str(storm.get("status", "")).lower(), "INACTIVE")
+            for port in mine:
+                wid = f"{self.host}:{port}"
+                a = Assignment(tid, wid, self.host, port, workers, conf,
+                               code_paths=self._code_paths(topo_dir))
+                # Restart on a change of tasks or peers (workers do not re-read it); status and
+                # start times travel without a restart.
+                spec = WorkerSpec.of(tid, port, workers[wid], payload=a.to_json(),
+                                     version_data=workers)
+                self._write_worker_dir(spec, status)
+                out[port] = spec
+        return out
+
+    def _my_workers(self, assignment: Mapping[str, Any]) -> list[int]:
+        """Ports of the assignment's workers that belong to this supervisor."""
+        slots = assignment.get("slots") or {}
+        ports = []
+        for wid in assignment.get("workers", {}):
+            host, _, port = wid.rpartition(":")
+            owner = slots.get(wid)
+            if (owner == self.id if owner is not None else host == self.host) \
+                    and int(port) in self.ports:
+                ports.append(int(port))
+        return sorted(ports)
+
+    def ensure_topology(self, tid: str) -> str | None:
+        """The topology's local dir, fetched first if missing; None if the fetch failed."""
+        dest = os.path.join(self.stormdist, tid)
+        if os.path.exists(os.path.join(dest, TOPOLOGY_FILE)):
+            return dest
+        if self.fetch_topology is None:
+            log.error("supervisor %s: topology %s is assigned here but no fetcher is configured",
+                      self.id, tid)
+            return None
+        # Fetch into a temporary dir and rename: a half-written dir must never look complete.
+        tmp = os.path.join(self.stormdist, f".tmp-{tid}-{uuid.uuid4().hex[:8]}")
+        os.makedirs(tmp)
+        try:
+            self.fetch_topology(tid, tmp)
+            if not os.path.exists(os.path.join(tmp, TOPOLOGY_FILE)):
+                raise FileNotFoundError(f"the fetcher wrote no {TOPOLOGY_FILE}")
+            shutil.rmtree(dest, ignore_errors=True)
+            os.replace(tmp, dest)
+        except Exception as e:  # any fetcher failure: skip this topology, retry next round
+            log.error("supervisor %s: cannot fetch topology %s: %s", self.id, tid, e)
+            shutil.rmtree(tmp, ignore_errors=True)
+            return None
+        log.info("supervisor %s: fetched topology %s into %s", self.id, tid, dest)
+        return dest
+
+    @staticmethod
+    def _topology_conf(topo_dir: str, storm: Mapping[str, Any]) -> dict:
+        try:
+            with open(os.path.join(topo_dir, CONF_FILE)) as fh:
+                conf = json.load(fh)
+        except FileNotFoundError:
+            conf = {}
+        if storm.get("name") and cfg.TOPOLOGY_NAME not in conf:
+            conf[cfg.TOPOLOGY_NAME] = storm["name"]
+        return conf
+
+    @staticmethod
+    def _code_paths(topo_dir: str) -> list[str]:
+        return [p for p in (os.path.join(topo_dir, n) for n in PACKAGE_NAMES) if os.path.exists(p)]
+
+    def worker_dir(self, tid: str, port: int) -> str:
+        return os.path.join(self.workers_dir, f"{tid}-{port}")
+
+    def log_path(self, tid: str, port: int) -> str:
+        return os.path.join(self.logs_dir, f"{tid}-{port}.log")
+
+    def _write_worker_dir(self, spec: WorkerSpec, status: str) -> None:
+        wdir = self.worker_dir(spec.topology_id, spec.port)
+        os.makedirs(wdir, exist_ok=True)
+        path = os.path.join(wdir, ASSIGNMENT_FILE)
+        if _read_json(path) != spec.payload:
+            write_json_atomic(path, spec.payload)
+        status_path = os.path.join(wdir, STATUS_FILE)
+        try:
+            with open(status_path) as fh:
+                current = fh.read().strip()
+        except FileNotFoundError:
+            current = None
+        if current != status:  # rewrite only on change: the worker follows the file's mtime
+            with open(status_path + ".tmp", "w") as fh:
+                fh.write(status + "\n")
+            os.replace(status_path + ".tmp", status_path)
+
+    # -- processes ----------------------------------------------------------------------
+    def running(self) -> dict[int, RunningWorker]:
+        """The process table as :class:`RunningWorker` s, with their latest heartbeat."""
+        out = {}
+        for port, p in self.procs.items():
+            hb = _read_json(os.path.join(p.worker_dir, HEARTBEAT_FILE)) or {}
+            fresh = hb.get("pid") == p.proc.pid  # a heartbeat left by an earlier process is not its
+            out[port] = RunningWorker(
+                p.spec.topology_id, port, p.proc.pid, p.spec.version, p.started_at,
+                float(hb["time"]) if fresh and "time" in hb else None,
+                str(hb.get("state", "running")) if fresh else "starting")
+        return out
+
+    def launch(self, spec: WorkerSpec) -> None:
+        tid, port = spec.key
+        wdir = self.worker_dir(tid, port)
+        try:
+            os.unlink(os.path.join(wdir, HEARTBEAT_FILE))
+        except FileNotFoundError:
+            pass
+        cmd = [sys.executable, "-m", "squall.worker", "--topology-dir",
+               os.path.join(self.stormdist, tid), "--worker-dir", wdir, "--exit-with-parent"]
+        env = dict(os.environ)
+        topo_env = (spec.payload or {}).get("conf", {}).get(cfg.TOPOLOGY_ENVIRONMENT) or {}
+        env.update({str(k): str(v) for k, v in topo_env.items()})
+        log_path = self.log_path(tid, port)
+        now = self.clock()
+        proc = self.spawn(cmd, log_path, env)
+        self.procs[port] = _Proc(spec, proc, now, log_path, wdir)
+        self.policy.on_launch(spec.key, now, spec.version)
+        log.info("supervisor %s: launched worker of topology %s on port %d: pid %d, tasks %s, "
+                 "log %s", self.id, tid, port, proc.pid, list(spec.tasks), log_path)
+
+    def kill(self, inst: KillWorker) -> None:
+        """Stop the worker on ``inst.port`` by pid: SIGTERM, SIGKILL after the grace period."""
+        p = self.procs.get(inst.port)
+        if p is None or p.proc.pid != inst.pid:
+            return
+        log.info("supervisor %s: stopping worker of topology %s on port %d (pid %d): %s",
+                 self.id, inst.topology_id, inst.port, inst.pid, inst.reason)
+        code = self._terminate([p.proc])[0]
+        del self.procs[inst.port]
+        if inst.failed:
+            d = self.policy.on_exit(p.spec.key, self.clock(), code)
+            log.warning("supervisor %s: %s (pid %d); last lines of %s:\n%s", self.id, d.reason,
+                        inst.pid, p.log_path, log_tail(p.log_path))
+
+    def _terminate(self, procs: list) -> list[int | None]:
+        """SIGTERM every process, wait up to the grace period, then SIGKILL; returns exit codes."""
+        for proc in procs:
+            if proc.poll() is None:
+                try:
+                    proc.send_signal(signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + self.kill_grace
+        codes = []
+        for proc in procs:
+            try:
+                codes.append(proc.wait(timeout=max(0.0, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                log.warning("supervisor %s: worker pid %d ignored SIGTERM for %gs: SIGKILL",
+                            self.id, proc.pid, self.kill_grace)
+                proc.kill()
+                codes.append(proc.wait())
+        return codes
+
+    def reap(self) -> None:
+        """Collect workers that exited on their own and schedule their restart (with backoff)."""
+        for port, p in list(self.procs.items()):
+            # Popen.poll waits for this pid only: children we did not launch are never reaped.
+            code = p.proc.poll()
+            if code is None:
+                continue
+            del self.procs[port]
+            d = self.policy.on_exit(p.spec.key, self.clock(), code)
+            log.warning("supervisor %s: %s (pid %d); last lines of %s:\n%s",
+                        self.id, d.reason, p.proc.pid, p.log_path, log_tail(p.log_path))
+
+    def _clean_local_files(self) -> None:
+        """Remove worker dirs and topology dirs nothing here uses any more."""
+        keep_workers = {f"{s.topology_id}-{s.port}" for s in self.desired.values()}
+        keep_workers |= {f"{p.spec.topology_id}-{port}" for port, p in self.procs.items()}
+        keep_topos = {s.topology_id for s in self.desired.values()}
+        keep_topos |= {p.spec.topology_id for p in self.procs.values()}
+        for name in os.listdir(self.workers_dir):
+            if name not in keep_workers:
+                shutil.rmtree(os.path.join(self.workers_dir, name), ignore_errors=True)
+        for name in os.listdir(self.stormdist):
+            if name not in keep_topos and not name.startswith(".tmp-"):
+                log.info("supervisor %s: removing local files of topology %s", self.id, name)
+                shutil.rmtree(os.path.join(self.stormdist, name), ignore_errors=True)
+
+    # -- shutdown -----------------------------------------------------------------------
+    def close(self, reason: str = "close") -> None:
+        """Stop the loop and every worker this supervisor launched, then unregister; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        log.info("supervisor %s closing (%s): stopping %d worker(s)", self.id, reason,
+                 len(self.procs))
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self._terminate([p.proc for p in self.procs.values()])
+        self.procs.clear()
+        try:
+            if self._own_state:
+                self.state.close()  # our session's ephemeral node goes with it
+            else:
+                # ClusterState has no unregister: delete our ephemeral node through the primitive.
+                self.state._delete_trees([self.state.paths.supervisor(self.id)])
+        except ClusterStateError as e:
+            log.warning("supervisor %s: could not unregister: %s", self.id, e)
+
+    def __enter__(self) -> "Supervisor":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close("context exit")
+
+
+def _read_json(path: str) -> Any:
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,235 @@
+"""The Supervisor's sync loop on in-memory cluster state with fake processes (no ZK, no forks)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+
+import pytest
+
+from squall.client.memory_cluster_state import InMemoryClusterState, MemoryStore
+from squall.supervisor.reconcile import RestartPolicy
+from squall.supervisor.supervisor import Supervisor
+
+T = "wc-1-1700000000"
+HOST = "127.0.0.1"
+
+
+class FakeProc:
+    """A Popen stand-in: alive until the test ``exit`` s it or the supervisor signals it."""
+
+    def __init__(self, pid, cmd, log_path):
+        self.pid, self.cmd, self.log_path = pid, cmd, log_path
+        self.returncode = None
+        self.signals = []
+
+    def poll(self):
+        return self.returncode
+
+    def wait(self, timeout=None):
+        assert self.returncode is not None, "a fake that ignores SIGTERM would block"
+        return self.returncode
+
+    def send_signal(self, sig):
+        self.signals.append(sig)
+        self.returncode = -sig
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+    def exit(self, code, stderr=""):
+        with open(self.log_path, "a") as fh:
+            fh.write(stderr)
+        self.returncode = code
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def fetch(tid, dest):
+    with open(os.path.join(dest, "topology.pb"), "wb") as fh:
+        fh.write(b"not read by fakes")
+    with open(os.path.join(dest, "conf.json"), "w") as fh:
+        json.dump({"topology.workers": 3, "test.key": tid}, fh)
+
+
+@pytest.fixture
+def env(tmp_path):
+    store = MemoryStore()
+    nimbus = InMemoryClusterState(store=store)
+    pids = itertools.count(4001)
+    spawned = []
+
+    def spawn(cmd, log_path, env):
+        p = FakeProc(next(pids), cmd, log_path)
+        spawned.append(p)
+        return p
+
+    clock = Clock()
+    conf = {"storm.local.dir": str(tmp_path), "supervisor.slots.ports": [6700, 6701],
+            "storm.local.hostname": HOST}
+    sup = Supervisor(conf, cluster_state=InMemoryClusterState(store=store), fetch_topology=fetch,
+                     spawn=spawn, clock=clock,
+                     policy=RestartPolicy(max_attempts=3, backoff_base=1.0, backoff_max=8.0))
+    yield sup, nimbus, spawned, clock
+    sup.close("test over")
+    sup.policy.validate_state()
+
+
+def assign(nimbus, sup_id, tid=T, status="active", workers=None):
+    workers = workers or {f"{HOST}:6700": [1, 2], f"{HOST}:6701": [3], "10.0.0.9:6700": [4, 5]}
+    slots = {w: (sup_id if w.startswith(HOST) else "other-sup") for w in workers}
+    nimbus.set_storm(tid, {"name": "wc", "status": status})
+    nimbus.set_assignment(tid, {"topology_id": tid, "workers": workers, "slots": slots,
+                                "executors": [], "start_times": {}, "version": 1})
+
+
+def alive(spawned):
+    return sorted(p.pid for p in spawned if p.returncode is None)
+
+
+def test_registers_with_its_slots_and_keeps_its_id_across_restarts(env, tmp_path):
+    sup, nimbus, _, _ = env
+    sup.register()
+    info = nimbus.supervisors()[sup.id]
+    assert info["host"] == HOST and info["slots"] == [6700, 6701] and info["used_slots"] == []
+    again = Supervisor({"storm.local.dir": str(tmp_path), "supervisor.slots.ports": [6700]},
+                       cluster_state=InMemoryClusterState())
+    assert again.id == sup.id
+    again.close()
+
+
+def test_assignment_appears_launches_only_its_own_ports(env):
+    sup, nimbus, spawned, _ = env
+    sup.sync()
+    assert spawned == []
+    assign(nimbus, sup.id)
+    sup.sync()
+    assert [p.pid for p in spawned] == [4001, 4002]
+    assert sorted(sup.procs) == [6700, 6701]
+    assert nimbus.supervisors()[sup.id]["used_slots"] == [6700, 6701]
+    wdir = sup.worker_dir(T, 6700)
+    assert spawned[0].cmd[-5:] == ["--topology-dir", os.path.join(sup.stormdist, T),
+                                   "--worker-dir", wdir, "--exit-with-parent"]
+    assert spawned[0].log_path == sup.log_path(T, 6700) != spawned[1].log_path
+    with open(os.path.join(wdir, "assignment.json")) as fh:
+        a = json.load(fh)
+    assert a["worker_id"] == f"{HOST}:6700" and a["port"] == 6700
+    assert a["workers"][f"{HOST}:6700"] == [1, 2] and "10.0.0.9:6700" in a["workers"]
+    assert a["conf"]["test.key"] == T and a["conf"]["topology.name"] == "wc"
+    with open(os.path.join(wdir, "status")) as fh:
+        assert fh.read().strip() == "ACTIVE"
+    sup.sync()  # nothing changed: nothing launched again
+    assert len(spawned) == 2
+
+
+def test_watch_marks_the_loop_dirty(env):
+    sup, nimbus, _, _ = env
+    sup.sync()
+    sup._dirty.clear()
+    assign(nimbus, sup.id)
+    assert sup._dirty.is_set()
+
+
+def test_assignment_removed_kills_workers_and_removes_files(env):
+    sup, nimbus, spawned, _ = env
+    assign(nimbus, sup.id)
+    sup.sync()
+    nimbus.remove_storm(T)
+    sup.sync()
+    assert alive(spawned) == []
+    assert [p.signals for p in spawned] == [[signal.SIGTERM], [signal.SIGTERM]]
+    assert sup.procs == {}
+    assert not os.path.exists(sup.worker_dir(T, 6700))
+    assert not os.path.exists(os.path.join(sup.stormdist, T))
+    assert nimbus.supervisors()[sup.id]["used_slots"] == []
+    sup.sync()
+    assert len(spawned) == 2  # no relaunch
+
+
+def test_worker_moved_away_is_killed_and_the_other_kept(env):
+    sup, nimbus, spawned, _ = env
+    assign(nimbus, sup.id)
+    sup.sync()
+    assign(nimbus, sup.id, workers={f"{HOST}:6700": [1, 2, 3], "10.0.0.9:6700": [4, 5]})
+    sup.sync()
+    # Peers changed, so 6700 restarts with the new assignment; 6701 is gone.
+    assert [p.signals for p in spawned[:2]] == [[signal.SIGTERM], [signal.SIGTERM]]
+    assert alive(spawned) == [4003]
+    assert sorted(sup.procs) == [6700]
+
+
+def test_dead_worker_restarts_after_the_backoff(env, caplog):
+    sup, nimbus, spawned, clock = env
+    assign(nimbus, sup.id)
+    sup.sync()
+    spawned[0].exit(20, "Traceback ...\nValueError: boom\n")
+    clock.now += 0.5
+    with caplog.at_level("WARNING", logger="squall.supervisor"):
+        sup.sync(full=False)
+    assert alive(spawned) == [4002]  # backing off (1 s for the first failure)
+    line = caplog.text
+    assert "pid 4001" in line and "exited with code 20" in line and "ValueError: boom" in line
+    assert f"topology {T} on port 6700" in line and "restart 1/3" in line
+    clock.now += 0.9
+    sup.sync(full=False)
+    assert alive(spawned) == [4002]
+    clock.now += 0.2
+    sup.sync(full=False)
+    assert alive(spawned) == [4002, 4003]
+    assert sup.procs[6700].proc.pid == 4003
+    # A second failure in a row waits twice as long.
+    spawned[2].exit(-9)
+    sup.sync(full=False)
+    clock.now += 1.5
+    sup.sync(full=False)
+    assert alive(spawned) == [4002]
+    clock.now += 0.6
+    sup.sync(full=False)
+    assert alive(spawned) == [4002, 4004]
+
+
+def test_status_follows_the_topology(env):
+    sup, nimbus, spawned, _ = env
+    assign(nimbus, sup.id)
+    sup.sync()
+    status = os.path.join(sup.worker_dir(T, 6701), "status")
+    for zk, local in [("inactive", "INACTIVE"), ("active", "ACTIVE"), ("killed", "KILLED")]:
+        nimbus.set_storm(T, {"name": "wc", "status": zk})
+        sup.sync()
+        with open(status) as fh:
+            assert fh.read().strip() == local
+    assert len(spawned) == 2 and alive(spawned) == [4001, 4002]  # status needs no restart
+
+
+def test_hung_worker_is_killed_as_failed(env, tmp_path):
+    sup, nimbus, spawned, clock = env
+    sup.hb_timeout = 5.0
+    assign(nimbus, sup.id)
+    sup.sync()
+    for p in spawned:
+        with open(os.path.join(sup.worker_dir(T, int(p.cmd[-2].rsplit("-", 1)[1])),
+                               "heartbeat.json"), "w") as fh:
+            json.dump({"pid": p.pid, "time": clock.now, "state": "running"}, fh)
+    clock.now += 6.0
+    sup.sync(full=False)
+    assert alive(spawned) == []
+    assert sup.policy.attempts((T, 6700)) == 1  # counted as a failure: restarts back off
+
+
+def test_close_stops_workers_and_unregisters(env):
+    sup, nimbus, spawned, _ = env
+    sup.start()
+    assign(nimbus, sup.id)
+    from zk_fixtures import poll_for
+    poll_for(lambda: len(alive(spawned)) == 2, timeout=5, what="launch by the loop thread")
+    sup.close("test")
+    assert alive(spawned) == []
+    assert sup.id not in nimbus.supervisors()
