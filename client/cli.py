@@ -25,6 +25,27 @@ def _overrides(pairs: tuple[str, ...]) -> dict[str, Any]:
 
 conf_option = click.option("-c", "--conf", "conf_pairs", multiple=True, metavar="KEY=VALUE",
                            help="Override a config key (value parsed as YAML); repeatable.")
+config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False),
+                             default=None, metavar="PATH",
+                             help="squall.yaml to read (default: $SQUALL_CONF, else "
+                                  "./squall.yaml when present).")
+
+
+def _conf(config_path: str | None, conf_pairs: tuple[str, ...]) -> dict[str, Any]:
+    """defaults < squall.yaml (--config, $SQUALL_CONF or ./squall.yaml) < -c overrides."""
+    try:
+        return cfg.layered(cfg.load_yaml(config_path or cfg.find_yaml()), _overrides(conf_pairs))
+    except cfg.ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _run(fn, *args, **kwargs):
+    """Call ``fn``; a SquallError (unknown topology, Nimbus or ZooKeeper away) is one line."""
+    from . import commands
+    try:
+        return fn(*args, **kwargs)
+    except SquallError as exc:
+        raise click.ClickException(commands.one_line(exc)) from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,6 +54,9 @@ def cli(verbose: bool) -> None:
     """Squall: Storm-style distributed stream processing in Python."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not verbose:
+        # kazoo warns on every failed connection attempt; our own messages say what matters.
+        logging.getLogger("kazoo").setLevel(logging.ERROR)
 
 
 @cli.command()
@@ -53,6 +77,119 @@ def local(topology_file: str, duration: float | None, conf_pairs: tuple[str, ...
     except SquallError as exc:
         raise click.ClickException(str(exc)) from None
     sys.exit(code)
+
+
+def _echo_err(s: str) -> None:
+    click.echo(s, err=True)
+
+
+@cli.command()
+@config_option
+@conf_option
+def nimbus(config_path: str | None, conf_pairs: tuple[str, ...]) -> None:
+    """Run Nimbus and its gRPC service (nimbus.grpc.port) until SIGINT or SIGTERM."""
+    from . import commands
+    commands.daemon_logging()
+    _run(commands.run_nimbus, _conf(config_path, conf_pairs), echo=_echo_err)
+
+
+@cli.command()
+@config_option
+@conf_option
+def supervisor(config_path: str | None, conf_pairs: tuple[str, ...]) -> None:
+    """Run a supervisor (workers on supervisor.slots.ports) until SIGINT or SIGTERM."""
+    from . import commands
+    commands.daemon_logging()
+    _run(commands.run_supervisor, _conf(config_path, conf_pairs), echo=_echo_err)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.argument("package", type=click.Path(exists=True))
+@click.argument("module")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@config_option
+@conf_option
+def jar(package: str, module: str, args: tuple[str, ...], config_path: str | None,
+        conf_pairs: tuple[str, ...]) -> None:
+    """Import MODULE from PACKAGE (a directory, .zip or .pyz) and call its main(ARGS).
+
+    main builds the topology and calls squall.client.submitter.submit_topology,
+    which uploads PACKAGE to Nimbus and submits it. Options this command does
+    not know are passed on in ARGS (put ARGS after `--` to pass -c or --config).
+    """
+    from . import commands
+    _run(commands.run_jar, package, module, list(args), config_path, _overrides(conf_pairs))
+
+
+wait_option = click.option("-w", "--wait", "wait_secs", type=click.IntRange(min=0), default=None,
+                           metavar="SECS",
+                           help="Seconds to wait with spouts deactivated first (default: the "
+                                "topology's topology.message.timeout.secs).")
+name_argument = click.argument("name")
+
+
+@cli.command()
+@name_argument
+@wait_option
+@config_option
+@conf_option
+def kill(name: str, wait_secs: int | None, config_path: str | None,
+         conf_pairs: tuple[str, ...]) -> None:
+    """Kill topology NAME: deactivate it, wait, then remove it; shows the countdown."""
+    from . import commands
+    _run(commands.kill, _conf(config_path, conf_pairs), name, wait_secs,
+         echo=lambda s: click.echo(s), status=_echo_err)
+
+
+@cli.command()
+@name_argument
+@config_option
+@conf_option
+def activate(name: str, config_path: str | None, conf_pairs: tuple[str, ...]) -> None:
+    """Activate topology NAME: its spouts emit again."""
+    from . import commands
+    _run(commands.activate, _conf(config_path, conf_pairs), name, echo=lambda s: click.echo(s))
+
+
+@cli.command()
+@name_argument
+@config_option
+@conf_option
+def deactivate(name: str, config_path: str | None, conf_pairs: tuple[str, ...]) -> None:
+    """Deactivate topology NAME: its spouts stop emitting; in-flight tuples finish."""
+    from . import commands
+    _run(commands.deactivate, _conf(config_path, conf_pairs), name, echo=lambda s: click.echo(s))
+
+
+@cli.command()
+@name_argument
+@wait_option
+@click.option("-n", "--num-workers", type=click.IntRange(min=1), default=None, metavar="WORKERS",
+              help="New number of worker processes.")
+@click.option("-e", "--executors", "executor_pairs", multiple=True, metavar="COMPONENT=N",
+              help="New executor count of a component; repeatable.")
+@config_option
+@conf_option
+def rebalance(name: str, wait_secs: int | None, num_workers: int | None,
+              executor_pairs: tuple[str, ...], config_path: str | None,
+              conf_pairs: tuple[str, ...]) -> None:
+    """Spread topology NAME again over the cluster, optionally with new parallelism."""
+    from . import commands
+    try:
+        executors = commands.parse_executors(executor_pairs)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="-e") from None
+    _run(commands.rebalance, _conf(config_path, conf_pairs), name, wait_secs, num_workers,
+         executors, echo=lambda s: click.echo(s))
+
+
+@cli.command(name="list")
+@config_option
+@conf_option
+def list_(config_path: str | None, conf_pairs: tuple[str, ...]) -> None:
+    """List live topologies: name, id, status, workers, executors, tasks, uptime."""
+    from . import commands
+    _run(commands.list_topologies, _conf(config_path, conf_pairs), echo=lambda s: click.echo(s))
 
 
 def main() -> None:

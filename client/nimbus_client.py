@@ -155,5 +155,9 @@ class NimbusClient:
     def topology_conf(self, topology_id: str) -> str:
         return self._call("GetTopologyConf", pb.IdRequest(id=topology_id)).json_conf
 
+    def user_topology(self, topology_id: str) -> topology_pb2.StormTopology:
+        """The user topology as submitted (what supervisors write as ``topology.pb``)."""
+        return self._call("GetUserTopology", pb.IdRequest(id=topology_id))
+
     def leader(self) -> pb.NimbusSummary:
         return self._call("GetLeader", topology_pb2.Empty())

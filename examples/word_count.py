@@ -9,6 +9,7 @@ top words while the topology runs and the totals, checked against the exact
 expected counts, when it stops.
 
 Run it:  squall local examples/word_count.py --duration 20
+On a cluster:  squall jar examples word_count -c wordcount.sentences=0
 Settings: -c wordcount.sentences=N (how many sentences; 0 = endless),
           -c topology.workers=N, -c topology.acker.executors=0 (no acking).
 """
@@ -144,6 +145,7 @@ class Report(Bolt):
         return {"topology.tick.tuple.freq.secs": 3}
 
 
+NAME = "word-count"
 CONF = {"topology.workers": 2, "topology.max.spout.pending": 2000}
 
 
@@ -154,3 +156,9 @@ def topology() -> TopologyBuilder:
     b.set_bolt("count", WordCount(), 2).fields_grouping("split", ["word"])
     b.set_bolt("report", Report(), 1).global_grouping("count", "increments")
     return b
+
+
+def main(args: list[str]) -> None:
+    """``squall jar examples word_count [NAME]``: submit to the cluster in squall.yaml."""
+    from squall.client.submitter import submit_topology
+    submit_topology(args[0] if args else NAME, CONF, topology())

@@ -1,0 +1,258 @@
+"""What the ``squall`` commands do, as plain functions (``client/cli.py`` only parses options).
+
+Each takes the layered conf and an ``echo`` for its output; failures are
+:class:`~squall.client.errors.SquallError` s with a message a person can act on, which the
+CLI prints as one line.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any, Callable, Iterable, Mapping
+
+from . import config as cfg
+from .errors import SquallError
+from .nimbus_errors import TopologyNotFound
+
+Echo = Callable[[str], None]
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's message on one line."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def daemon_logging() -> None:
+    """Daemons log INFO and up to stderr (unless ``-v`` already asked for DEBUG)."""
+    logger = logging.getLogger("squall")
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+
+
+# --- daemons -------------------------------------------------------------------------
+def wait_for_signal(signals: Iterable[int] = (signal.SIGINT, signal.SIGTERM)) -> int:
+    """Block until one of ``signals`` arrives; returns its number. The handler only sets an event."""
+    got = threading.Event()
+    which: list[int] = []
+
+    def handler(signum: int, frame: Any) -> None:
+        which.append(signum)
+        got.set()
+
+    previous = {s: signal.signal(s, handler) for s in signals}
+    try:
+        while not got.wait(1.0):
+            pass
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    return which[0]
+
+
+def run_nimbus(conf: Mapping[str, Any], echo: Echo,
+               wait: Callable[[], int] = wait_for_signal) -> None:
+    """Nimbus plus its gRPC server on ``nimbus.grpc.port``, until ``wait()`` returns a signal."""
+    from ..nimbus.nimbus import Nimbus
+    from ..nimbus.servicer import serve
+
+    nimbus = Nimbus(conf)  # connects to ZooKeeper: ZooKeeperUnavailable names the address
+    reason = "error"
+    try:
+        nimbus.start()
+        try:
+            server = serve(nimbus, "0.0.0.0", nimbus.port)
+        except OSError as e:
+            raise SquallError(str(e)) from None
+        echo(f"Nimbus {nimbus.address} running (ZooKeeper root "
+             f"{conf.get(cfg.STORM_ZOOKEEPER_ROOT)}); Ctrl-C stops it")
+        try:
+            signum = wait()
+            reason = f"signal-{signum}"
+            echo(f"Nimbus stopping ({reason})")
+        finally:
+            server.stop(grace=1).wait(5)
+    finally:
+        nimbus.close(reason=reason)
+
+
+def run_supervisor(conf: Mapping[str, Any], echo: Echo,
+                   wait: Callable[[], int] = wait_for_signal) -> None:
+    """A supervisor fetching topologies from Nimbus over gRPC, until ``wait()`` returns a signal."""
+    from ..supervisor.fetch import grpc_fetcher
+    from ..supervisor.supervisor import Supervisor
+
+    sup = Supervisor(conf, fetch_topology=grpc_fetcher(conf))
+    reason = "error"
+    try:
+        sup.start()
+        echo(f"supervisor {sup.id} on {sup.host} running, slots {sup.ports}, local dir "
+             f"{sup.local_dir}; Ctrl-C stops it and its workers")
+        signum = wait()
+        reason = f"signal-{signum}"
+        echo(f"supervisor stopping ({reason})")
+    finally:
+        sup.close(reason=reason)
+
+
+# --- jar -------------------------------------------------------------------------------
+def run_jar(package: str, module: str, args: list[str], config_path: str | None,
+            overrides: Mapping[str, Any]) -> Any:
+    """Put ``package`` on sys.path, import ``module`` and call its ``main(args)``.
+
+    The submitter finds the package and the overrides in the environment
+    (``SQUALL_PACKAGE``, ``SQUALL_CLI_OVERRIDES``); ``config_path`` becomes ``SQUALL_CONF``.
+    """
+    from .submitter import ARCHIVE_SUFFIXES, ENV_OVERRIDES, ENV_PACKAGE
+
+    package = os.path.abspath(package)
+    if not (os.path.isdir(package) or package.endswith(ARCHIVE_SUFFIXES)):
+        raise SquallError(f"package {package} must be a directory, a .zip or a .pyz")
+    if config_path:
+        if not os.path.isfile(config_path):
+            raise SquallError(f"config file {config_path} not found")
+        os.environ["SQUALL_CONF"] = os.path.abspath(config_path)
+    os.environ[ENV_PACKAGE] = package
+    os.environ[ENV_OVERRIDES] = json.dumps(dict(overrides))
+    if package not in sys.path:
+        sys.path.insert(0, package)
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name and module.split(".")[0] == e.name.split(".")[0]:
+            raise SquallError(f"no module {module!r} in {package}") from None
+        raise
+    main = getattr(mod, "main", None)
+    if not callable(main):
+        raise SquallError(f"module {module} ({getattr(mod, '__file__', package)}) has no "
+                          "main(args) function to call")
+    return main(list(args))
+
+
+# --- topology requests -----------------------------------------------------------------
+def _client(conf: Mapping[str, Any]):
+    from .nimbus_client import NimbusClient
+    return NimbusClient(conf, timeout=15.0)
+
+
+def _summary(nimbus, name: str):
+    for t in nimbus.list().topologies:
+        if t.name == name:
+            return t
+    return None
+
+
+def kill(conf: Mapping[str, Any], name: str, wait_secs: int | None, echo: Echo,
+         status: Echo | None = None, poll: float = 0.5, extra_secs: float = 60.0,
+         clock: Callable[[], float] = time.monotonic, sleep=time.sleep) -> None:
+    """Kill ``name`` and count down until Nimbus has removed it (bounded by wait + ``extra_secs``)."""
+    status = status or echo
+    with _client(conf) as nimbus:
+        t = _summary(nimbus, name)
+        if t is None:
+            raise TopologyNotFound(f"no live topology named {name!r}; `squall list` shows the "
+                                   "running ones")
+        if wait_secs is None:
+            try:
+                tconf = json.loads(nimbus.topology_conf(t.id) or "{}")
+            except (SquallError, ValueError):
+                tconf = {}
+            wait = float(tconf.get(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30))
+        else:
+            wait = float(wait_secs)
+        nimbus.kill(name, wait_secs)
+        echo(f"Killing topology {name} ({t.id}): spouts deactivated, removal in {wait:g} s")
+        start = clock()
+        shown = None
+        while True:
+            if _summary(nimbus, name) is None:
+                break
+            elapsed = clock() - start
+            if elapsed > wait + extra_secs:
+                raise SquallError(f"topology {name} is still listed {elapsed:.0f} s after the "
+                                  "kill; Nimbus removes it on a later monitor round")
+            left = max(0, int(wait - elapsed + 0.999))
+            if left != shown:
+                status(f"  {name}: removal in {left} s" if left else
+                       f"  {name}: waiting for Nimbus to remove it")
+                shown = left
+            sleep(poll)
+    echo(f"Topology {name} killed and removed")
+
+
+def activate(conf: Mapping[str, Any], name: str, echo: Echo) -> None:
+    with _client(conf) as nimbus:
+        nimbus.activate(name)
+    echo(f"Activated topology {name}")
+
+
+def deactivate(conf: Mapping[str, Any], name: str, echo: Echo) -> None:
+    with _client(conf) as nimbus:
+        nimbus.deactivate(name)
+    echo(f"Deactivated topology {name}")
+
+
+def parse_executors(pairs: Iterable[str]) -> dict[str, int]:
+    """``["count=4"]`` -> ``{"count": 4}``; ValueError naming the bad pair."""
+    out: dict[str, int] = {}
+    for pair in pairs:
+        comp, sep, raw = pair.partition("=")
+        comp = comp.strip()
+        try:
+            n = int(raw)
+        except ValueError:
+            n = 0
+        if not sep or not comp or n < 1:
+            raise ValueError(f"expected COMPONENT=N with N >= 1, got {pair!r}")
+        out[comp] = n
+    return out
+
+
+def rebalance(conf: Mapping[str, Any], name: str, wait_secs: int | None,
+              num_workers: int | None, executors: Mapping[str, int], echo: Echo) -> None:
+    with _client(conf) as nimbus:
+        nimbus.rebalance(name, wait_secs, num_workers, executors)
+    what = []
+    if num_workers is not None:
+        what.append(f"{num_workers} workers")
+    what += [f"{c}={n} executors" for c, n in sorted(executors.items())]
+    echo(f"Rebalancing topology {name}" + (f" to {', '.join(what)}" if what else ""))
+
+
+def format_uptime(secs: int) -> str:
+    """``3725`` -> ``"1h2m5s"``."""
+    secs = max(0, int(secs))
+    d, rem = divmod(secs, 86400)
+    h, rem = divmod(rem, 3600)
+    m, s = divmod(rem, 60)
+    parts = [f"{d}d" if d else "", f"{h}h" if h or d else "", f"{m}m" if m or h or d else ""]
+    return "".join(parts) + f"{s}s"
+
+
+def topology_table(topologies: Iterable[Any]) -> list[str]:
+    """The lines of ``squall list``'s table (header first)."""
+    rows = [("NAME", "ID", "STATUS", "WORKERS", "EXECUTORS", "TASKS", "UPTIME")]
+    for t in topologies:
+        rows.append((t.name, t.id, t.status, str(t.num_workers), str(t.num_executors),
+                     str(t.num_tasks), format_uptime(t.uptime_secs)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def list_topologies(conf: Mapping[str, Any], echo: Echo) -> None:
+    with _client(conf) as nimbus:
+        info = nimbus.list()
+    if not info.topologies:
+        echo("No topologies running.")
+    else:
+        for line in topology_table(info.topologies):
+            echo(line)
+    used = sum(s.num_used_slots for s in info.supervisors)
+    total = sum(s.num_slots for s in info.supervisors)
+    echo(f"{len(info.supervisors)} supervisor(s), {used}/{total} slots used")

@@ -1,0 +1,152 @@
+"""Storm's ``StormSubmitter``: what topology code run by ``squall jar`` calls to submit itself.
+
+``squall jar PACKAGE MODULE [ARGS...]`` puts PACKAGE on ``sys.path``, records it in the
+environment (:data:`ENV_PACKAGE`) with the ``-c`` overrides (:data:`ENV_OVERRIDES`, a JSON
+object), imports MODULE and calls ``MODULE.main(args)``, which builds its topology and calls
+:func:`submit_topology`::
+
+    def main(args):
+        submit_topology("word-count", {"topology.workers": 2}, topology())
+
+:func:`submit_topology` packs PACKAGE (a directory becomes a zip without ``__pycache__``,
+``.git`` and ``.venv``; a ``.zip`` or ``.pyz`` is sent as is), uploads it to Nimbus in chunks
+with a progress bar on stderr, submits the topology and prints its id.
+
+Conf layering, lowest first: defaults < ``squall.yaml`` < the topology conf < ``-c``
+overrides. The cluster-side keys of ``squall.yaml`` (``nimbus.seeds``...) only tell the
+submitter where Nimbus is; what Nimbus receives is the ``topology.*`` keys of
+``squall.yaml``, the topology conf and the overrides.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import zipfile
+from typing import Any, Mapping
+
+from . import config as cfg
+from .errors import SquallError
+from .topology import Topology, TopologyBuilder
+
+#: Environment variable naming the package ``squall jar`` runs (a dir, .zip or .pyz).
+ENV_PACKAGE = "SQUALL_PACKAGE"
+#: Environment variable with ``squall jar``'s ``-c`` overrides as a JSON object.
+ENV_OVERRIDES = "SQUALL_CLI_OVERRIDES"
+#: Directory names never packed.
+EXCLUDED_DIRS = frozenset({"__pycache__", ".git", ".venv", ".mypy_cache", ".pytest_cache"})
+#: File suffixes never packed.
+EXCLUDED_SUFFIXES = (".pyc", ".pyo")
+#: Package files sent as they are.
+ARCHIVE_SUFFIXES = (".zip", ".pyz")
+
+
+def pack_directory(src: str | os.PathLike, dest_zip: str | os.PathLike) -> str:
+    """Zip the tree under ``src`` into ``dest_zip`` (paths relative to ``src``), skipping
+    :data:`EXCLUDED_DIRS` and compiled files; returns ``dest_zip``. Entries are sorted."""
+    src = os.path.abspath(src)
+    dest_zip = os.fspath(dest_zip)
+    dest_abs = os.path.abspath(dest_zip)
+    entries = []
+    for root, dirs, files in os.walk(src):
+        dirs[:] = [d for d in dirs if d not in EXCLUDED_DIRS]
+        for name in files:
+            path = os.path.join(root, name)
+            if name.endswith(EXCLUDED_SUFFIXES) or os.path.abspath(path) == dest_abs:
+                continue
+            entries.append((os.path.relpath(path, src).replace(os.sep, "/"), path))
+    with zipfile.ZipFile(dest_zip, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for arcname, path in sorted(entries):
+            zf.write(path, arcname)
+    return dest_zip
+
+
+def package_file(package: str | os.PathLike, workdir: str) -> str:
+    """The file to upload for ``package``: a directory packed into ``workdir``, an archive as is."""
+    package = os.fspath(package)
+    if os.path.isdir(package):
+        base = os.path.basename(os.path.abspath(package)) or "package"
+        return pack_directory(package, os.path.join(workdir, f"{base}.zip"))
+    if os.path.isfile(package) and package.endswith(ARCHIVE_SUFFIXES):
+        return package
+    if not os.path.exists(package):
+        raise SquallError(f"package {package} does not exist")
+    raise SquallError(f"package {package} must be a directory, a .zip or a .pyz")
+
+
+def cli_overrides() -> dict[str, Any]:
+    """The ``-c`` overrides ``squall jar`` passed through :data:`ENV_OVERRIDES` ({} if none)."""
+    raw = os.environ.get(ENV_OVERRIDES)
+    if not raw:
+        return {}
+    try:
+        out = json.loads(raw)
+    except ValueError as e:
+        raise SquallError(f"{ENV_OVERRIDES} is not JSON: {e}") from None
+    if not isinstance(out, dict):
+        raise SquallError(f"{ENV_OVERRIDES} must be a JSON object")
+    return cfg.normalize(out)
+
+
+def submission_conf(yaml_conf: Mapping[str, Any], topology_conf: Mapping[str, Any] | None,
+                    overrides: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(conf for talking to Nimbus, conf sent with the topology), both validated.
+
+    The first is every layer over the defaults; the second the ``topology.*`` keys of
+    ``squall.yaml`` < the topology conf < the overrides.
+    """
+    full = cfg.layered(yaml_conf, topology_conf, overrides)
+    sent = {k: v for k, v in cfg.normalize(yaml_conf).items() if k.startswith("topology.")}
+    sent.update(cfg.normalize(topology_conf or {}))
+    sent.update(overrides)
+    cfg.validate(sent)
+    return full, sent
+
+
+def submit_topology(name: str, conf: Mapping[str, Any] | None,
+                    topology: Topology | TopologyBuilder, initial_status: str = "ACTIVE",
+                    *, echo=None) -> str:
+    """Upload the package ``squall jar`` runs and submit ``topology`` as ``name``; returns its id.
+
+    Raises :class:`SquallError` (or a :mod:`~squall.client.nimbus_errors` subclass) with a
+    message a person can act on: not run under ``squall jar``, Nimbus unreachable, refused.
+    """
+    import click
+
+    from .nimbus_client import NimbusClient
+    from .topology_proto import to_proto
+
+    package = os.environ.get(ENV_PACKAGE)
+    if not package:
+        raise SquallError("submit_topology needs the package being run: start this code with "
+                          "`squall jar PACKAGE MODULE [ARGS...]` (for one machine without a "
+                          "cluster, use `squall local FILE`)")
+    if isinstance(topology, TopologyBuilder):
+        topology = topology.create_topology()
+    if not isinstance(topology, Topology):
+        raise SquallError(f"submit_topology wants a Topology or TopologyBuilder, got "
+                          f"{type(topology).__name__}")
+    try:
+        full, sent = submission_conf(cfg.load_yaml(cfg.find_yaml()), conf, cli_overrides())
+    except cfg.ConfigError as e:
+        raise SquallError(str(e)) from None
+    echo = echo or (lambda s: click.echo(s))
+    with tempfile.TemporaryDirectory(prefix="squall-jar-") as workdir:
+        path = package_file(package, workdir)
+        size = os.path.getsize(path)
+        with NimbusClient(full) as nimbus:
+            with click.progressbar(length=max(size, 1), label=f"Uploading {os.path.basename(path)}",
+                                   file=sys.stderr, show_pos=False) as bar:
+                done = [0]
+
+                def progress(sent_bytes: int, total: int) -> None:
+                    bar.update(sent_bytes - done[0])
+                    done[0] = sent_bytes
+
+                location = nimbus.upload(path, progress=progress)
+            tid = nimbus.submit(name, location, json.dumps(sent, sort_keys=True),
+                                to_proto(topology), initial_status=initial_status)
+    echo(f"Submitted topology {name} as {tid} ({initial_status.upper()})")
+    return tid

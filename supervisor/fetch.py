@@ -1,0 +1,53 @@
+"""The supervisor's real fetcher: a topology's files downloaded from Nimbus over gRPC.
+
+``grpc_fetcher(conf)`` returns the ``fetch_topology(topology_id, dest)`` callable
+:class:`~squall.supervisor.supervisor.Supervisor` wants. It writes into ``dest``
+(a temporary dir the supervisor renames once complete):
+
+=================  ==========================================================
+``package.zip``    ``DownloadPackage``: the uploaded code (a zip, or a .pyz, which is a zip too)
+``topology.pb``    ``GetUserTopology``: the serialized user StormTopology
+``conf.json``      ``GetTopologyConf``: the topology conf as Nimbus stored it
+=================  ==========================================================
+
+Errors (Nimbus unreachable, topology gone) propagate; the supervisor logs them and
+retries on its next round.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Mapping
+
+from ..client.nimbus_client import NimbusClient
+from ..worker.worker import TOPOLOGY_FILE
+from .supervisor import CONF_FILE
+
+PACKAGE_FILE = "package.zip"
+
+
+def fetch_from(client: NimbusClient, topology_id: str, dest: str) -> None:
+    """Write ``topology_id``'s package, topology and conf into ``dest`` using ``client``."""
+    data = client.download(topology_id)
+    topology = client.user_topology(topology_id)
+    conf_json = client.topology_conf(topology_id)
+    _write(os.path.join(dest, PACKAGE_FILE), data)
+    _write(os.path.join(dest, TOPOLOGY_FILE), topology.SerializeToString(deterministic=True))
+    _write(os.path.join(dest, CONF_FILE), (conf_json or "{}").encode())
+
+
+def grpc_fetcher(conf: Mapping[str, Any], timeout: float = 60.0
+                 ) -> Callable[[str, str], None]:
+    """A ``fetch_topology(topology_id, dest)`` calling the Nimbus of ``conf`` (``nimbus.seeds``)."""
+    conf = dict(conf)
+
+    def fetch_topology(topology_id: str, dest: str) -> None:
+        with NimbusClient(conf, timeout=timeout) as client:
+            fetch_from(client, topology_id, dest)
+
+    return fetch_topology
+
+
+def _write(path: str, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)

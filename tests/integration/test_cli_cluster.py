@@ -1,0 +1,232 @@
+"""The CLI against a real cluster: ZooKeeper, `squall nimbus` and two `squall supervisor` s of 2
+slots each, as processes on loopback; `squall jar` of the word count, list, deactivate /
+activate, rebalance -n, kill -w, and the one-line errors."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+import yaml
+
+from squall.deploy.local import free_ports
+from zk_fixtures import poll_for
+
+pytestmark = pytest.mark.integration
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = os.path.join(REPO, "examples")
+
+
+def squall_cmd(*args):
+    return [sys.executable, "-m", "squall.client.cli", *args]
+
+
+class Cluster:
+    def __init__(self, tmp_path, zk_conf):
+        self.tmp = tmp_path
+        self.nimbus_port, p1, p2, p3, p4 = free_ports(5)
+        conf = dict(zk_conf)
+        conf.update({"nimbus.seeds": ["127.0.0.1"], "nimbus.grpc.port": self.nimbus_port,
+                     "nimbus.monitor.freq.secs": 1, "supervisor.monitor.frequency.secs": 2,
+                     "supervisor.worker.shutdown.sleep.secs": 2})
+        self.yaml = tmp_path / "squall.yaml"
+        self.yaml.write_text(yaml.safe_dump(conf))
+        self.env = dict(os.environ, SQUALL_CONF=str(self.yaml))
+        self.sup_dirs = [tmp_path / "sup1", tmp_path / "sup2"]
+        self.sup_ports = [[p1, p2], [p3, p4]]
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.worker_pids: set[int] = set()
+
+    def start_daemon(self, name, *args):
+        log = open(self.tmp / f"{name}.log", "ab")
+        self.procs[name] = subprocess.Popen(squall_cmd(*args), stdout=log, stderr=log,
+                                            env=self.env, cwd=str(self.tmp))
+        log.close()
+
+    def start(self):
+        self.start_daemon("nimbus", "nimbus", "-c", f"storm.local.dir={self.tmp / 'nimbus'}")
+        for i, (d, ports) in enumerate(zip(self.sup_dirs, self.sup_ports)):
+            self.start_daemon(f"supervisor{i + 1}", "supervisor", "-c", f"storm.local.dir={d}",
+                              "-c", f"supervisor.slots.ports={json.dumps(ports)}")
+
+    def run(self, *args, timeout=60):
+        return subprocess.run(squall_cmd(*args), capture_output=True, text=True,
+                              env=self.env, cwd=str(self.tmp), timeout=timeout)
+
+    def logs(self):
+        out = []
+        for p in sorted(self.tmp.glob("*.log")) + sorted(self.tmp.glob("sup*/logs/*.log")):
+            out.append(f"--- {p} ---\n" + p.read_text(errors="replace")[-3000:])
+        return "\n".join(out)
+
+    def heartbeats(self):
+        out = []
+        for d in self.sup_dirs:
+            for path in glob.glob(str(d / "workers" / "*" / "heartbeat.json")):
+                try:
+                    with open(path) as fh:
+                        out.append(json.load(fh))
+                except (OSError, ValueError):
+                    pass
+        for hb in out:
+            if "pid" in hb:
+                self.worker_pids.add(int(hb["pid"]))
+        return out
+
+    def acked(self):
+        return sum(s.get("acked", 0) for hb in self.heartbeats()
+                   for s in hb.get("tasks", {}).values() if s.get("component") == "sentences")
+
+    def status_files(self):
+        out = []
+        for d in self.sup_dirs:
+            for path in glob.glob(str(d / "workers" / "*" / "status")):
+                with open(path) as fh:
+                    out.append(fh.read().strip())
+        return out
+
+    def listed(self):
+        r = self.run("list")
+        assert r.returncode == 0, r.stdout + r.stderr
+        rows = {}
+        for line in r.stdout.splitlines()[1:]:
+            cols = line.split()
+            if len(cols) == 7:
+                rows[cols[0]] = cols
+        return rows
+
+    def stop_daemon(self, name, timeout=20):
+        p = self.procs[name]
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        return p.returncode
+
+    def stop(self):
+        for name, p in self.procs.items():
+            try:
+                self.worker_pids.update(c.pid for c in psutil.Process(p.pid).children(True))
+            except psutil.Error:
+                pass
+        for name in list(self.procs):
+            self.stop_daemon(name)
+        for pid in self.worker_pids:
+            try:
+                psutil.Process(pid).kill()
+            except psutil.Error:
+                pass
+
+
+@pytest.fixture
+def cluster(tmp_path, zk_conf):
+    c = Cluster(tmp_path, zk_conf)
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def alive(pid):
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def test_jar_list_deactivate_activate_kill_and_errors(cluster):
+    c = cluster
+    t0 = time.monotonic()
+    # Both supervisors registered (their 4 slots) before the submit.
+    poll_for(lambda: "2 supervisor(s), 0/4 slots used" in c.run("list").stdout, timeout=20,
+             what="2 supervisors registered\n" + c.logs())
+    r = c.run("jar", EXAMPLES, "word_count", "-c", "wordcount.sentences=0",
+              "-c", "topology.stats.freq.secs=0.2")
+    assert r.returncode == 0, r.stdout + r.stderr + c.logs()
+    assert "Submitted topology word-count as word-count-" in r.stdout, r.stdout
+    t_submit = time.monotonic()
+
+    rows = poll_for(lambda: (lambda rs: rs if rs.get("word-count", [""] * 4)[2:4] ==
+                             ["ACTIVE", "2"] else None)(c.listed()),
+                    timeout=10, what="word-count ACTIVE with 2 workers\n" + c.logs())
+    assert rows["word-count"][1].startswith("word-count-")
+    poll_for(lambda: c.acked() > 0, timeout=20, what="first ack\n" + c.logs())
+    first_ack = time.monotonic() - t_submit
+    poll_for(lambda: c.acked() > 1000, timeout=20, what="1000 acks\n" + c.logs())
+    pids = set(c.worker_pids)
+    assert len(pids) == 2, pids
+
+    # deactivate -> spouts stop: acked stops growing
+    r = c.run("deactivate", "word-count")
+    assert r.returncode == 0, r.stderr
+    poll_for(lambda: (lambda s: len(s) == 2 and set(s) == {"INACTIVE"})(c.status_files()),
+             timeout=10, what="status files INACTIVE")
+    time.sleep(1.5)  # in-flight trees finish, heartbeats catch up
+    before = c.acked()
+    time.sleep(1.5)
+    assert c.acked() == before, "spouts kept emitting while INACTIVE"
+    assert c.listed()["word-count"][2] == "INACTIVE"
+
+    # activate -> acks resume
+    r = c.run("activate", "word-count")
+    assert r.returncode == 0, r.stderr
+    poll_for(lambda: c.acked() > before + 500, timeout=15, what="acks after activate")
+
+    # rebalance -n 3: the live topology moves to 3 workers and keeps acking
+    r = c.run("rebalance", "word-count", "-w", "1", "-n", "3")
+    assert r.returncode == 0, r.stdout + r.stderr
+    poll_for(lambda: c.listed()["word-count"][2:4] == ["ACTIVE", "3"], timeout=15,
+             what="word-count ACTIVE with 3 workers\n" + c.logs())
+    after = c.acked()
+    poll_for(lambda: c.acked() > after + 500, timeout=20, what="acks after rebalance")
+    pids = set(c.worker_pids)
+
+    # kill -w 3: countdown, then gone and workers exit
+    t_kill = time.monotonic()
+    r = c.run("kill", "word-count", "-w", "3")
+    kill_secs = time.monotonic() - t_kill
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "removal in" in r.stderr and "killed and removed" in r.stdout, r.stdout + r.stderr
+    assert kill_secs >= 3
+    assert "word-count" not in c.listed()
+    poll_for(lambda: not any(alive(p) for p in pids), timeout=15, what="workers exit")
+
+    # unknown topology: exit 1, one line naming it
+    r = c.run("kill", "nosuch")
+    assert r.returncode == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "nosuch" in lines[0], r.stderr
+
+    # Nimbus stopped: one line naming the address tried
+    assert c.stop_daemon("nimbus") == 0
+    r = c.run("list")
+    assert r.returncode == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"127.0.0.1:{c.nimbus_port}" in lines[0], r.stderr
+    print(f"\nfirst ack {first_ack:.2f} s after submit; kill -w 3 took {kill_secs:.1f} s; "
+          f"total {time.monotonic() - t0:.1f} s")
+
+
+def test_daemon_with_zookeeper_unreachable_prints_one_line(tmp_path):
+    (port,) = free_ports(1)
+    r = subprocess.run(squall_cmd("nimbus", "-c", f"storm.zookeeper.port={port}",
+                                  "-c", "storm.zookeeper.connection.timeout=1000",
+                                  "-c", f"storm.local.dir={tmp_path}"),
+                       capture_output=True, text=True, timeout=30, cwd=str(tmp_path),
+                       env=dict(os.environ, SQUALL_CONF=""))
+    assert r.returncode == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: cannot reach ZooKeeper") \
+        and f"127.0.0.1:{port}" in lines[0], r.stderr

@@ -1,0 +1,188 @@
+"""The submitter's packaging and conf layering, `squall jar`'s module loading, the CLI helpers
+and the supervisor's gRPC fetcher, without a cluster (Nimbus is a fake)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import zipfile
+
+import pytest
+
+from squall.client import TopologyBuilder
+from squall.client import commands
+from squall.client import submitter as sub
+from squall.client.errors import SquallError
+from squall.supervisor import fetch
+
+
+def make_tree(root):
+    (root / "pkg").mkdir(parents=True)
+    (root / "topo.py").write_text("X = 1\n")
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "mod.py").write_text("Y = 2\n")
+    for junk in ("__pycache__", "pkg/__pycache__", ".git", ".venv/lib"):
+        (root / junk).mkdir(parents=True, exist_ok=True)
+        (root / junk / "junk.txt").write_text("no")
+    (root / "pkg" / "stale.pyc").write_bytes(b"\0")
+
+
+def test_pack_directory_zips_the_tree_without_caches_vcs_and_venv(tmp_path):
+    make_tree(tmp_path / "src")
+    out = sub.pack_directory(tmp_path / "src", tmp_path / "out.zip")
+    with zipfile.ZipFile(out) as zf:
+        names = zf.namelist()
+    assert names == sorted(names)
+    assert set(names) == {"pkg/__init__.py", "pkg/mod.py", "topo.py"}
+
+
+def test_packed_zip_is_importable(tmp_path, monkeypatch):
+    make_tree(tmp_path / "src")
+    (tmp_path / "src" / "zzsubmitter_probe.py").write_text("VALUE = 42\n")
+    out = sub.pack_directory(tmp_path / "src", tmp_path / "probe.zip")
+    monkeypatch.syspath_prepend(str(out))
+    import zzsubmitter_probe
+    assert zzsubmitter_probe.VALUE == 42
+    del sys.modules["zzsubmitter_probe"]
+
+
+def test_package_file_packs_dirs_and_passes_archives_through(tmp_path):
+    make_tree(tmp_path / "src")
+    work = tmp_path / "work"
+    work.mkdir()
+    assert sub.package_file(tmp_path / "src", str(work)) == str(work / "src.zip")
+    pyz = tmp_path / "app.pyz"
+    pyz.write_bytes(b"PK")
+    assert sub.package_file(str(pyz), str(work)) == str(pyz)
+    with pytest.raises(SquallError, match="does not exist"):
+        sub.package_file(str(tmp_path / "missing"), str(work))
+    (tmp_path / "code.tar").write_text("x")
+    with pytest.raises(SquallError, match="directory, a .zip or a .pyz"):
+        sub.package_file(str(tmp_path / "code.tar"), str(work))
+
+
+def test_submit_without_squall_jar_says_to_use_it(monkeypatch):
+    monkeypatch.delenv(sub.ENV_PACKAGE, raising=False)
+    with pytest.raises(SquallError, match="squall jar"):
+        sub.submit_topology("t", {}, TopologyBuilder())
+
+
+def test_conf_layering_yaml_topology_then_overrides(monkeypatch):
+    monkeypatch.setenv(sub.ENV_OVERRIDES, json.dumps({"topology.workers": 3, "my.key": "cli"}))
+    yaml_conf = {"nimbus.grpc.port": 7000, "topology.workers": 1,
+                 "topology.message.timeout.secs": 9, "my.key": "yaml"}
+    full, sent = sub.submission_conf(yaml_conf, {"topology.workers": 2, "my.key": "topo"},
+                                     sub.cli_overrides())
+    assert full["nimbus.grpc.port"] == 7000 and full["topology.workers"] == 3
+    assert full["my.key"] == "cli"
+    # Nimbus gets the topology.* keys of the yaml, the topology conf and the overrides only.
+    assert sent == {"topology.workers": 3, "topology.message.timeout.secs": 9, "my.key": "cli"}
+
+
+class FakeNimbus:
+    def __init__(self, conf, timeout=30.0):
+        self.conf, self.uploaded, self.submitted = conf, None, None
+        FakeNimbus.last = self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def upload(self, path, progress=None):
+        with open(path, "rb") as fh:
+            self.uploaded = fh.read()
+        progress(len(self.uploaded), len(self.uploaded))
+        return "loc-1"
+
+    def submit(self, name, location, conf_json, topology, initial_status="ACTIVE"):
+        self.submitted = (name, location, json.loads(conf_json), topology, initial_status)
+        return f"{name}-1-1700000000"
+
+
+def test_submit_topology_uploads_the_packed_dir_and_submits(tmp_path, monkeypatch, capsys):
+    from squall.client import nimbus_client
+    from squall.client.topology_proto import from_proto
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+    try:
+        import word_count
+    finally:
+        sys.path.pop(0)
+    make_tree(tmp_path / "src")
+    monkeypatch.setattr(nimbus_client, "NimbusClient", FakeNimbus)
+    monkeypatch.setenv(sub.ENV_PACKAGE, str(tmp_path / "src"))
+    monkeypatch.setenv(sub.ENV_OVERRIDES, json.dumps({"wordcount.sentences": 0}))
+    monkeypatch.setenv("SQUALL_CONF", "")
+    monkeypatch.chdir(tmp_path)
+    tid = sub.submit_topology("wc", word_count.CONF, word_count.topology(), "INACTIVE")
+    assert tid == "wc-1-1700000000"
+    name, loc, conf, topo_pb, status = FakeNimbus.last.submitted
+    assert (name, loc, status) == ("wc", "loc-1", "INACTIVE")
+    assert conf == {"topology.workers": 2, "topology.max.spout.pending": 2000,
+                    "wordcount.sentences": 0}
+    assert {c.id for c in from_proto(topo_pb).spouts()} == {"sentences"}
+    with zipfile.ZipFile(__import__("io").BytesIO(FakeNimbus.last.uploaded)) as zf:
+        assert "topo.py" in zf.namelist()
+    assert "Submitted topology wc as wc-1-1700000000 (INACTIVE)" in capsys.readouterr().out
+
+
+def test_run_jar_imports_module_and_calls_main(tmp_path, monkeypatch):
+    monkeypatch.delenv(sub.ENV_PACKAGE, raising=False)
+    monkeypatch.delenv(sub.ENV_OVERRIDES, raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    (tmp_path / "zzjar_ok.py").write_text(
+        "import os\ndef main(args):\n    return (args, os.environ['SQUALL_PACKAGE'],"
+        " os.environ['SQUALL_CLI_OVERRIDES'])\n")
+    (tmp_path / "zzjar_nomain.py").write_text("X = 1\n")
+    got = commands.run_jar(str(tmp_path), "zzjar_ok", ["a"], None, {"k": 1})
+    assert got == (["a"], str(tmp_path), '{"k": 1}')
+    with pytest.raises(SquallError, match="has no main"):
+        commands.run_jar(str(tmp_path), "zzjar_nomain", [], None, {})
+    with pytest.raises(SquallError, match="no module 'zzjar_missing'"):
+        commands.run_jar(str(tmp_path), "zzjar_missing", [], None, {})
+    for m in ("zzjar_ok", "zzjar_nomain"):
+        sys.modules.pop(m, None)
+
+
+def test_parse_executors_and_table():
+    assert commands.parse_executors(["count=4", "split=2"]) == {"count": 4, "split": 2}
+    for bad in ("count", "count=0", "=3", "count=x"):
+        with pytest.raises(ValueError, match="COMPONENT=N"):
+            commands.parse_executors([bad])
+    assert commands.format_uptime(3725) == "1h2m5s"
+    assert commands.format_uptime(59) == "59s"
+
+    class T:
+        name, id, status, num_workers, num_executors, num_tasks, uptime_secs = (
+            "wc", "wc-1-1", "ACTIVE", 2, 9, 9, 61)
+    lines = commands.topology_table([T()])
+    assert lines[0].split() == ["NAME", "ID", "STATUS", "WORKERS", "EXECUTORS", "TASKS", "UPTIME"]
+    assert lines[1].split() == ["wc", "wc-1-1", "ACTIVE", "2", "9", "9", "1m1s"]
+
+
+def test_fetcher_writes_package_topology_and_conf(tmp_path):
+    from squall.client.topology_proto import from_bytes, to_proto
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+    try:
+        import word_count
+    finally:
+        sys.path.pop(0)
+    proto = to_proto(word_count.topology().create_topology())
+
+    class Client:
+        def download(self, tid):
+            return b"PKzip"
+
+        def user_topology(self, tid):
+            return proto
+
+        def topology_conf(self, tid):
+            return '{"topology.workers": 2}'
+
+    fetch.fetch_from(Client(), "wc-1-1", str(tmp_path))
+    assert (tmp_path / "package.zip").read_bytes() == b"PKzip"
+    assert json.loads((tmp_path / "conf.json").read_text()) == {"topology.workers": 2}
+    assert {c.id for c in from_bytes((tmp_path / "topology.pb").read_bytes()).spouts()} == \
+        {"sentences"}
