@@ -117,6 +117,15 @@ NIMBUS_MONITOR_FREQ_SECS = _key("nimbus.monitor.freq.secs", _NUM, 10,
 SUPERVISOR_SLOTS_PORTS = _key("supervisor.slots.ports", list, [6700, 6701, 6702, 6703],
                               "Worker ports (slots) of a supervisor.")
 SUPERVISOR_MONITOR_FREQUENCY_SECS = _key("supervisor.monitor.frequency.secs", _NUM, 10, "Supervisor full-sync period.")
+SUPERVISOR_HEARTBEAT_FREQUENCY_SECS = _key(
+    "supervisor.heartbeat.frequency.secs", _NUM, 5,
+    "Seconds between a supervisor's reports of its workers' heartbeats to Nimbus.")
+NIMBUS_TASK_TIMEOUT_SECS = _key(
+    "nimbus.task.timeout.secs", _NUM, 30,
+    "Seconds without a newer heartbeat after which Nimbus reassigns a worker's tasks.")
+NIMBUS_TASK_LAUNCH_SECS = _key(
+    "nimbus.task.launch.secs", _NUM, 120,
+    "Seconds after a worker's assignment before Nimbus judges it by its heartbeats.")
 STORM_LOCAL_HOSTNAME = _key("storm.local.hostname", str, None,
                             "Host name this node advertises; unset = 127.0.0.1.", nullable=True)
 

@@ -161,3 +161,7 @@ class NimbusClient:
 
     def leader(self) -> pb.NimbusSummary:
         return self._call("GetLeader", topology_pb2.Empty())
+
+    def send_heartbeats(self, message: pb.SupervisorWorkerHeartbeats) -> None:
+        """A supervisor's report of its workers' heartbeats (Storm's sendSupervisorWorkerHeartbeats)."""
+        self._call("SendSupervisorWorkerHeartbeats", message)

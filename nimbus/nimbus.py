@@ -39,10 +39,15 @@ What Nimbus reads and writes in ZooKeeper (through :class:`~squall.client.cluste
 The topology's conf and user topology are in stormdist (``GetTopologyConf``,
 ``GetUserTopology``), not in ZooKeeper, as Storm keeps them in its blob store.
 
-TODO(nimbus.task.timeout.secs): reassign the tasks of workers whose heartbeats
-(``SendSupervisorWorkerHeartbeats``, kept in memory in :attr:`Nimbus.heartbeats`) are older
-than ``nimbus.task.timeout.secs``. The monitor already moves the tasks of slots whose
-supervisor's ephemeral node is gone.
+Worker liveness (Storm's heartbeat cache): supervisors report their workers' heartbeats
+every ``supervisor.heartbeat.frequency.secs`` (``SendSupervisorWorkerHeartbeats``); Nimbus
+keeps them in memory only (:attr:`Nimbus.heartbeats`), with the time it received a *newer*
+heartbeat (so clock skew between hosts does not matter). The monitor round treats a slot as
+dead when its supervisor's ephemeral node is gone, when its supervisor has reported before
+but not for ``nimbus.task.timeout.secs``, or when the slot was assigned more than
+``nimbus.task.launch.secs`` ago and no newer heartbeat arrived for
+``nimbus.task.timeout.secs`` (counted at the earliest from the assignment and from when this
+Nimbus began to lead, since heartbeats are not persisted). Only those slots' executors move.
 """
 
 from __future__ import annotations
@@ -104,8 +109,15 @@ class Nimbus:
         self.address = f"{self.host}:{self.port}"
         self.monitor_secs = float(self.conf.get(cfg.NIMBUS_MONITOR_FREQ_SECS) or 10)
         self.start_time = time.time()
-        #: Latest worker heartbeats by (supervisor id, topology id, port): (received, message).
+        #: Latest worker heartbeats by (supervisor id, topology id, port): (received, message);
+        #: ``received`` is when a heartbeat with a newer ``time_secs`` arrived.
         self.heartbeats: dict[tuple[str, str, int], tuple[float, Any]] = {}
+        #: When each supervisor last reported (any SendSupervisorWorkerHeartbeats).
+        self.supervisor_reports: dict[str, float] = {}
+        self.task_timeout_secs = float(self.conf.get(cfg.NIMBUS_TASK_TIMEOUT_SECS) or 30)
+        launch = self.conf.get(cfg.NIMBUS_TASK_LAUNCH_SECS)
+        self.task_launch_secs = float(120 if launch is None else launch)
+        self._lead_start = time.time()
         self.status = "init"  # init/running/closed (no shared daemon base exists yet)
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
@@ -172,6 +184,7 @@ class Nimbus:
         if self._stopping.is_set():
             return
         log.info("Nimbus %s is the leader", self.address)
+        self._lead_start = time.time()
         self._leader.set()
         try:
             with self._lock:
@@ -207,15 +220,18 @@ class Nimbus:
         now = time.time()
         self._for_each_storm(lambda tid: lc.Tick(now=now, stimulus_id="monitor"))
         try:
-            supervisors = self.cluster_state.supervisors()
+            supervisors = self._live_supervisors(now)
             for tid in self.cluster_state.storm_ids():
                 state = self._state(tid)
                 if state is None or state.status not in (lc.TopologyStatus.ACTIVE,
                                                          lc.TopologyStatus.INACTIVE):
                     continue
                 found = self.cluster_state.get_assignment(tid)
-                if found is None or not found[0].get("workers") or \
-                        self._dead_slots(found[0], supervisors):
+                dead = self._dead_slots(found[0], supervisors, now) if found else set()
+                if found is None or not found[0].get("workers") or dead:
+                    if dead:
+                        log.warning("topology %s: dead worker slot(s) %s; moving their executors",
+                                    tid, sorted(f"{d.host}:{d.port}" for d in dead))
                     self._assign(tid, state.num_workers, state.component_executors,
                                  stimulus_id="monitor")
         except (ClusterStateError, NotEnoughSlots) as e:
@@ -284,12 +300,13 @@ class Nimbus:
                 stimulus_id: str, retry: bool = True) -> None:
         """Schedule ``tid`` over the free slots and write /assignments/<id> (Storm's mkAssignments)."""
         sys_topo, executors = self._executors(tid, component_executors)
-        supervisors = self.cluster_state.supervisors()
+        now = time.time()
+        supervisors = self._live_supervisors(now)
         found = self.cluster_state.get_assignment(tid)
         old, version = found if found is not None else ({}, NO_NODE)
         current = _current(old)
         slots = self._free_slots(supervisors, exclude=tid) | set(current.values())
-        dead = self._dead_slots(old, supervisors)
+        dead = self._dead_slots(old, supervisors, now)
         assignment = schedule(executors, slots, current, dead, num_workers=num_workers,
                               edges=edges_of(sys_topo))
         record = _assignment_record(tid, executors, assignment, old, time.time())
@@ -315,14 +332,38 @@ class Nimbus:
                 for port in info.get("slots", [])
                 if (sid, f"{info['host']}:{port}") not in used}
 
-    @staticmethod
-    def _dead_slots(record: Mapping[str, Any], supervisors: Mapping[str, dict]) -> set[Slot]:
+    def _live_supervisors(self, now: float) -> dict[str, dict]:
+        """Registered supervisors, less those that reported before but not for the task timeout."""
+        out = {}
+        with self._lock:
+            for sid, info in self.cluster_state.supervisors().items():
+                last = self.supervisor_reports.get(sid)
+                if last is not None and now - max(last, self._lead_start) > self.task_timeout_secs:
+                    continue
+                out[sid] = info
+        return out
+
+    def _dead_slots(self, record: Mapping[str, Any], supervisors: Mapping[str, dict],
+                    now: float | None = None) -> set[Slot]:
+        """Slots of ``record`` whose supervisor is gone or whose worker's heartbeats timed out."""
+        now = time.time() if now is None else now
+        tid = record.get("topology_id", "")
+        starts = record.get("start_times", {})
         dead = set()
-        for hp, sid in record.get("slots", {}).items():
-            host, port = hp.rsplit(":", 1)
-            info = supervisors.get(sid)
-            if info is None or int(port) not in info.get("slots", []):
-                dead.add(Slot(sid, host, int(port)))
+        with self._lock:
+            for hp, sid in record.get("slots", {}).items():
+                host, port = hp.rsplit(":", 1)
+                info = supervisors.get(sid)
+                if info is None or int(port) not in info.get("slots", []):
+                    dead.add(Slot(sid, host, int(port)))
+                    continue
+                assigned = float(starts.get(hp, now))
+                if now - assigned <= self.task_launch_secs:
+                    continue
+                hb = self.heartbeats.get((sid, tid, int(port)))
+                last = max(hb[0] if hb else 0.0, assigned, self._lead_start)
+                if now - last > self.task_timeout_secs:
+                    dead.add(Slot(sid, host, int(port)))
         return dead
 
     # --- requests (any thread) ---
@@ -475,8 +516,15 @@ class Nimbus:
         """Keep the supervisor's worker heartbeats in memory (never in ZooKeeper)."""
         now = time.time()
         with self._lock:
+            self.supervisor_reports[supervisor_id] = now
             for hb in heartbeats:
-                self.heartbeats[(supervisor_id, hb.topology_id, hb.port)] = (now, hb)
+                key = (supervisor_id, hb.topology_id, hb.port)
+                prev = self.heartbeats.get(key)
+                if prev is not None and hb.time_secs <= prev[1].time_secs:
+                    # Not newer: a hung worker's stale file; keep the old receive time.
+                    self.heartbeats[key] = (prev[0], hb)
+                else:
+                    self.heartbeats[key] = (now, hb)
 
     # --- views (any Nimbus answers) ---
     def cluster_info(self) -> dict[str, Any]:
@@ -521,7 +569,7 @@ class Nimbus:
                       ) -> dict[str, Any]:
         """One topology's executors (with host, port, uptime) and errors (Storm's getTopologyInfo).
 
-        Counters are zero until worker heartbeats are folded in (see the module TODO).
+        Counters come from the latest worker heartbeats Nimbus received (zero before any).
         """
         state = self._by_name(name) if name is not None else self._state(topology_id or "")
         if state is None:
@@ -531,20 +579,45 @@ class Nimbus:
         found = self.cluster_state.get_assignment(state.topology_id)
         record = found[0] if found else {}
         worker_of = {t: hp for hp, tasks in record.get("workers", {}).items() for t in tasks}
+        stats = self._task_stats(state.topology_id, record)
         executors = []
         for comp, tasks in record.get("executors", []):
             hp = worker_of.get(tasks[0], ":0")
             host, port = hp.rsplit(":", 1)
             started = record.get("start_times", {}).get(hp, now)
-            executors.append({"component_id": comp, "task_start": tasks[0],
-                              "task_end": tasks[-1], "host": host, "port": int(port),
-                              "uptime_secs": int(now - started)})
+            ex = {"component_id": comp, "task_start": tasks[0],
+                  "task_end": tasks[-1], "host": host, "port": int(port),
+                  "uptime_secs": int(now - started)}
+            lat_sum = lat_n = 0.0
+            for t in tasks:
+                ts = stats.get(t)
+                if ts is None:
+                    continue
+                for f in ("emitted", "transferred", "acked", "failed"):
+                    ex[f] = ex.get(f, 0) + getattr(ts, f)
+                if ts.HasField("complete_latency") and ts.complete_latency.n:
+                    lat_sum += ts.complete_latency.mean * ts.complete_latency.n
+                    lat_n += ts.complete_latency.n
+            if lat_n:
+                ex["complete_latency_ms"] = lat_sum / lat_n
+            executors.append(ex)
         errors = self.cluster_state.errors(state.topology_id)
         return {"id": state.topology_id, "name": state.name, "status": state.status.name,
                 "uptime_secs": int(now - state.launch_time_secs), "owner": state.owner,
                 "executors": sorted(executors, key=lambda e: (e["component_id"],
                                                               e["task_start"])),
                 "errors": errors}
+
+    def _task_stats(self, tid: str, record: Mapping[str, Any]) -> dict[int, Any]:
+        """task -> latest TaskStats from the heartbeats of the record's current slots."""
+        out: dict[int, Any] = {}
+        with self._lock:
+            for hp, sid in record.get("slots", {}).items():
+                hb = self.heartbeats.get((sid, tid, int(hp.rsplit(":", 1)[1])))
+                if hb is not None:
+                    for ts in hb[1].tasks:
+                        out[ts.task] = ts
+        return out
 
     def topology_conf(self, topology_id: str) -> str:
         """The topology's conf as a JSON object string."""

@@ -48,6 +48,22 @@ def grpc_fetcher(conf: Mapping[str, Any], timeout: float = 60.0
     return fetch_topology
 
 
+def grpc_heartbeat_sender(conf: Mapping[str, Any], timeout: float = 5.0
+                          ) -> Callable[[Any], None]:
+    """A ``send_heartbeats(SupervisorWorkerHeartbeats)`` calling the Nimbus of ``conf``.
+
+    One channel, kept open across calls (gRPC reconnects on its own); errors propagate
+    (the supervisor logs them).
+    """
+    client = NimbusClient(dict(conf), timeout=timeout)
+
+    def send_heartbeats(message: Any) -> None:
+        client.send_heartbeats(message)
+
+    send_heartbeats.close = client.close  # type: ignore[attr-defined]
+    return send_heartbeats
+
+
 def _write(path: str, data: bytes) -> None:
     with open(path, "wb") as fh:
         fh.write(data)

@@ -12,7 +12,9 @@ worker's directory (``assignment.json``, ``status``) as
 full syncs a short local tick reaps dead workers and relaunches them once the
 :class:`~squall.supervisor.reconcile.RestartPolicy` backoff allows. Worker
 liveness stays on this host (``heartbeat.json``); nothing is written to
-ZooKeeper per heartbeat.
+ZooKeeper per heartbeat. Every ``supervisor.heartbeat.frequency.secs`` one
+SupervisorWorkerHeartbeats message with the running workers' heartbeats goes to
+Nimbus through ``send_heartbeats`` (default: gRPC; failures logged, never fatal).
 """
 
 from __future__ import annotations
@@ -106,7 +108,8 @@ class Supervisor:
 
     def __init__(self, conf: Mapping[str, Any], cluster_state: ClusterState | None = None,
                  fetch_topology: FetchTopology | None = None, spawn: Spawn | None = None,
-                 clock: Callable[[], float] = time.time, policy: RestartPolicy | None = None):
+                 clock: Callable[[], float] = time.time, policy: RestartPolicy | None = None,
+                 send_heartbeats: Callable[[Any], None] | None = None):
         self.conf = cfg.layered(conf)
         self.host = self.conf.get(cfg.STORM_LOCAL_HOSTNAME) or "127.0.0.1"
         self.ports = sorted(int(p) for p in self.conf[cfg.SUPERVISOR_SLOTS_PORTS])
@@ -130,6 +133,10 @@ class Supervisor:
         self.hb_timeout = float(self.conf.get(SUPERVISOR_WORKER_TIMEOUT_SECS, 30))
         self.start_timeout = float(self.conf.get(SUPERVISOR_WORKER_START_TIMEOUT_SECS, 120))
         self.kill_grace = float(self.conf.get(SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS, 3))
+        self.heartbeat_secs = float(self.conf.get(cfg.SUPERVISOR_HEARTBEAT_FREQUENCY_SECS) or 5)
+        #: ``send_heartbeats(SupervisorWorkerHeartbeats)``; default: NimbusClient over gRPC.
+        self.send_heartbeats = send_heartbeats
+        self._hb_thread: threading.Thread | None = None
         #: port -> the process running there (only pids this supervisor launched).
         self.procs: dict[int, _Proc] = {}
         #: What the last full sync read: port -> spec (kept while ZooKeeper is unreachable).
@@ -204,6 +211,9 @@ class Supervisor:
             self._thread = threading.Thread(target=self._run, name=f"supervisor-{self.id[:8]}",
                                             daemon=True)
             self._thread.start()
+            self._hb_thread = threading.Thread(target=self._heartbeat_loop,
+                                               name=f"supervisor-hb-{self.id[:8]}", daemon=True)
+            self._hb_thread.start()
         log.info("supervisor %s on %s started: slots %s, local dir %s", self.id, self.host,
                  self.ports, self.local_dir)
         return self
@@ -226,6 +236,47 @@ class Supervisor:
                 wait = min(wait, max(0.0, due - self.clock()))
             self._wake.wait(wait)
             self._wake.clear()
+
+    # -- worker heartbeats to Nimbus (Storm 2's sendSupervisorWorkerHeartbeats) ------------
+    def worker_heartbeats(self):
+        """One SupervisorWorkerHeartbeats message from the heartbeat.json of running workers."""
+        from ..proto import nimbus_pb2 as pb
+        msg = pb.SupervisorWorkerHeartbeats(supervisor_id=self.id)
+        for port, p in sorted(dict(self.procs).items()):
+            hb = _read_json(os.path.join(p.worker_dir, HEARTBEAT_FILE))
+            if not isinstance(hb, dict) or hb.get("pid") != p.proc.pid or "time" not in hb:
+                continue  # not started yet, or left by an earlier process
+            w = msg.worker_heartbeats.add(
+                topology_id=p.spec.topology_id, port=port, time_secs=float(hb["time"]),
+                uptime_secs=int(hb.get("uptime_secs", 0)), state=str(hb.get("state", "running")))
+            for t in p.spec.tasks:
+                w.executors.add(task_start=int(t), task_end=int(t))
+            for task, st in sorted((hb.get("tasks") or {}).items(), key=lambda kv: int(kv[0])):
+                ts = w.tasks.add(task=int(task), component=str(st.get("component", "")))
+                for f in ("emitted", "transferred", "executed", "acked", "failed",
+                          "timed_out", "pending"):
+                    setattr(ts, f, int(st.get(f, 0)))
+                lat = st.get("complete_latency_ms")
+                if lat:
+                    ts.complete_latency.mean = float(lat.get("mean", 0))
+                    ts.complete_latency.p50 = float(lat.get("p50", 0))
+                    ts.complete_latency.p99 = float(lat.get("p99", 0))
+                    ts.complete_latency.n = int(lat.get("n", 0))
+        return msg
+
+    def report_heartbeats(self) -> None:
+        """Send one report to Nimbus; a failure is logged, never raised."""
+        try:
+            if self.send_heartbeats is None:
+                from .fetch import grpc_heartbeat_sender
+                self.send_heartbeats = grpc_heartbeat_sender(self.conf)
+            self.send_heartbeats(self.worker_heartbeats())
+        except Exception as e:  # noqa: BLE001 - Nimbus away must not stop the supervisor
+            log.warning("supervisor %s: cannot send worker heartbeats to Nimbus: %s", self.id, e)
+
+    def _heartbeat_loop(self) -> None:
+        while not self._stopping.wait(self.heartbeat_secs):
+            self.report_heartbeats()
 
     def sync(self, full: bool = True) -> None:
         """One round: reap, (full: re-read ZooKeeper and write worker dirs), then apply the plan."""
@@ -467,6 +518,11 @@ class Supervisor:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        if self._hb_thread is not None:
+            self._hb_thread.join(timeout=10)
+        close_sender = getattr(self.send_heartbeats, "close", None)
+        if close_sender is not None:
+            close_sender()
         self._terminate([p.proc for p in self.procs.values()])
         self.procs.clear()
         try:
