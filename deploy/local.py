@@ -22,7 +22,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from ..client.topology import Topology, TopologyBuilder, executors_of, system_to
     assign_task_ids
 from ..client.topology_proto import to_bytes
 from ..worker.state import Assignment
+from .net import free_ports
 from ..worker.worker import (ASSIGNMENT_FILE, EXIT_USER_CODE, HEARTBEAT_FILE, STATUS_FILE,
                              TOPOLOGY_FILE)
 
@@ -79,21 +79,6 @@ def load_topology_file(path: str, args: list[str] | None = None) -> LoadedTopolo
     conf = dict(getattr(module, "CONF", {}) or {})
     name = getattr(module, "NAME", None) or modname
     return LoadedTopology(name, built, conf, code_dir)
-
-
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct free TCP ports on ``host`` (bound, then released)."""
-    socks, ports = [], []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind((host, 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
 
 
 def even_assignment(topology: Topology, worker_ids: list[str]) -> dict[str, list[int]]:

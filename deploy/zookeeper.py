@@ -28,6 +28,7 @@ import threading
 import time
 
 from ..client.cluster_state import ZooKeeperUnavailable
+from .net import free_port
 
 #: Where Debian's ``zookeeper`` package puts its jars. The server jar's manifest
 #: ``Class-Path`` pulls in the rest (jute, netty, slf4j-api, ...).
@@ -74,13 +75,6 @@ def installation() -> tuple[str, str]:
         raise ZooKeeperUnavailable(
             None, f"ZooKeeper cannot be started: missing {', '.join(missing)}; {INSTALL_HINT}")
     return java, classpath  # type: ignore[return-value]
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on right now (another process may still take it before us)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def four_letter_word(host: str, port: int, word: str = "ruok", timeout: float = 1.0) -> str:

@@ -16,7 +16,7 @@ import psutil
 import pytest
 import yaml
 
-from squall.deploy.local import free_ports
+from squall.deploy.net import free_ports
 from zk_fixtures import poll_for
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ import pytest
 from squall.client.cluster_state import NO_NODE, MAX_ERRORS_PER_COMPONENT, VersionConflict, \
     ZooKeeperUnavailable
 from squall.client.zk_cluster_state import KazooClusterState
-from squall.deploy.zookeeper import free_port
+from squall.deploy.net import free_port
 from zk_fixtures import expire_session, poll_for
 
 pytestmark = pytest.mark.integration

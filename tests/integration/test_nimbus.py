@@ -12,7 +12,7 @@ from squall.client.nimbus_errors import (IllegalState, InvalidRequest, NimbusUna
                                          PackageTooLarge, TopologyAlreadyExists, TopologyNotFound)
 from squall.client.topology import TopologyBuilder
 from squall.client.topology_proto import to_proto
-from squall.deploy.zookeeper import free_port
+from squall.deploy.net import free_port
 from squall.nimbus.nimbus import Nimbus
 from squall.nimbus.servicer import serve
 from topos import NumberSpout, RecordingBolt

@@ -11,7 +11,7 @@ import pytest
 
 from squall.client.topology import TopologyBuilder
 from squall.client.topology_proto import to_proto
-from squall.deploy.zookeeper import free_port
+from squall.deploy.net import free_port
 from squall.nimbus.nimbus import Nimbus
 from squall.proto import nimbus_pb2 as pb
 from topos import NumberSpout, RecordingBolt

@@ -14,7 +14,8 @@ from squall.client import TopologyBuilder
 from squall.client import config as cfg
 from squall.client.topology import assign_task_ids, system_topology
 from squall.client.topology_proto import to_bytes
-from squall.deploy.local import even_assignment, free_ports
+from squall.deploy.local import even_assignment
+from squall.deploy.net import free_ports
 from squall.supervisor.supervisor import Supervisor, default_spawn
 from topos import NumberSpout, RecordingBolt, events_of, read_events
 from zk_fixtures import poll_for
