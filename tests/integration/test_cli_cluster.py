@@ -30,13 +30,14 @@ def squall_cmd(*args):
 
 
 class Cluster:
-    def __init__(self, tmp_path, zk_conf):
+    def __init__(self, tmp_path, zk_conf, extra_conf=None):
         self.tmp = tmp_path
         self.nimbus_port, p1, p2, p3, p4 = free_ports(5)
         conf = dict(zk_conf)
         conf.update({"nimbus.seeds": ["127.0.0.1"], "nimbus.grpc.port": self.nimbus_port,
                      "nimbus.monitor.freq.secs": 1, "supervisor.monitor.frequency.secs": 2,
                      "supervisor.worker.shutdown.sleep.secs": 2})
+        conf.update(extra_conf or {})
         self.yaml = tmp_path / "squall.yaml"
         self.yaml.write_text(yaml.safe_dump(conf))
         self.env = dict(os.environ, SQUALL_CONF=str(self.yaml))
@@ -50,6 +51,15 @@ class Cluster:
         self.procs[name] = subprocess.Popen(squall_cmd(*args), stdout=log, stderr=log,
                                             env=self.env, cwd=str(self.tmp))
         log.close()
+
+    def submit_word_count(self):
+        """Wait for both supervisors, then `squall jar` the endless word count; returns the result."""
+        poll_for(lambda: "2 supervisor(s), 0/4 slots used" in self.run("list").stdout, timeout=20,
+                 what="2 supervisors registered\n" + self.logs())
+        r = self.run("jar", EXAMPLES, "word_count", "-c", "wordcount.sentences=0",
+                     "-c", "topology.stats.freq.secs=0.2")
+        assert r.returncode == 0, r.stdout + r.stderr + self.logs()
+        return r
 
     def start(self):
         self.start_daemon("nimbus", "nimbus", "-c", f"storm.local.dir={self.tmp / 'nimbus'}")
@@ -129,14 +139,18 @@ class Cluster:
                 pass
 
 
-@pytest.fixture
-def cluster(tmp_path, zk_conf):
-    c = Cluster(tmp_path, zk_conf)
+def started(c):
+    """Run cluster ``c`` for one test; every process it started is stopped by pid afterwards."""
     c.start()
     try:
         yield c
     finally:
         c.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path, zk_conf):
+    yield from started(Cluster(tmp_path, zk_conf))
 
 
 def alive(pid):
@@ -150,11 +164,7 @@ def test_jar_list_deactivate_activate_kill_and_errors(cluster):
     c = cluster
     t0 = time.monotonic()
     # Both supervisors registered (their 4 slots) before the submit.
-    poll_for(lambda: "2 supervisor(s), 0/4 slots used" in c.run("list").stdout, timeout=20,
-             what="2 supervisors registered\n" + c.logs())
-    r = c.run("jar", EXAMPLES, "word_count", "-c", "wordcount.sentences=0",
-              "-c", "topology.stats.freq.secs=0.2")
-    assert r.returncode == 0, r.stdout + r.stderr + c.logs()
+    r = c.submit_word_count()
     assert "Submitted topology word-count as word-count-" in r.stdout, r.stdout
     t_submit = time.monotonic()
 

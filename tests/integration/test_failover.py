@@ -11,9 +11,8 @@ import time
 
 import psutil
 import pytest
-import yaml
 
-from test_cli_cluster import EXAMPLES, Cluster, alive
+from test_cli_cluster import Cluster, alive, started
 from zk_fixtures import poll_for
 
 pytestmark = pytest.mark.integration
@@ -23,17 +22,10 @@ TASK_TIMEOUT, MONITOR = 3, 0.5
 
 @pytest.fixture
 def cluster(tmp_path, zk_conf):
-    c = Cluster(tmp_path, zk_conf)
-    conf = yaml.safe_load(c.yaml.read_text())
-    conf.update({"nimbus.monitor.freq.secs": MONITOR, "nimbus.task.timeout.secs": TASK_TIMEOUT,
-                 "nimbus.task.launch.secs": 10, "supervisor.heartbeat.frequency.secs": 0.5,
-                 "supervisor.monitor.frequency.secs": 1})
-    c.yaml.write_text(yaml.safe_dump(conf))
-    c.start()
-    try:
-        yield c
-    finally:
-        c.stop()
+    yield from started(Cluster(tmp_path, zk_conf, {
+        "nimbus.monitor.freq.secs": MONITOR, "nimbus.task.timeout.secs": TASK_TIMEOUT,
+        "nimbus.task.launch.secs": 10, "supervisor.heartbeat.frequency.secs": 0.5,
+        "supervisor.monitor.frequency.secs": 1}))
 
 
 def worker_pids(sup_dir):
@@ -50,11 +42,7 @@ def worker_pids(sup_dir):
 def test_supervisor_kill9_moves_workers(cluster):
     c = cluster
     t0 = time.monotonic()
-    poll_for(lambda: "2 supervisor(s), 0/4 slots used" in c.run("list").stdout, timeout=20,
-             what="2 supervisors registered\n" + c.logs())
-    r = c.run("jar", EXAMPLES, "word_count", "-c", "wordcount.sentences=0",
-              "-c", "topology.stats.freq.secs=0.2")
-    assert r.returncode == 0, r.stdout + r.stderr + c.logs()
+    c.submit_word_count()
     poll_for(lambda: c.acked() > 500, timeout=20, what="500 acks\n" + c.logs())
     # The word count runs 2 workers, one per supervisor (spread).
     victims = worker_pids(c.sup_dirs[0])

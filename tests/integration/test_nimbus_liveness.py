@@ -9,24 +9,15 @@ import time
 
 import pytest
 
-from squall.client.topology import TopologyBuilder
-from squall.client.topology_proto import to_proto
 from squall.deploy.net import free_port
 from squall.nimbus.nimbus import Nimbus
 from squall.proto import nimbus_pb2 as pb
-from topos import NumberSpout, RecordingBolt
+from test_nimbus import topology
 from zk_fixtures import poll_for
 
 pytestmark = pytest.mark.integration
 
 TIMEOUT, MONITOR = 2.0, 0.5
-
-
-def topology():
-    b = TopologyBuilder()
-    b.set_spout("numbers", NumberSpout(), 2)
-    b.set_bolt("record", RecordingBolt(), 3).shuffle_grouping("numbers")
-    return to_proto(b.create_topology())
 
 
 @pytest.fixture

@@ -61,15 +61,22 @@ class NumberSpout(Spout):
         self.replay_failed = bool(conf.get("test.spout.replay", True))
         self.replays = []
 
+    def take(self):
+        """This task's next fresh index, or None when its share is emitted."""
+        if self.next >= self.count:
+            return None
+        i = self.next
+        self.next += self.step
+        return i
+
     def next_tuple(self):
         if self.replays:
             i = self.replays.pop(0)
             self.rec("replay", i)
-        elif self.next < self.count:
-            i = self.next
-            self.next += self.step
         else:
-            return
+            i = self.take()
+            if i is None:
+                return
         self.rec("emit", i)
         self.collector.emit([i], msg_id=i)
 
@@ -93,10 +100,9 @@ class KeySpout(NumberSpout):
         self.keys = int(conf.get("test.keys", 50))
 
     def next_tuple(self):
-        if self.next >= self.count:
+        i = self.take()
+        if i is None:
             return
-        i = self.next
-        self.next += self.step
         self.rec("emit", i)
         self.collector.emit([f"k{i % self.keys}", i], msg_id=i)
 
@@ -112,10 +118,9 @@ class DirectSpout(NumberSpout):
         self.targets = context.component_tasks("sink")
 
     def next_tuple(self):
-        if self.next >= self.count:
+        i = self.take()
+        if i is None:
             return
-        i = self.next
-        self.next += self.step
         target = self.targets[i % len(self.targets)]
         self.rec("emit", i)
         self.collector.emit_direct(target, [i, target], msg_id=i)
@@ -132,10 +137,9 @@ class FastSpout(NumberSpout):
         self.payload = "x" * int(conf.get("test.payload.bytes", 1000))
 
     def next_tuple(self):
-        if self.next >= self.count:
+        i = self.take()
+        if i is None:
             return
-        i = self.next
-        self.next += self.step
         self.rec("emit", i)
         self.collector.emit([i, self.payload], msg_id=i)
 
@@ -299,10 +303,9 @@ class TimedNumberSpout(NumberSpout):
     """NumberSpout whose emit and fail events carry the wall time: ``<i> <time>``."""
 
     def next_tuple(self):
-        if self.next >= self.count:
+        i = self.take()
+        if i is None:
             return
-        i = self.next
-        self.next += self.step
         self.rec("emit", f"{i} {time.time()}")
         self.collector.emit([i], msg_id=i)
 
