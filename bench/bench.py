@@ -218,9 +218,9 @@ EXTRA_CONF: dict[str, Any] = {}
 
 
 def cluster(name: str, conf: dict, parallelism: int):
-    from squall.deploy.local import LocalCluster
+    from squall.deploy.static import StaticCluster
     conf = {**conf, **EXTRA_CONF}
-    return LocalCluster(name, topo.word_count(parallelism).create_topology(), conf,
+    return StaticCluster(name, topo.word_count(parallelism).create_topology(), conf,
                         code_paths=CODE_PATHS, stdout=subprocess.DEVNULL)
 
 

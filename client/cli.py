@@ -65,10 +65,12 @@ def cli(verbose: bool) -> None:
               help="Stop after SECS seconds (default: run until Ctrl-C).")
 @conf_option
 def local(topology_file: str, duration: float | None, conf_pairs: tuple[str, ...]) -> None:
-    """Run TOPOLOGY_FILE's topology on this machine, its workers as separate processes.
+    """Run TOPOLOGY_FILE's topology on a private cluster on this machine.
 
-    The file defines topology() returning a TopologyBuilder (and optionally
-    CONF and NAME). Ctrl-C drains pending tuples and stops every worker.
+    Starts ZooKeeper, Nimbus and a supervisor, submits the topology (the file
+    defines topology() returning a TopologyBuilder, and optionally CONF and
+    NAME) and shows its progress. Ctrl-C drains pending tuples, kills the
+    topology and stops every process it started.
     """
     from ..deploy.local import run_local
     try:

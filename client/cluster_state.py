@@ -294,13 +294,14 @@ class ClusterState(abc.ABC):
 
     # --- errors ---
     def report_error(self, storm_id: str, component: str, text: str, time: float,
-                     host: str | None = None, port: int | None = None) -> None:
+                     host: str | None = None, port: int | None = None,
+                     task: int | None = None) -> None:
         """Append an error to the component's list, keeping the last :data:`MAX_ERRORS_PER_COMPONENT`.
 
         Workers report concurrently, so this is a compare-and-set loop on the node's version.
         """
         path = self.paths.errors(storm_id, component)
-        record = {"error": text, "time": time, "host": host, "port": port}
+        record = {"error": text, "time": time, "host": host, "port": port, "task": task}
         for _ in range(50):
             found = self._read(path, None)
             records, version = ([], NO_NODE) if found is None else (decode(found[0], path), found[1])
@@ -312,7 +313,7 @@ class ClusterState(abc.ABC):
         raise VersionConflict(path, version, "report_error")
 
     def errors(self, storm_id: str, component: str | None = None) -> list[dict]:
-        """Recent errors, oldest first: ``{"component", "error", "time", "host", "port"}``
+        """Recent errors, oldest first: ``{"component", "error", "time", "host", "port", "task"}``
         for one component, or for all of the topology's components merged by time."""
         names = ([_segment(component)] if component is not None
                  else self._children(self.paths.errors(storm_id), None))

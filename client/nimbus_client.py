@@ -1,8 +1,9 @@
 """A thin client of Nimbus's gRPC service, for the CLI and the submitter.
 
 Storm's ``NimbusClient`` plus the upload half of ``StormSubmitter``: it connects to
-``nimbus.seeds[0]``:``nimbus.grpc.port``, bounds every call with a deadline, uploads a
-package in 1 MiB chunks, and turns gRPC errors into :mod:`squall.client.nimbus_errors`
+``nimbus.seeds[0]``:``nimbus.grpc.port`` (moving to the leader when a Nimbus refuses and
+names it, and to the next seed when one is unreachable), bounds every call with a deadline,
+uploads a package in 1 MiB chunks, and turns gRPC errors into :mod:`squall.client.nimbus_errors`
 types carrying the server's message (for UNAVAILABLE from the channel itself, the address
 tried: "cannot reach Nimbus at 127.0.0.1:6627: ...").
 """
@@ -18,7 +19,16 @@ from ..proto import nimbus_pb2 as pb
 from ..proto import nimbus_pb2_grpc as pb_grpc
 from ..proto import topology_pb2
 from . import config as cfg
-from .nimbus_errors import BY_CODE, NimbusError, NimbusUnavailable
+from .nimbus_errors import BY_CODE, LEADER_METADATA, NimbusError, NimbusUnavailable
+
+def _unreachable(e: grpc.RpcError) -> bool:
+    """UNAVAILABLE from the channel (connection refused, DNS), not a Nimbus's own refusal:
+    the server's UNAVAILABLE messages name what to do (Nimbus, ZooKeeper, the leader)."""
+    code = e.code() if hasattr(e, "code") else None
+    details = (e.details() if hasattr(e, "details") else None) or ""
+    return code is grpc.StatusCode.UNAVAILABLE and not any(
+        w in details for w in ("Nimbus", "ZooKeeper", "leader"))
+
 
 #: Bytes per uploaded chunk (gRPC's default message limit is 4 MiB).
 CHUNK_SIZE = 1024 * 1024
@@ -35,13 +45,17 @@ class NimbusClient:
 
     def __init__(self, conf: Mapping[str, Any], timeout: float = 30.0,
                  address: str | None = None):
-        if address is None:
-            seeds = conf.get(cfg.NIMBUS_SEEDS) or ["127.0.0.1"]
-            address = f"{seeds[0]}:{conf.get(cfg.NIMBUS_GRPC_PORT) or 6627}"
-        #: ``host:port`` of the Nimbus called.
-        self.address = address
+        port = conf.get(cfg.NIMBUS_GRPC_PORT) or 6627
+        #: Addresses to try, in order: ``nimbus.seeds`` (or just ``address``).
+        self.seeds = [address] if address is not None else \
+            [f"{h}:{port}" for h in (conf.get(cfg.NIMBUS_SEEDS) or ["127.0.0.1"])]
         #: Seconds each call may take.
         self.timeout = timeout
+        self._connect(self.seeds[0])
+
+    def _connect(self, address: str) -> None:
+        #: ``host:port`` of the Nimbus called.
+        self.address = address
         self._channel = grpc.insecure_channel(address)
         self._stub = pb_grpc.NimbusStub(self._channel)
 
@@ -54,11 +68,33 @@ class NimbusClient:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _call(self, method: str, request, **kw):
-        try:
-            return getattr(self._stub, method)(request, timeout=self.timeout, **kw)
-        except grpc.RpcError as e:
-            raise self._translate(e) from None
+    def _call(self, method: str, request, stream: bool = False, **kw):
+        """Call ``method`` on the Nimbus that can answer: a refusal naming the leader moves this
+        client to the leader, an unreachable Nimbus to the next seed (Storm's NimbusClient
+        discovery); each address is tried once per call."""
+        tried: list[str] = []
+        while True:
+            try:
+                result = getattr(self._stub, method)(request, timeout=self.timeout, **kw)
+                return list(result) if stream else result
+            except grpc.RpcError as e:
+                err = self._translate(e)
+                tried.append(self.address)
+                nxt = self._redirect(e, err, tried)
+                if nxt is None:
+                    raise err from None
+                self.close()
+                self._connect(nxt)
+
+    def _redirect(self, e: grpc.RpcError, err: NimbusError, tried: list[str]) -> str | None:
+        """Where to retry after ``err``, or None."""
+        meta = dict(e.trailing_metadata() or ()) if hasattr(e, "trailing_metadata") else {}
+        leader = meta.get(LEADER_METADATA)
+        if leader:
+            return leader if leader not in tried else None
+        if _unreachable(e):
+            return next((a for a in self.seeds if a not in tried), None)
+        return None
 
     def _translate(self, e: grpc.RpcError) -> NimbusError:
         code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
@@ -68,9 +104,7 @@ class NimbusClient:
                                      f"{self.timeout:g} s", self.address)
         cls = BY_CODE.get(code.name, NimbusError)
         if cls is NimbusUnavailable:
-            # The server's own UNAVAILABLE (not the leader, ZooKeeper away) names what to do;
-            # the channel's (connection refused, DNS) does not, so name the address tried.
-            if "Nimbus" in details or "ZooKeeper" in details or "leader" in details:
+            if not _unreachable(e):  # the server's own (not the leader, ZooKeeper away)
                 return NimbusUnavailable(details, self.address)
             return NimbusUnavailable(f"cannot reach Nimbus at {self.address}: {details}; is it "
                                      "running? (check nimbus.seeds / nimbus.grpc.port)",
@@ -102,11 +136,7 @@ class NimbusClient:
 
     def download(self, topology_id: str) -> bytes:
         """A topology's package (what supervisors fetch)."""
-        try:
-            chunks = list(self._stub.DownloadPackage(pb.IdRequest(id=topology_id),
-                                                     timeout=self.timeout))
-        except grpc.RpcError as e:
-            raise self._translate(e) from None
+        chunks = self._call("DownloadPackage", pb.IdRequest(id=topology_id), stream=True)
         return b"".join(c.data for c in chunks)
 
     # --- submit and lifecycle ---

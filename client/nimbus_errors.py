@@ -80,6 +80,9 @@ class NotALeader(NimbusUnavailable):
         super().__init__(message, leader)
 
 
+#: Trailing-metadata key of a NotALeader refusal carrying the leader's host:port.
+LEADER_METADATA = "squall-leader"
+
 #: gRPC status code name -> the class the client raises for it.
 BY_CODE: dict[str, type[NimbusError]] = {
     cls.grpc_code: cls for cls in (TopologyNotFound, TopologyAlreadyExists, InvalidRequest,

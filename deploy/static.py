@@ -1,22 +1,16 @@
-"""Run a topology on this machine: its workers as separate processes with an even static assignment.
+"""One topology's workers as processes on this machine, with a fixed assignment and no daemons.
 
-``squall local <file>`` loads the topology from a Python file, numbers its
-tasks, spreads the executors round-robin over ``topology.workers`` worker
-processes (Storm's even scheduler; the Nimbus issue replaces this with real
-scheduling) and supervises them: a progress line every few seconds, a
-crashed worker stops the run with its error shown, and a stop (duration over,
-Ctrl-C) deactivates the spouts, waits for pending tuple trees to drain, then
-stops every worker by pid.
-
-How a file exposes its topology: a module-level function ``topology()`` (or
-``build_topology()``) returning a :class:`~squall.client.TopologyBuilder` or a
-built :class:`~squall.client.Topology`, and optionally a dict ``CONF`` with
-the topology conf and a string ``NAME``.
+The data plane's test harness and the benchmark's runner: it numbers the
+topology's tasks, deals the executors round-robin over ``topology.workers``
+worker processes (Storm's even scheduler), writes each worker's directory as a
+supervisor would, and starts, observes (``heartbeat.json``), deactivates,
+drains and stops them by pid. Without ZooKeeper, Nimbus or supervisors, a
+crashed worker stays down. ``squall local`` runs the real daemons instead
+(:mod:`squall.deploy.local`).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
@@ -30,55 +24,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from ..client import config as cfg
-from ..client.errors import InvalidTopology, SquallError
-from ..client.topology import Topology, TopologyBuilder, executors_of, system_topology, \
-    assign_task_ids
+from ..client.topology import Topology, assign_task_ids, executors_of, system_topology
 from ..client.topology_proto import to_bytes
 from ..worker.state import Assignment
 from .net import free_ports
 from ..worker.worker import (ASSIGNMENT_FILE, EXIT_USER_CODE, HEARTBEAT_FILE, STATUS_FILE,
                              TOPOLOGY_FILE)
 
-log = logging.getLogger("squall.local")
-
-
-@dataclass
-class LoadedTopology:
-    name: str
-    topology: Topology
-    conf: dict[str, Any]
-    code_dir: str
-
-
-def load_topology_file(path: str, args: list[str] | None = None) -> LoadedTopology:
-    """Import ``path`` and build its topology (see the module docstring for the contract)."""
-    path = os.path.abspath(path)
-    if not os.path.isfile(path):
-        raise SquallError(f"topology file {path} does not exist")
-    code_dir = os.path.dirname(path)
-    modname = os.path.splitext(os.path.basename(path))[0]
-    if code_dir not in sys.path:
-        sys.path.insert(0, code_dir)
-    # Imported under its own name (not __main__) so pickled classes resolve in workers.
-    spec = importlib.util.spec_from_file_location(modname, path)
-    if spec is None or spec.loader is None:
-        raise SquallError(f"cannot import {path}: not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[modname] = module
-    spec.loader.exec_module(module)
-    factory = getattr(module, "topology", None) or getattr(module, "build_topology", None)
-    if not callable(factory):
-        raise SquallError(f"{path} must define a function topology() returning a "
-                          "TopologyBuilder or Topology")
-    built = factory(*(args or [])) if args else factory()
-    if isinstance(built, TopologyBuilder):
-        built = built.create_topology()
-    if not isinstance(built, Topology):
-        raise SquallError(f"{path}: topology() returned {type(built).__name__}, expected a "
-                          "TopologyBuilder or Topology")
-    conf = dict(getattr(module, "CONF", {}) or {})
-    name = getattr(module, "NAME", None) or modname
-    return LoadedTopology(name, built, conf, code_dir)
+log = logging.getLogger("squall.static")
 
 
 def even_assignment(topology: Topology, worker_ids: list[str]) -> dict[str, list[int]]:
@@ -106,12 +59,12 @@ class RunResult:
     crashed: list[str] = field(default_factory=list)
 
 
-class LocalCluster:
+class StaticCluster:
     """Workers of one topology on this machine, as processes.
 
     Example::
 
-        with LocalCluster("wc", topology, {"topology.workers": 2}) as lc:
+        with StaticCluster("wc", topology, {"topology.workers": 2}) as lc:
             lc.wait_for(lambda hb: lc.total("acked") >= 1000, timeout=30)
     """
 
@@ -134,7 +87,7 @@ class LocalCluster:
         self.assignment: dict[str, list[int]] = {}
 
     # -- start -------------------------------------------------------------------
-    def start(self) -> "LocalCluster":
+    def start(self) -> "StaticCluster":
         n = int(self.conf[cfg.TOPOLOGY_WORKERS])
         ports = free_ports(n, self.host)
         worker_ids = [f"{self.host}:{p}" for p in ports]
@@ -166,7 +119,7 @@ class LocalCluster:
             self.workers.append(WorkerProc(w, wdir, proc, log_path))
         return self
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> "StaticCluster":
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
@@ -304,84 +257,3 @@ class LocalCluster:
     def cleanup(self) -> None:
         if self.own_base:
             shutil.rmtree(self.base_dir, ignore_errors=True)
-
-
-def summarize(lc: LocalCluster, hbs: Mapping[str, dict]) -> list[str]:
-    """Human-readable end-of-run lines: per component counters and recent errors."""
-    per: dict[str, dict[str, int]] = {}
-    errors = []
-    for hb in hbs.values():
-        for s in hb.get("tasks", {}).values():
-            agg = per.setdefault(s["component"], {})
-            for k in ("emitted", "executed", "acked", "failed", "timed_out", "pending"):
-                agg[k] = agg.get(k, 0) + s.get(k, 0)
-        errors.extend(hb.get("errors", []))
-    lines = []
-    spouts = {c.id for c in lc.topology.spouts()}
-    for comp in sorted(per):
-        a = per[comp]
-        if comp in spouts:
-            lines.append(f"spout {comp}: emitted={a['emitted']} acked={a['acked']} "
-                         f"failed={a['failed']} (timed out {a['timed_out']}) pending={a['pending']}")
-        elif not comp.startswith("__"):
-            lines.append(f"bolt {comp}: executed={a['executed']} emitted={a['emitted']} "
-                         f"acked={a['acked']} failed={a['failed']}")
-    for e in errors[-5:]:
-        lines.append(f"error in {e['component']} task {e['task']}: {e['error']}")
-    return lines
-
-
-def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any],
-              echo: Callable[[str], None] = print, progress_every: float = 5.0) -> int:
-    """``squall local``: run until ``duration`` passes or Ctrl-C; returns the exit code."""
-    loaded = load_topology_file(path)
-    lc = LocalCluster(loaded.name, loaded.topology, loaded.conf, cli_overrides,
-                      code_paths=[loaded.code_dir])
-    stop = {"why": None}
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop["why"] = f"signal {signum}"
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    lc.start()
-    echo(f"[squall local] topology {loaded.name} ({lc.topology_id}): "
-         f"{len(lc.workers)} worker(s), logs in {lc.base_dir}")
-    for w in lc.workers:
-        echo(f"[squall local]   worker {w.worker_id} pid {w.proc.pid} "
-             f"tasks {sorted(lc.assignment[w.worker_id])}")
-    t0 = time.monotonic()
-    next_progress = t0 + progress_every
-    code = 0
-    try:
-        while stop["why"] is None:
-            now = time.monotonic()
-            if duration is not None and now - t0 >= duration:
-                break
-            crashed = lc.crashed()
-            if crashed:
-                for w in crashed:
-                    echo(f"[squall local] {lc.describe_exit(w)}")
-                code = 1
-                break
-            if now >= next_progress:
-                echo(f"[squall local] {now - t0:.0f}s: acked={lc.total('acked')} "
-                     f"failed={lc.total('failed')} pending={lc.total('pending')}")
-                next_progress = now + progress_every
-            time.sleep(0.1)
-        if stop["why"]:
-            echo(f"[squall local] stopping ({stop['why']}): draining pending tuples")
-        drain = float(lc.conf.get(cfg.TOPOLOGY_SHUTDOWN_DRAIN_SECS, 10)) if code == 0 else 0
-        result = lc.stop(drain_secs=drain)
-        for line in summarize(lc, result.heartbeats):
-            echo(f"[squall local] {line}")
-        if result.crashed and code == 0:
-            for w in lc.workers:
-                if w.worker_id in result.crashed:
-                    echo(f"[squall local] {lc.describe_exit(w)}")
-            code = 1
-        return code
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-        if code == 0:
-            lc.cleanup()

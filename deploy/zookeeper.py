@@ -256,8 +256,11 @@ class LocalZooKeeper:
                f"-Dlog4j.configuration=file:{os.path.join(self.dir, 'log4j.properties')}",
                "-cp", classpath, MAIN_CLASS, cfg]
         with open(os.path.join(self.dir, LOG_FILE), "ab") as out:
+            # Its own session: a Ctrl-C at the terminal must not stop ZooKeeper under the
+            # daemons still draining; stop() ends it by pid.
             self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
-                                          stderr=subprocess.STDOUT, cwd=self.dir)
+                                          stderr=subprocess.STDOUT, cwd=self.dir,
+                                          start_new_session=True)
 
     def _wait_serving(self) -> None:
         assert self._proc is not None

@@ -367,7 +367,8 @@ class Nimbus:
         return dead
 
     # --- requests (any thread) ---
-    def _require_leader(self) -> None:
+    def require_leader(self) -> None:
+        """Raise NotALeader (naming the leader when known) unless this Nimbus leads."""
         if not self.is_leader:
             leader = self._leader_address()
             where = f"the leader is {leader}" if leader else "no leader is known yet"
@@ -417,7 +418,7 @@ class Nimbus:
         if status is None:
             raise InvalidRequest(f"initial status must be ACTIVE or INACTIVE, got {initial_status!r}")
         with self._lock:
-            self._require_leader()
+            self.require_leader()
             live = self._find(name)
             if live is not None:
                 raise TopologyAlreadyExists(
@@ -464,13 +465,13 @@ class Nimbus:
 
     def _request(self, name: str, event: lc.Event) -> None:
         with self._lock:
-            self._require_leader()
+            self.require_leader()
             self._feed(self._by_name(name).topology_id, event)
 
     def kill(self, name: str, wait_secs: float | None = None) -> None:
         """Deactivate now, remove after ``wait_secs`` (unset: topology.message.timeout.secs)."""
         with self._lock:
-            self._require_leader()
+            self.require_leader()
             state = self._by_name(name)
             if wait_secs is None:
                 wait_secs = float(self.package_store.read_conf(state.topology_id).get(
@@ -491,7 +492,7 @@ class Nimbus:
         """REBALANCING for ``wait_secs``, then reassign with the new worker/executor counts."""
         executors = dict(executors or {})
         with self._lock:
-            self._require_leader()
+            self.require_leader()
             state = self._by_name(name)
             tid = state.topology_id
             if wait_secs is None:
@@ -512,19 +513,37 @@ class Nimbus:
             self._feed(tid, lc.Rebalance(wait_secs, now=time.time(), num_workers=num_workers,
                                          executors=executors, stimulus_id=f"rebalance-{name}"))
 
-    def record_heartbeats(self, supervisor_id: str, heartbeats: list[Any]) -> None:
-        """Keep the supervisor's worker heartbeats in memory (never in ZooKeeper)."""
+    def record_heartbeats(self, supervisor_id: str, heartbeats: list[Any],
+                          errors: list[Any] = ()) -> None:
+        """Keep the supervisor's worker heartbeats in memory (never in ZooKeeper); the leader
+        stores the forwarded worker ``errors`` (WorkerError) under /errors, one write each.
+        Only the leader takes them (NotALeader otherwise)."""
+        self.require_leader()  # a follower's view would go unused: the supervisor finds the leader
         now = time.time()
         with self._lock:
             self.supervisor_reports[supervisor_id] = now
             for hb in heartbeats:
-                key = (supervisor_id, hb.topology_id, hb.port)
+                key = (supervisor_id, hb.topology_id, int(hb.port))
                 prev = self.heartbeats.get(key)
                 if prev is not None and hb.time_secs <= prev[1].time_secs:
-                    # Not newer: a hung worker's stale file; keep the old receive time.
                     self.heartbeats[key] = (prev[0], hb)
                 else:
                     self.heartbeats[key] = (now, hb)
+        if errors:  # outside the lock: ZooKeeper writes must not stall the loop
+            self._store_errors(errors)
+
+    def _store_errors(self, errors: list[Any]) -> None:
+        """Errors of live topologies to ZooKeeper; a failure is logged, the heartbeat still counts."""
+        for we in errors:
+            e = we.error
+            if self._state(we.topology_id) is None:
+                continue  # a removed topology: its /errors subtree would never be deleted
+            try:
+                self.cluster_state.report_error(we.topology_id, e.component, e.error,
+                                                e.time_secs, host=e.host, port=e.port,
+                                                task=e.task)
+            except ClusterStateError as exc:
+                log.warning("topology %s: cannot store a worker error: %s", we.topology_id, exc)
 
     # --- views (any Nimbus answers) ---
     def cluster_info(self) -> dict[str, Any]:
@@ -590,33 +609,64 @@ class Nimbus:
                   "uptime_secs": int(now - started)}
             lat_sum = lat_n = 0.0
             for t in tasks:
-                ts = stats.get(t)
-                if ts is None:
+                if t not in stats:
                     continue
-                for f in ("emitted", "transferred", "acked", "failed"):
+                hb_time, ts = stats[t]
+                ex["stats_time_secs"] = hb_time
+                for f in STAT_FIELDS:
                     ex[f] = ex.get(f, 0) + getattr(ts, f)
                 if ts.HasField("complete_latency") and ts.complete_latency.n:
                     lat_sum += ts.complete_latency.mean * ts.complete_latency.n
                     lat_n += ts.complete_latency.n
             if lat_n:
                 ex["complete_latency_ms"] = lat_sum / lat_n
+                ex["_latency_n"] = lat_n
             executors.append(ex)
+        components = self._component_stats(state.topology_id, executors)
+        for ex in executors:
+            ex.pop("_latency_n", None)
         errors = self.cluster_state.errors(state.topology_id)
         return {"id": state.topology_id, "name": state.name, "status": state.status.name,
                 "uptime_secs": int(now - state.launch_time_secs), "owner": state.owner,
                 "executors": sorted(executors, key=lambda e: (e["component_id"],
                                                               e["task_start"])),
-                "errors": errors}
+                "components": components, "errors": errors}
 
-    def _task_stats(self, tid: str, record: Mapping[str, Any]) -> dict[int, Any]:
-        """task -> latest TaskStats from the heartbeats of the record's current slots."""
-        out: dict[int, Any] = {}
+    def _component_stats(self, tid: str, executors: list[dict]) -> list[dict[str, Any]]:
+        """Per-component totals of ``executors`` (Storm UI's component table)."""
+        try:
+            spouts = {c.id for c in from_bytes(self.package_store.read_topology(tid)).spouts()}
+        except (OSError, SquallError):
+            spouts = set()
+        out: dict[str, dict[str, Any]] = {}
+        for ex in executors:
+            comp = ex["component_id"]
+            c = out.setdefault(comp, {"component_id": comp,
+                                      "type": "spout" if comp in spouts else "bolt",
+                                      "num_executors": 0, "num_tasks": 0,
+                                      "complete_latency_ms": 0.0, "_n": 0.0})
+            c["num_executors"] += 1
+            c["num_tasks"] += ex["task_end"] - ex["task_start"] + 1
+            for f in STAT_FIELDS:
+                c[f] = c.get(f, 0) + ex.get(f, 0)
+            n = ex.get("_latency_n", 0)
+            if n:  # completions-weighted mean
+                c["complete_latency_ms"] = ((c["complete_latency_ms"] * c["_n"]
+                                             + ex["complete_latency_ms"] * n) / (c["_n"] + n))
+                c["_n"] += n
+        for c in out.values():
+            del c["_n"]
+        return [out[k] for k in sorted(out)]
+
+    def _task_stats(self, tid: str, record: Mapping[str, Any]) -> dict[int, tuple[float, Any]]:
+        """task -> (heartbeat time, latest TaskStats) from the heartbeats of the record's slots."""
+        out: dict[int, tuple[float, Any]] = {}
         with self._lock:
             for hp, sid in record.get("slots", {}).items():
                 hb = self.heartbeats.get((sid, tid, int(hp.rsplit(":", 1)[1])))
                 if hb is not None:
                     for ts in hb[1].tasks:
-                        out[ts.task] = ts
+                        out[ts.task] = (hb[1].time_secs, ts)
         return out
 
     def topology_conf(self, topology_id: str) -> str:
@@ -629,6 +679,10 @@ class Nimbus:
 
 
 # --- pure helpers ------------------------------------------------------------------
+
+#: TaskStats counters summed into executor and component summaries.
+STAT_FIELDS = ("emitted", "transferred", "executed", "acked", "failed", "pending")
+
 
 
 def _executors(topology: Topology, conf: Mapping[str, Any],

@@ -18,7 +18,7 @@ import grpc
 
 from ..client.cluster_state import ClusterStateError, ZooKeeperUnavailable
 from ..client.errors import InvalidTopology, SquallError
-from ..client.nimbus_errors import NimbusError, NimbusUnavailable
+from ..client.nimbus_errors import LEADER_METADATA, NimbusError, NimbusUnavailable, NotALeader
 from ..proto import nimbus_pb2 as pb
 from ..proto import nimbus_pb2_grpc as pb_grpc
 from ..proto import topology_pb2
@@ -52,6 +52,9 @@ def _fail(op: str, context: grpc.ServicerContext, exc: BaseException):
     else:
         log.exception("%s failed with a bug", op)
         message = f"{op} failed inside Nimbus ({type(exc).__name__}); see the Nimbus log"
+    if isinstance(exc, NotALeader) and exc.leader:
+        # Where to retry, machine-readable: NimbusClient follows it (Storm's leader discovery).
+        context.set_trailing_metadata(((LEADER_METADATA, exc.leader),))
     context.abort(code, message)
 
 
@@ -89,6 +92,7 @@ class NimbusServicer(pb_grpc.NimbusServicer):
     # --- upload / download ---
     @_rpc
     def BeginFileUpload(self, request, context):
+        self.nimbus.require_leader()  # the submit that follows goes to the leader
         return pb.UploadLocation(location=self.nimbus.package_store.begin(
             request.file_name, request.total_size))
 
@@ -104,6 +108,7 @@ class NimbusServicer(pb_grpc.NimbusServicer):
 
     @_rpc
     def UploadPackage(self, request_iterator, context):
+        self.nimbus.require_leader()
         store = self.nimbus.package_store
         location = store.begin("", 0)
         for chunk in request_iterator:
@@ -162,10 +167,12 @@ class NimbusServicer(pb_grpc.NimbusServicer):
                 else self.nimbus.topology_info(topology_id=request.id))
         errors = [pb.ErrorInfo(component=e.get("component", ""), error=e.get("error", ""),
                                time_secs=int(e.get("time") or 0), host=e.get("host") or "",
-                               port=int(e.get("port") or 0)) for e in info["errors"]]
+                               port=int(e.get("port") or 0), task=int(e.get("task") or 0))
+                  for e in info["errors"]]
         return pb.TopologyInfo(id=info["id"], name=info["name"], status=info["status"],
                                uptime_secs=info["uptime_secs"], owner=info["owner"],
                                executors=[pb.ExecutorSummary(**e) for e in info["executors"]],
+                               components=[pb.ComponentStats(**c) for c in info["components"]],
                                errors=errors)
 
     @_rpc
@@ -187,7 +194,8 @@ class NimbusServicer(pb_grpc.NimbusServicer):
 
     @_rpc
     def SendSupervisorWorkerHeartbeats(self, request, context):
-        self.nimbus.record_heartbeats(request.supervisor_id, list(request.worker_heartbeats))
+        self.nimbus.record_heartbeats(request.supervisor_id, list(request.worker_heartbeats),
+                                      list(request.errors))
         return topology_pb2.Empty()
 
 

@@ -174,7 +174,7 @@ class ClusterSummary(_message.Message):
     def __init__(self, supervisors: _Optional[_Iterable[_Union[SupervisorSummary, _Mapping]]] = ..., topologies: _Optional[_Iterable[_Union[TopologySummary, _Mapping]]] = ..., nimbus_uptime_secs: _Optional[int] = ..., nimbuses: _Optional[_Iterable[_Union[NimbusSummary, _Mapping]]] = ...) -> None: ...
 
 class ExecutorSummary(_message.Message):
-    __slots__ = ("component_id", "task_start", "task_end", "host", "port", "uptime_secs", "emitted", "transferred", "acked", "failed", "complete_latency_ms")
+    __slots__ = ("component_id", "task_start", "task_end", "host", "port", "uptime_secs", "emitted", "transferred", "acked", "failed", "complete_latency_ms", "executed", "pending", "stats_time_secs")
     COMPONENT_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_START_FIELD_NUMBER: _ClassVar[int]
     TASK_END_FIELD_NUMBER: _ClassVar[int]
@@ -186,6 +186,9 @@ class ExecutorSummary(_message.Message):
     ACKED_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    EXECUTED_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    STATS_TIME_SECS_FIELD_NUMBER: _ClassVar[int]
     component_id: str
     task_start: int
     task_end: int
@@ -197,10 +200,13 @@ class ExecutorSummary(_message.Message):
     acked: int
     failed: int
     complete_latency_ms: float
-    def __init__(self, component_id: _Optional[str] = ..., task_start: _Optional[int] = ..., task_end: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., uptime_secs: _Optional[int] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., complete_latency_ms: _Optional[float] = ...) -> None: ...
+    executed: int
+    pending: int
+    stats_time_secs: float
+    def __init__(self, component_id: _Optional[str] = ..., task_start: _Optional[int] = ..., task_end: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., uptime_secs: _Optional[int] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., complete_latency_ms: _Optional[float] = ..., executed: _Optional[int] = ..., pending: _Optional[int] = ..., stats_time_secs: _Optional[float] = ...) -> None: ...
 
 class ComponentStats(_message.Message):
-    __slots__ = ("component_id", "type", "num_executors", "num_tasks", "emitted", "transferred", "executed", "acked", "failed", "complete_latency_ms")
+    __slots__ = ("component_id", "type", "num_executors", "num_tasks", "emitted", "transferred", "executed", "acked", "failed", "complete_latency_ms", "pending")
     COMPONENT_ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     NUM_EXECUTORS_FIELD_NUMBER: _ClassVar[int]
@@ -211,6 +217,7 @@ class ComponentStats(_message.Message):
     ACKED_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
     component_id: str
     type: str
     num_executors: int
@@ -221,7 +228,8 @@ class ComponentStats(_message.Message):
     acked: int
     failed: int
     complete_latency_ms: float
-    def __init__(self, component_id: _Optional[str] = ..., type: _Optional[str] = ..., num_executors: _Optional[int] = ..., num_tasks: _Optional[int] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., executed: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., complete_latency_ms: _Optional[float] = ...) -> None: ...
+    pending: int
+    def __init__(self, component_id: _Optional[str] = ..., type: _Optional[str] = ..., num_executors: _Optional[int] = ..., num_tasks: _Optional[int] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., executed: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., complete_latency_ms: _Optional[float] = ..., pending: _Optional[int] = ...) -> None: ...
 
 class ErrorInfo(_message.Message):
     __slots__ = ("component", "error", "time_secs", "host", "port", "task")
@@ -310,14 +318,13 @@ class TaskStats(_message.Message):
     def __init__(self, task: _Optional[int] = ..., component: _Optional[str] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., executed: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., timed_out: _Optional[int] = ..., pending: _Optional[int] = ..., complete_latency: _Optional[_Union[LatencyStats, _Mapping]] = ...) -> None: ...
 
 class WorkerHeartbeat(_message.Message):
-    __slots__ = ("topology_id", "port", "time_secs", "executors", "tasks", "uptime_secs", "errors", "state")
+    __slots__ = ("topology_id", "port", "time_secs", "executors", "tasks", "uptime_secs", "state")
     TOPOLOGY_ID_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     TIME_SECS_FIELD_NUMBER: _ClassVar[int]
     EXECUTORS_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     UPTIME_SECS_FIELD_NUMBER: _ClassVar[int]
-    ERRORS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     topology_id: str
     port: int
@@ -325,14 +332,23 @@ class WorkerHeartbeat(_message.Message):
     executors: _containers.RepeatedCompositeFieldContainer[ExecutorInfo]
     tasks: _containers.RepeatedCompositeFieldContainer[TaskStats]
     uptime_secs: int
-    errors: _containers.RepeatedCompositeFieldContainer[ErrorInfo]
     state: str
-    def __init__(self, topology_id: _Optional[str] = ..., port: _Optional[int] = ..., time_secs: _Optional[float] = ..., executors: _Optional[_Iterable[_Union[ExecutorInfo, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[TaskStats, _Mapping]]] = ..., uptime_secs: _Optional[int] = ..., errors: _Optional[_Iterable[_Union[ErrorInfo, _Mapping]]] = ..., state: _Optional[str] = ...) -> None: ...
+    def __init__(self, topology_id: _Optional[str] = ..., port: _Optional[int] = ..., time_secs: _Optional[float] = ..., executors: _Optional[_Iterable[_Union[ExecutorInfo, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[TaskStats, _Mapping]]] = ..., uptime_secs: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
 
 class SupervisorWorkerHeartbeats(_message.Message):
-    __slots__ = ("supervisor_id", "worker_heartbeats")
+    __slots__ = ("supervisor_id", "worker_heartbeats", "errors")
     SUPERVISOR_ID_FIELD_NUMBER: _ClassVar[int]
     WORKER_HEARTBEATS_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
     supervisor_id: str
     worker_heartbeats: _containers.RepeatedCompositeFieldContainer[WorkerHeartbeat]
-    def __init__(self, supervisor_id: _Optional[str] = ..., worker_heartbeats: _Optional[_Iterable[_Union[WorkerHeartbeat, _Mapping]]] = ...) -> None: ...
+    errors: _containers.RepeatedCompositeFieldContainer[WorkerError]
+    def __init__(self, supervisor_id: _Optional[str] = ..., worker_heartbeats: _Optional[_Iterable[_Union[WorkerHeartbeat, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[WorkerError, _Mapping]]] = ...) -> None: ...
+
+class WorkerError(_message.Message):
+    __slots__ = ("topology_id", "error")
+    TOPOLOGY_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    topology_id: str
+    error: ErrorInfo
+    def __init__(self, topology_id: _Optional[str] = ..., error: _Optional[_Union[ErrorInfo, _Mapping]] = ...) -> None: ...

@@ -7,7 +7,7 @@ follows ``/assignments`` through watches (which only wake the loop) and a full
 re-read every ``supervisor.monitor.frequency.secs``: it fetches each assigned
 topology into ``storm.local.dir``/supervisor/stormdist/<id>, writes every
 worker's directory (``assignment.json``, ``status``) as
-:class:`~squall.deploy.local.LocalCluster` does, and applies
+:class:`~squall.deploy.static.StaticCluster` does, and applies
 :func:`~squall.supervisor.reconcile.plan` to its own process table. Between
 full syncs a short local tick reaps dead workers and relaunches them once the
 :class:`~squall.supervisor.reconcile.RestartPolicy` backoff allows. Worker
@@ -19,6 +19,7 @@ Nimbus through ``send_heartbeats`` (default: gRPC; failures logged, never fatal)
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import os
@@ -46,6 +47,8 @@ log = logging.getLogger("squall.supervisor")
 SUPERVISOR_WORKER_TIMEOUT_SECS = "supervisor.worker.timeout.secs"              # 30
 SUPERVISOR_WORKER_START_TIMEOUT_SECS = "supervisor.worker.start.timeout.secs"  # 120
 SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS = "supervisor.worker.shutdown.sleep.secs"  # 3
+#: Worker errors kept for Nimbus while it is unreachable; older ones are dropped first.
+MAX_UNSENT_ERRORS = 200
 #: The conf file a fetcher writes next to ``topology.pb``.
 CONF_FILE = "conf.json"
 #: Where a fetcher may put the topology's code; whichever exists goes on the worker's sys.path.
@@ -56,6 +59,20 @@ STATUS_FILE_VALUES = {"active": "ACTIVE", "inactive": "INACTIVE", "killed": "KIL
 
 FetchTopology = Callable[[str, str], None]
 Spawn = Callable[[list, str, dict], Any]
+
+
+@dataclass(frozen=True)
+class WorkerEvent:
+    """A worker launched (``exit_code`` None) or gone (its exit code), for observers such as
+    ``squall local``, which shows pids and stops on a crash."""
+
+    kind: str  # "launched", "exited" (on its own) or "stopped" (by this supervisor)
+    topology_id: str
+    port: int
+    pid: int
+    log_path: str
+    exit_code: int | None = None
+    tasks: tuple[int, ...] = ()
 
 
 def default_spawn(cmd: list, log_path: str, env: dict) -> subprocess.Popen:
@@ -109,7 +126,8 @@ class Supervisor:
     def __init__(self, conf: Mapping[str, Any], cluster_state: ClusterState | None = None,
                  fetch_topology: FetchTopology | None = None, spawn: Spawn | None = None,
                  clock: Callable[[], float] = time.time, policy: RestartPolicy | None = None,
-                 send_heartbeats: Callable[[Any], None] | None = None):
+                 send_heartbeats: Callable[[Any], None] | None = None,
+                 on_worker_event: Callable[[WorkerEvent], None] | None = None):
         self.conf = cfg.layered(conf)
         self.host = self.conf.get(cfg.STORM_LOCAL_HOSTNAME) or "127.0.0.1"
         self.ports = sorted(int(p) for p in self.conf[cfg.SUPERVISOR_SLOTS_PORTS])
@@ -136,7 +154,13 @@ class Supervisor:
         self.heartbeat_secs = float(self.conf.get(cfg.SUPERVISOR_HEARTBEAT_FREQUENCY_SECS) or 5)
         #: ``send_heartbeats(SupervisorWorkerHeartbeats)``; default: NimbusClient over gRPC.
         self.send_heartbeats = send_heartbeats
+        self.on_worker_event = on_worker_event
         self._hb_thread: threading.Thread | None = None
+        #: pid -> (newest error time, how many with that time) taken from its heartbeat.json.
+        self._error_marks: dict[int, tuple[float, int]] = {}
+        #: Errors taken from heartbeat files that Nimbus has not accepted yet (bounded).
+        self._error_outbox: collections.deque = collections.deque(maxlen=MAX_UNSENT_ERRORS)
+        self._errors_lock = threading.Lock()  # heartbeat thread (send) vs loop thread (reap)
         #: port -> the process running there (only pids this supervisor launched).
         self.procs: dict[int, _Proc] = {}
         #: What the last full sync read: port -> spec (kept while ZooKeeper is unreachable).
@@ -238,40 +262,99 @@ class Supervisor:
             self._wake.clear()
 
     # -- worker heartbeats to Nimbus (Storm 2's sendSupervisorWorkerHeartbeats) ------------
-    def worker_heartbeats(self):
-        """One SupervisorWorkerHeartbeats message from the heartbeat.json of running workers."""
+    def worker_heartbeats(self) -> Any:
+        """One SupervisorWorkerHeartbeats message from the running workers' heartbeat.json
+        (taking their new errors into the outbox, which :meth:`report_heartbeats` sends)."""
         from ..proto import nimbus_pb2 as pb
         msg = pb.SupervisorWorkerHeartbeats(supervisor_id=self.id)
         for port, p in sorted(dict(self.procs).items()):
-            hb = _read_json(os.path.join(p.worker_dir, HEARTBEAT_FILE))
-            if not isinstance(hb, dict) or hb.get("pid") != p.proc.pid or "time" not in hb:
-                continue  # not started yet, or left by an earlier process
-            w = msg.worker_heartbeats.add(
-                topology_id=p.spec.topology_id, port=port, time_secs=float(hb["time"]),
-                uptime_secs=int(hb.get("uptime_secs", 0)), state=str(hb.get("state", "running")))
-            for t in p.spec.tasks:
-                w.executors.add(task_start=int(t), task_end=int(t))
-            for task, st in sorted((hb.get("tasks") or {}).items(), key=lambda kv: int(kv[0])):
-                ts = w.tasks.add(task=int(task), component=str(st.get("component", "")))
-                for f in ("emitted", "transferred", "executed", "acked", "failed",
-                          "timed_out", "pending"):
-                    setattr(ts, f, int(st.get(f, 0)))
-                lat = st.get("complete_latency_ms")
-                if lat:
-                    ts.complete_latency.mean = float(lat.get("mean", 0))
-                    ts.complete_latency.p50 = float(lat.get("p50", 0))
-                    ts.complete_latency.p99 = float(lat.get("p99", 0))
-                    ts.complete_latency.n = int(lat.get("n", 0))
+            hb = self._read_heartbeat(p)
+            if hb is None:
+                continue  # not started yet, or the file is left by an earlier process
+            self._take_errors(p, hb)
+            self._add_worker_heartbeat(msg, port, p, hb)
         return msg
 
+    @staticmethod
+    def _read_heartbeat(p: _Proc) -> dict | None:
+        hb = _read_json(os.path.join(p.worker_dir, HEARTBEAT_FILE))
+        fresh = isinstance(hb, dict) and hb.get("pid") == p.proc.pid and "time" in hb
+        return hb if fresh else None
+
+    def _take_errors(self, p: _Proc, hb: dict, last: bool = False) -> None:
+        """Move the errors of ``hb`` not taken before into the outbox (``last``: the process
+        has exited, forget its mark)."""
+        from ..proto import nimbus_pb2 as pb
+        with self._errors_lock:
+            mark = self._error_marks.pop(p.proc.pid, (0.0, 0))
+            new, mark = self._unsent_errors(hb.get("errors") or [], mark)
+            if not last:
+                self._error_marks[p.proc.pid] = mark
+            for e in new:
+                self._error_outbox.append(pb.WorkerError(
+                    topology_id=p.spec.topology_id, error=pb.ErrorInfo(
+                        component=str(e.get("component", "")), error=str(e.get("error", "")),
+                        time_secs=int(e.get("time", 0)), host=self.host, port=p.spec.port,
+                        task=int(e.get("task", 0)))))
+
+    def _exited(self, p: _Proc) -> None:
+        """A worker is gone: keep what its final heartbeat reported (a crash's error) before a
+        relaunch replaces the file."""
+        hb = self._read_heartbeat(p)
+        if hb is not None:
+            self._take_errors(p, hb, last=True)
+        else:
+            with self._errors_lock:
+                self._error_marks.pop(p.proc.pid, None)
+
+    @staticmethod
+    def _unsent_errors(errors: list[dict], mark: tuple[float, int]
+                       ) -> tuple[list[dict], tuple[float, int]]:
+        """The errors after ``mark`` = (time, how many with that time were sent), and the mark
+        after them. Several errors can share a time; the worker keeps its last 20, oldest first."""
+        t, n = mark
+        new = [e for e in errors if e.get("time") == t][n:] + \
+            [e for e in errors if float(e.get("time", 0)) > t]
+        if not new:
+            return [], mark
+        last = max(float(e["time"]) for e in new)
+        return new, (last, sum(1 for e in errors if e.get("time") == last))
+
+    @staticmethod
+    def _add_worker_heartbeat(msg: Any, port: int, p: _Proc, hb: dict) -> None:
+        w = msg.worker_heartbeats.add(
+            topology_id=p.spec.topology_id, port=port, time_secs=float(hb["time"]),
+            uptime_secs=int(hb.get("uptime_secs", 0)), state=str(hb.get("state", "running")))
+        for t in p.spec.tasks:
+            w.executors.add(task_start=int(t), task_end=int(t))
+        for task, st in sorted((hb.get("tasks") or {}).items(), key=lambda kv: int(kv[0])):
+            ts = w.tasks.add(task=int(task), component=str(st.get("component", "")))
+            for f in ("emitted", "transferred", "executed", "acked", "failed",
+                      "timed_out", "pending"):
+                setattr(ts, f, int(st.get(f, 0)))
+            lat = st.get("complete_latency_ms")
+            if lat:
+                ts.complete_latency.mean = float(lat.get("mean", 0))
+                ts.complete_latency.p50 = float(lat.get("p50", 0))
+                ts.complete_latency.p99 = float(lat.get("p99", 0))
+                ts.complete_latency.n = int(lat.get("n", 0))
+
     def report_heartbeats(self) -> None:
-        """Send one report to Nimbus; a failure is logged, never raised."""
+        """Send one report to Nimbus; a failure is logged, never raised, and its errors go again."""
+        errors: list = []
         try:
             if self.send_heartbeats is None:
                 from .fetch import grpc_heartbeat_sender
                 self.send_heartbeats = grpc_heartbeat_sender(self.conf)
-            self.send_heartbeats(self.worker_heartbeats())
+            msg = self.worker_heartbeats()
+            with self._errors_lock:
+                errors = list(self._error_outbox)
+                self._error_outbox.clear()
+            msg.errors.extend(errors)
+            self.send_heartbeats(msg)
         except Exception as e:  # noqa: BLE001 - Nimbus away must not stop the supervisor
+            with self._errors_lock:  # oldest first again; the deque's bound drops the oldest
+                self._error_outbox.extendleft(reversed(errors))
             log.warning("supervisor %s: cannot send worker heartbeats to Nimbus: %s", self.id, e)
 
     def _heartbeat_loop(self) -> None:
@@ -444,6 +527,16 @@ class Supervisor:
         self.policy.on_launch(spec.key, now, spec.version)
         log.info("supervisor %s: launched worker of topology %s on port %d: pid %d, tasks %s, "
                  "log %s", self.id, tid, port, proc.pid, list(spec.tasks), log_path)
+        self._notify("launched", self.procs[port])
+
+    def _notify(self, kind: str, p: _Proc, code: int | None = None) -> None:
+        if self.on_worker_event is None:
+            return
+        try:
+            self.on_worker_event(WorkerEvent(kind, p.spec.topology_id, p.spec.port, p.proc.pid,
+                                             p.log_path, code, tuple(p.spec.tasks)))
+        except Exception:  # an observer's bug must not stop the supervisor
+            log.exception("supervisor %s: worker event observer failed", self.id)
 
     def kill(self, inst: KillWorker) -> None:
         """Stop the worker on ``inst.port`` by pid: SIGTERM, SIGKILL after the grace period."""
@@ -454,6 +547,8 @@ class Supervisor:
                  self.id, inst.topology_id, inst.port, inst.pid, inst.reason)
         code = self._terminate([p.proc])[0]
         del self.procs[inst.port]
+        self._exited(p)
+        self._notify("stopped", p, code)
         if inst.failed:
             d = self.policy.on_exit(p.spec.key, self.clock(), code)
             log.warning("supervisor %s: %s (pid %d); last lines of %s:\n%s", self.id, d.reason,
@@ -487,9 +582,11 @@ class Supervisor:
             if code is None:
                 continue
             del self.procs[port]
+            self._exited(p)
             d = self.policy.on_exit(p.spec.key, self.clock(), code)
             log.warning("supervisor %s: %s (pid %d); last lines of %s:\n%s",
                         self.id, d.reason, p.proc.pid, p.log_path, log_tail(p.log_path))
+            self._notify("exited", p, code)
 
     def _clean_local_files(self) -> None:
         """Remove worker dirs and topology dirs nothing here uses any more."""

@@ -13,8 +13,8 @@ INTEGRATION = os.path.join(HERE, "integration")
 
 @pytest.fixture
 def cluster(tmp_path):
-    """``cluster(topology, conf)`` starts a LocalCluster; every worker is stopped at teardown."""
-    from squall.deploy.local import LocalCluster
+    """``cluster(topology, conf)`` starts a StaticCluster; every worker is stopped at teardown."""
+    from squall.deploy.static import StaticCluster
 
     started = []
     events = tmp_path / "events"
@@ -24,7 +24,7 @@ def cluster(tmp_path):
         full = {"topology.workers": 2, "topology.stats.freq.secs": 0.2,
                 "test.events.dir": str(events)}
         full.update(conf or {})
-        lc = LocalCluster(name, topology, full, code_paths=[INTEGRATION],
+        lc = StaticCluster(name, topology, full, code_paths=[INTEGRATION],
                           base_dir=str(tmp_path / f"cluster{len(started)}"))
         started.append(lc)
         lc.events_dir = str(events)

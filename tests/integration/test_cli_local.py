@@ -1,4 +1,5 @@
-"""``squall local`` end to end: the word-count example, and Ctrl-C stopping every worker."""
+"""``squall local`` end to end: the word-count example on a private ZooKeeper, Nimbus and
+supervisor; `squall list` against that Nimbus while it runs; Ctrl-C stopping every process."""
 
 from __future__ import annotations
 
@@ -22,6 +23,17 @@ def squall(*args):
     return [sys.executable, "-m", "squall.client.cli", *args]
 
 
+def daemons(out):
+    """(ZooKeeper pid, Nimbus port) from the run's start-up line."""
+    m = re.search(r"ZooKeeper 127\.0\.0\.1:\d+ \(pid (\d+)\), Nimbus 127\.0\.0\.1:(\d+)", out)
+    assert m, out
+    return int(m.group(1)), int(m.group(2))
+
+
+def gone(pid):
+    return not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
 def test_word_count_example_prints_correct_counts_with_every_sentence_acked(tmp_path):
     proc = subprocess.run(squall("local", os.path.join(EXAMPLES, "word_count.py"),
                                  "--duration", "10", "-c", "wordcount.sentences=5000"),
@@ -31,6 +43,8 @@ def test_word_count_example_prints_correct_counts_with_every_sentence_acked(tmp_
     assert "counts match the expected totals for 5000 sentences: yes" in out, out
     assert re.search(r"spout sentences: emitted=5000 acked=5000 failed=0", out), out
     assert "final: 50000 words" in out
+    zk_pid, _ = daemons(out)
+    assert gone(zk_pid), "the private ZooKeeper outlived squall local"
 
 
 def test_exclamation_example_runs(tmp_path):
@@ -60,6 +74,13 @@ def test_ctrl_c_stops_every_worker_cleanly(tmp_path):
                 break
             assert time.monotonic() < deadline, "".join(lines)
         assert len(pids) == 2, "".join(lines)
+        zk_pid, nimbus_port = daemons("".join(lines))
+        # The run is a real cluster: its Nimbus answers `squall list`.
+        listed = subprocess.run(squall("list", "-c", "nimbus.seeds=[127.0.0.1]",
+                                       "-c", f"nimbus.grpc.port={nimbus_port}"),
+                                capture_output=True, text=True, timeout=30, cwd=str(tmp_path))
+        assert re.search(r"^word-count\s+\S+\s+ACTIVE\s+2\s", listed.stdout, re.M), \
+            listed.stdout + listed.stderr
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=60)
     finally:
@@ -68,7 +89,6 @@ def test_ctrl_c_stops_every_worker_cleanly(tmp_path):
     out = "".join(lines) + rest
     assert proc.returncode == 0, out
     assert "stopping (signal 2)" in out
-    for pid in pids:
-        assert not psutil.pid_exists(pid) or \
-            psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, f"worker {pid} still running"
-    assert re.search(r"spout sentences: emitted=\d+ acked=\d+ failed=0", out), out
+    for pid in pids + [zk_pid]:
+        assert gone(pid), f"pid {pid} still running\n{out}"
+    assert re.search(r"spout sentences: emitted=\d+ acked=\d+ failed=0 pending=0", out), out

@@ -102,7 +102,8 @@ def test_errors_keep_the_last_ten_per_component(cluster_state):
     cluster_state.report_error("wc-1", "count/odd name", "bad", 50)
     split = cluster_state.errors("wc-1", "split")
     assert [e["error"] for e in split] == [f"boom {i}" for i in range(5, 15)]
-    assert split[0] == {"component": "split", "error": "boom 5", "time": 105, "host": "h1", "port": 6700}
+    assert split[0] == {"component": "split", "error": "boom 5", "time": 105, "host": "h1", "port": 6700,
+                        "task": None}
     everything = cluster_state.errors("wc-1")
     assert len(everything) == 11 and everything[0]["component"] == "count/odd name"
     assert cluster_state.errors("nope") == [] and cluster_state.errors("wc-1", "nope") == []

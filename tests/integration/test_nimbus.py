@@ -121,6 +121,39 @@ def test_submit_lifecycle_kill(cluster, conf, tmp_path):
         client.kill("wc")
 
 
+def test_topology_info_sums_heartbeat_counters_per_executor_and_component(cluster):
+    from squall.proto import nimbus_pb2 as pb
+    client, state = cluster.client, cluster.state
+    tid = client.submit("stats", "", json.dumps({"topology.workers": 2}), topology())
+    record, _ = state.get_assignment(tid)
+    comp_of = {t: comp for comp, tasks in record["executors"] for t in tasks}
+    by_sup: dict[str, list] = {}
+    for hp, sid in record["slots"].items():
+        tasks = [pb.TaskStats(task=t, component=comp_of[t], emitted=10, acked=t, pending=1,
+                              executed=0 if comp_of[t] == "numbers" else 7,
+                              complete_latency=pb.LatencyStats(mean=2.0 * t, n=t))
+                 for t in record["workers"][hp]]
+        by_sup.setdefault(sid, []).append(pb.WorkerHeartbeat(
+            topology_id=tid, port=int(hp.rsplit(":", 1)[1]), time_secs=1234.5, tasks=tasks))
+    for sid, hbs in by_sup.items():
+        cluster.nimbus.record_heartbeats(sid, hbs)
+
+    info = client.topology_info("stats")
+    assert all(e.stats_time_secs == 1234.5 for e in info.executors)
+    comps = {c.component_id: c for c in info.components}
+    assert set(comps) == {"numbers", "record", "__acker"}
+    numbers = comps["numbers"]
+    spout_tasks = [t for t, c in comp_of.items() if c == "numbers"]
+    assert numbers.type == "spout" and comps["record"].type == "bolt"
+    assert (numbers.num_executors, numbers.num_tasks) == (2, 2)
+    assert numbers.emitted == 20 and numbers.pending == 2 and numbers.executed == 0
+    assert numbers.acked == sum(spout_tasks)
+    # Mean latency weighted by completions: sum(2t * t) / sum(t).
+    assert numbers.complete_latency_ms == pytest.approx(
+        sum(2.0 * t * t for t in spout_tasks) / sum(spout_tasks))
+    assert comps["record"].executed == 21
+
+
 def test_kill_survives_nimbus_restart(cluster, tmp_path):
     client, state = cluster.client, cluster.state
     tid = client.submit("restart", "", "{}", topology())

@@ -129,3 +129,32 @@ def test_silent_supervisor_slots_are_dead(nimbus, cluster_state):
             cluster_state.get_assignment(tid)[0]), timeout=TIMEOUT + MONITOR + 3,
             what="moved off the silent supervisor")
         assert len(after["workers"]) == 2
+
+
+def test_heartbeat_errors_reach_zookeeper_and_topology_info_bounded(nimbus, cluster_state):
+    from squall.client.cluster_state import MAX_ERRORS_PER_COMPONENT
+    tid, record = submit(nimbus, "errs", 1)
+    hp = next(iter(record["workers"]))
+    port = int(hp.rsplit(":", 1)[1])
+
+    def beat(errors, topology_id=tid):
+        nimbus.record_heartbeats(record["slots"][hp], [pb.WorkerHeartbeat(
+            topology_id=topology_id, port=port, time_secs=time.time())], [
+            pb.WorkerError(topology_id=topology_id, error=pb.ErrorInfo(
+                component=c, error=text, time_secs=1700000000 + i, host="h1", port=port, task=2))
+            for i, (c, text) in enumerate(errors)])
+
+    beat([("record", f"ValueError: {i}") for i in range(12)] + [("numbers", "IOError: x")])
+    stored = cluster_state.errors(tid, "record")
+    assert [e["error"] for e in stored] == [f"ValueError: {i}" for i in range(2, 12)]
+    assert len(stored) == MAX_ERRORS_PER_COMPONENT
+    assert (stored[0]["host"], stored[0]["port"], stored[0]["task"]) == ("h1", port, 2)
+    info = nimbus.topology_info(topology_id=tid)
+    assert {(e["component"], e["error"]) for e in info["errors"]} == \
+        {("record", f"ValueError: {i}") for i in range(2, 12)} | {("numbers", "IOError: x")}
+    # Heartbeats without errors write nothing; an unknown topology's errors are not stored.
+    version = cluster_state._read(cluster_state.paths.errors(tid, "record"), None)[1]
+    beat([])
+    beat([("record", "late")], topology_id="gone-1-1")
+    assert cluster_state._read(cluster_state.paths.errors(tid, "record"), None)[1] == version
+    assert cluster_state.errors("gone-1-1") == []

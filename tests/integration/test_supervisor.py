@@ -14,7 +14,7 @@ from squall.client import TopologyBuilder
 from squall.client import config as cfg
 from squall.client.topology import assign_task_ids, system_topology
 from squall.client.topology_proto import to_bytes
-from squall.deploy.local import even_assignment
+from squall.deploy.static import even_assignment
 from squall.deploy.net import free_ports
 from squall.supervisor.supervisor import Supervisor, default_spawn
 from topos import NumberSpout, RecordingBolt, events_of, read_events
@@ -125,3 +125,72 @@ def test_supervisor_runs_restarts_and_stops_real_workers(cluster_state, zk_conf,
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+ERROR_TOPO = '''
+from squall.client import BasicBolt, ReportedFailedException
+
+
+class ReportOnce(BasicBolt):
+    """Fails tuple 3 once with a reported error (the worker keeps running)."""
+
+    def prepare(self, conf, context):
+        self.seen = set()
+
+    def execute(self, tup, collector):
+        n = tup.values[0]
+        if n == 3 and n not in self.seen:
+            self.seen.add(n)
+            raise ReportedFailedException(f"bad tuple {n}")
+'''
+
+
+def test_a_reported_error_reaches_nimbus_through_the_supervisor(zk_conf, tmp_path, monkeypatch):
+    """Worker -> heartbeat.json -> supervisor -> gRPC -> Nimbus -> ZooKeeper -> topology info."""
+    from squall.client.nimbus_client import NimbusClient
+    from squall.client.submitter import pack_directory
+    from squall.client.topology_proto import to_proto
+    from squall.deploy.net import free_port
+    from squall.nimbus.nimbus import Nimbus
+    from squall.nimbus.servicer import serve
+    from squall.supervisor.fetch import grpc_fetcher
+
+    package = tmp_path / "package"
+    package.mkdir()
+    (package / "error_topo.py").write_text(ERROR_TOPO)
+    shutil.copy(os.path.join(HERE, "topos.py"), package)
+    monkeypatch.syspath_prepend(str(package))
+    from error_topo import ReportOnce
+
+    events = tmp_path / "events"
+    events.mkdir()
+    b = TopologyBuilder()
+    b.set_spout("numbers", NumberSpout(), 1)
+    b.set_bolt("check", ReportOnce(), 1).shuffle_grouping("numbers")
+    conf = dict(zk_conf, **{"nimbus.seeds": ["127.0.0.1"], "nimbus.grpc.port": free_port(),
+                            "storm.local.hostname": "127.0.0.1",
+                            "supervisor.heartbeat.frequency.secs": 0.3})
+    nimbus = Nimbus(dict(conf, **{"storm.local.dir": str(tmp_path / "nimbus")})).start()
+    server = serve(nimbus, "127.0.0.1", nimbus.port)
+    sup = Supervisor(dict(conf, **{"storm.local.dir": str(tmp_path / "sup"),
+                                   "supervisor.slots.ports": free_ports(1)}),
+                     fetch_topology=grpc_fetcher(conf))
+    try:
+        assert nimbus.wait_for_leadership(10)
+        sup.start()
+        with NimbusClient(conf) as client:
+            location = client.upload(pack_directory(package, tmp_path / "package.zip"))
+            tid = client.submit("errors", location, json.dumps({
+                "topology.workers": 1, "topology.stats.freq.secs": 0.2,
+                "test.events.dir": str(events), "test.spout.count": 10}),
+                to_proto(b.create_topology()))
+            poll_for(lambda: client.topology_info(topology_id=tid).errors, timeout=20,
+                     what="the reported error in GetTopologyInfo")
+            time.sleep(1.0)  # three more heartbeat rounds: the error is not sent again
+            (e,) = client.topology_info(topology_id=tid).errors
+        assert e.component == "check" and "bad tuple 3" in e.error and e.host == "127.0.0.1"
+        assert e.port == sup.ports[0] and e.time_secs > 0
+    finally:
+        sup.close("test over")
+        server.stop(grace=0).wait(5)
+        nimbus.close("test over")

@@ -83,7 +83,8 @@ def test_errors_bounded_per_component(state):
     state.report_error("wc-1", "a/b", "slash", 0.5)
     assert [e["error"] for e in state.errors("wc-1", "split")] == [f"e{i}" for i in range(3, 13)]
     merged = state.errors("wc-1")
-    assert merged[0] == {"component": "a/b", "error": "slash", "time": 0.5, "host": None, "port": None}
+    assert merged[0] == {"component": "a/b", "error": "slash", "time": 0.5, "host": None, "port": None,
+                         "task": None}
     assert len(merged) == 11
     assert state.errors("other") == []
 

@@ -135,9 +135,10 @@ def test_supervisor_worker_heartbeats_carry_task_stats():
             executors=[pb.ExecutorInfo(task_start=1, task_end=2)],
             tasks=[pb.TaskStats(task=1, component="words", emitted=10, acked=9, pending=1,
                                 complete_latency=pb.LatencyStats(mean=1.5, p50=1.0,
-                                                                 p99=4.0, n=9))],
-            errors=[pb.ErrorInfo(component="count", error="ValueError: x", time_secs=17,
-                                 host="h", port=6700, task=3)])])
+                                                                 p99=4.0, n=9))])],
+        errors=[pb.WorkerError(topology_id="wc-1-17", error=pb.ErrorInfo(
+            component="count", error="ValueError: x", time_secs=17, host="h", port=6700,
+            task=3))])
     back = pb.SupervisorWorkerHeartbeats.FromString(hb.SerializeToString())
     assert back == hb
     w = back.worker_heartbeats[0]

@@ -233,3 +233,85 @@ def test_close_stops_workers_and_unregisters(env):
     sup.close("test")
     assert alive(spawned) == []
     assert sup.id not in nimbus.supervisors()
+
+
+# -- errors forwarded to Nimbus with the worker heartbeats ----------------------------------
+
+
+class Sender:
+    """A ``send_heartbeats`` that records the errors it was given and fails when told to."""
+
+    def __init__(self):
+        self.fail = False
+        self.sent = []      # per report: port -> error texts
+        self.batches = []   # per report: the WorkerError messages
+
+    def __call__(self, msg):
+        if self.fail:
+            raise ConnectionError("Nimbus away")
+        ports = {w.port for w in msg.worker_heartbeats} | {e.error.port for e in msg.errors}
+        self.sent.append({p: [e.error.error for e in msg.errors if e.error.port == p]
+                          for p in ports})
+        self.batches.append(list(msg.errors))
+
+
+def write_heartbeat(sup, port, pid, errors, state="running"):
+    hb = {"pid": pid, "time": 2000.0 + len(errors), "state": state,
+          "errors": [{"time": t, "component": "split", "task": 3, "error": text}
+                     for t, text in errors]}
+    with open(os.path.join(sup.worker_dir(T, port), "heartbeat.json"), "w") as fh:
+        json.dump(hb, fh)
+
+
+def test_errors_are_forwarded_once_and_again_after_a_failed_send(env):
+    sup, nimbus, spawned, _ = env
+    sup.send_heartbeats = send = Sender()
+    assign(nimbus, sup.id)
+    sup.sync()
+    errors = [(5.0, "e1"), (5.0, "e2")]  # several errors may share a time
+    write_heartbeat(sup, 6700, 4001, errors)
+    sup.report_heartbeats()
+    sup.report_heartbeats()
+    assert send.sent == [{6700: ["e1", "e2"]}, {6700: []}]
+    errors += [(5.0, "e3"), (6.0, "e4")]
+    write_heartbeat(sup, 6700, 4001, errors)
+    send.fail = True
+    sup.report_heartbeats()  # logged; nothing marked as sent
+    send.fail = False
+    sup.report_heartbeats()
+    sup.report_heartbeats()
+    assert send.sent[2:] == [{6700: ["e3", "e4"]}, {6700: []}]
+    # The worker keeps only its last 20: what scrolled out is not sent twice.
+    errors = errors[2:] + [(7.0, f"n{i}") for i in range(18)]
+    write_heartbeat(sup, 6700, 4001, errors)
+    sup.report_heartbeats()
+    assert send.sent[-1] == {6700: [f"n{i}" for i in range(18)]}
+
+
+def test_error_info_names_topology_component_task_host_port_and_time(env):
+    sup, nimbus, _, _ = env
+    sup.send_heartbeats = send = Sender()
+    assign(nimbus, sup.id)
+    sup.sync()
+    write_heartbeat(sup, 6701, 4002, [(1700000000.75, "ValueError: x")])
+    sup.report_heartbeats()
+    (we,) = send.batches[0]
+    e = we.error
+    assert (we.topology_id, e.component, e.error, e.time_secs, e.task, e.host, e.port) == \
+        (T, "split", "ValueError: x", 1700000000, 3, HOST, 6701)
+
+
+def test_a_crashed_workers_last_errors_are_forwarded_once_even_after_its_relaunch(env):
+    sup, nimbus, spawned, _ = env
+    sup.send_heartbeats = send = Sender()
+    assign(nimbus, sup.id)
+    sup.sync()
+    write_heartbeat(sup, 6700, 4001, [(5.0, "RuntimeError: boom")], state="crashed")
+    spawned[0].exit(70)
+    sup.sync(full=False)  # reaped: its final heartbeat's errors are taken now
+    assert 6700 not in sup.procs
+    os.unlink(os.path.join(sup.worker_dir(T, 6700), "heartbeat.json"))  # as a relaunch does
+    sup.report_heartbeats()
+    sup.report_heartbeats()
+    assert send.sent == [{6700: ["RuntimeError: boom"]}, {}]
+    assert sup._error_marks == {}

@@ -1,0 +1,371 @@
+"""``squall local``: the real daemons on this machine, Storm's LocalCluster.
+
+:class:`LocalCluster` starts a private ZooKeeper (Debian's package, free
+loopback port, temporary data dir), a Nimbus with its gRPC server and one
+supervisor in this process; the supervisor launches the worker processes as on
+a cluster. :func:`run_local` loads a topology file, submits it through Nimbus
+(the file's directory is uploaded as the package, as ``squall jar DIR`` does),
+shows the workers and progress, and on stop (``--duration`` over, Ctrl-C)
+deactivates the spouts, waits for the pending tuple trees to drain, kills the
+topology and stops every process it started.
+
+Workers inherit this process's stdout, so what components print shows up here;
+their stderr goes to the supervisor's log files (``<dir>/logs``).
+
+How a file exposes its topology: a module-level function ``topology()`` (or
+``build_topology()``) returning a :class:`~squall.client.TopologyBuilder` or a
+built :class:`~squall.client.Topology`, and optionally a dict ``CONF`` with
+the topology conf and a string ``NAME``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from ..client import config as cfg
+from ..client.daemon import Daemon
+from ..client.errors import SquallError
+from ..client.topology import Topology, TopologyBuilder
+from ..worker.worker import EXIT_USER_CODE
+from .net import free_ports
+
+log = logging.getLogger("squall.local")
+
+Echo = Callable[[str], None]
+
+
+@dataclass
+class LoadedTopology:
+    name: str
+    topology: Topology
+    conf: dict[str, Any]
+    code_dir: str
+
+
+def load_topology_file(path: str, args: list[str] | None = None) -> LoadedTopology:
+    """Import ``path`` and build its topology (see the module docstring for the contract)."""
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise SquallError(f"topology file {path} does not exist")
+    code_dir = os.path.dirname(path)
+    modname = os.path.splitext(os.path.basename(path))[0]
+    if code_dir not in sys.path:
+        sys.path.insert(0, code_dir)
+    # Imported under its own name (not __main__) so pickled classes resolve in workers.
+    spec = importlib.util.spec_from_file_location(modname, path)
+    if spec is None or spec.loader is None:
+        raise SquallError(f"cannot import {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = module
+    spec.loader.exec_module(module)
+    factory = getattr(module, "topology", None) or getattr(module, "build_topology", None)
+    if not callable(factory):
+        raise SquallError(f"{path} must define a function topology() returning a "
+                          "TopologyBuilder or Topology")
+    built = factory(*(args or [])) if args else factory()
+    if isinstance(built, TopologyBuilder):
+        built = built.create_topology()
+    if not isinstance(built, Topology):
+        raise SquallError(f"{path}: topology() returned {type(built).__name__}, expected a "
+                          "TopologyBuilder or Topology")
+    conf = dict(getattr(module, "CONF", {}) or {})
+    name = getattr(module, "NAME", None) or modname
+    return LoadedTopology(name, built, conf, code_dir)
+
+
+#: Settings of the local daemons: heartbeats every second so progress and drains are prompt.
+LOCAL_DAEMON_CONF = {
+    cfg.NIMBUS_MONITOR_FREQ_SECS: 1,
+    cfg.SUPERVISOR_HEARTBEAT_FREQUENCY_SECS: 1,
+}
+
+
+class LocalCluster(Daemon):
+    """A private ZooKeeper, a Nimbus and one supervisor with ``slots`` slots on this machine.
+
+    Example::
+
+        with LocalCluster() as lc:
+            tid = lc.submit("wc", topology, {"topology.workers": 2}, code_dir)
+            with lc.client() as nimbus:
+                nimbus.topology_info(topology_id=tid)
+
+    ``overrides`` (``-c`` pairs) apply to the daemons and to submitted topologies; the keys
+    that point at the private daemons (ZooKeeper, Nimbus port, ``storm.local.dir``) are ours.
+    """
+
+    def __init__(self, overrides: Mapping[str, Any] | None = None, slots: int = 4,
+                 base_dir: str | None = None, worker_stdout: Any = None,
+                 on_worker_event: Callable[[Any], None] | None = None):
+        super().__init__()
+        self.overrides = cfg.normalize(dict(overrides or {}))
+        self.slots = slots
+        self.base_dir = base_dir or tempfile.mkdtemp(prefix="squall-local-")
+        self.worker_stdout = worker_stdout
+        self.on_worker_event = on_worker_event
+        self.conf: dict[str, Any] = {}
+        self.zookeeper = self.nimbus = self.server = self.supervisor = None
+
+    def start_unsafe(self) -> None:
+        """Start ZooKeeper, Nimbus (until it leads) and the supervisor."""
+        from ..nimbus.nimbus import Nimbus
+        from ..nimbus.servicer import serve
+        from ..supervisor.fetch import grpc_fetcher
+        from ..supervisor.supervisor import Supervisor
+        from .zookeeper import LocalZooKeeper
+
+        self.zookeeper = LocalZooKeeper(tick_time_ms=500).start()
+        nimbus_port, *slot_ports = free_ports(1 + self.slots)
+        ours = dict(self.zookeeper.conf(), **{
+            cfg.NIMBUS_SEEDS: ["127.0.0.1"], cfg.NIMBUS_GRPC_PORT: nimbus_port,
+            cfg.STORM_LOCAL_DIR: self.base_dir})
+        if cfg.SUPERVISOR_SLOTS_PORTS not in self.overrides:
+            ours[cfg.SUPERVISOR_SLOTS_PORTS] = slot_ports
+        self.conf = cfg.layered(LOCAL_DAEMON_CONF, self.overrides, ours)
+        self.nimbus = Nimbus(self.conf).start()
+        self.server = serve(self.nimbus, "127.0.0.1", nimbus_port)
+        if not self.nimbus.wait_for_leadership(30):
+            raise SquallError("the local Nimbus did not become leader within 30 s; see "
+                              f"ZooKeeper's log in {self.zookeeper.dir}")
+        self.supervisor = Supervisor(self.conf, fetch_topology=grpc_fetcher(self.conf),
+                                     spawn=self._spawn,
+                                     on_worker_event=self.on_worker_event).start()
+
+    def _spawn(self, cmd: list, log_path: str, env: dict) -> subprocess.Popen:
+        """A worker with our stdout (components' prints show here) and stderr in its log file."""
+        with open(log_path, "ab") as logf:
+            return subprocess.Popen(cmd, stdout=self.worker_stdout, stderr=logf, env=env,
+                                    start_new_session=True)
+
+    def client(self, timeout: float = 15.0):
+        from ..client.nimbus_client import NimbusClient
+        return NimbusClient(self.conf, timeout=timeout)
+
+    def submit(self, name: str, topology: Topology, topology_conf: Mapping[str, Any] | None,
+               code_dir: str, initial_status: str = "ACTIVE") -> str:
+        """Upload ``code_dir`` and submit ``topology`` as ``name`` through gRPC; returns its id.
+
+        The conf sent is what ``squall jar`` sends: ``topology.*`` keys of ``squall.yaml`` <
+        ``topology_conf`` < the overrides.
+        """
+        from ..client.submitter import package_file, submission_conf
+        from ..client.topology_proto import to_proto
+
+        try:
+            _, sent = submission_conf(cfg.load_yaml(cfg.find_yaml()), topology_conf,
+                                      self.overrides)
+        except cfg.ConfigError as e:
+            raise SquallError(str(e)) from None
+        workdir = tempfile.mkdtemp(prefix="upload-", dir=self.base_dir)
+        try:
+            with self.client(timeout=60.0) as nimbus:
+                location = nimbus.upload(package_file(code_dir, workdir))
+                return nimbus.submit(name, location, json.dumps(sent, sort_keys=True),
+                                     to_proto(topology), initial_status=initial_status)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def close_unsafe(self, reason: str) -> None:
+        """Stop the supervisor (and its workers), Nimbus and ZooKeeper, whichever started."""
+        steps = [("supervisor", lambda s: s.close(reason)),
+                 ("server", lambda s: s.stop(grace=1).wait(5)),
+                 ("nimbus", lambda s: s.close(reason)),
+                 ("zookeeper", lambda s: s.stop())]
+        for attr, stop in steps:
+            daemon = getattr(self, attr)
+            setattr(self, attr, None)
+            if daemon is None:
+                continue
+            try:
+                stop(daemon)
+            except Exception:  # stop the rest anyway
+                log.exception("local cluster: stopping the %s failed", attr)
+
+    def cleanup(self) -> None:
+        """Remove the cluster's directory (logs included)."""
+        shutil.rmtree(self.base_dir, ignore_errors=True)
+
+
+# --- squall local ---------------------------------------------------------------------
+def spout_totals(info: Any) -> dict[str, int]:
+    """acked / failed / pending / emitted summed over the spouts of a TopologyInfo."""
+    out = dict.fromkeys(("emitted", "acked", "failed", "pending"), 0)
+    for c in info.components:
+        if c.type == "spout":
+            for k in out:
+                out[k] += getattr(c, k)
+    return out
+
+
+def summarize(info: Any) -> list[str]:
+    """End-of-run lines: each user component's counters, then the latest errors."""
+    lines = []
+    for c in info.components:
+        if c.component_id.startswith("__"):
+            continue
+        if c.type == "spout":
+            lines.append(f"spout {c.component_id}: emitted={c.emitted} acked={c.acked} "
+                         f"failed={c.failed} pending={c.pending}")
+        else:
+            lines.append(f"bolt {c.component_id}: executed={c.executed} emitted={c.emitted} "
+                         f"acked={c.acked} failed={c.failed}")
+    for e in list(info.errors)[-5:]:
+        lines.append(f"error in {e.component} (task {e.task}, {e.host}:{e.port}): {e.error}")
+    return lines
+
+
+def _longest_tick(topology: Topology, conf: Mapping[str, Any]) -> float:
+    ticks = [c.conf.get(cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS) for c in topology.components.values()]
+    ticks.append(conf.get(cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS))
+    return max((float(t) for t in ticks if t), default=0.0)
+
+
+class _Run:
+    """One ``squall local`` run: its cluster, the worker events, and the steps of a stop."""
+
+    def __init__(self, loaded: LoadedTopology, overrides: Mapping[str, Any], echo: Echo):
+        self.loaded = loaded
+        self.echo = echo
+        self.events: queue.Queue = queue.Queue()
+        self.conf = cfg.layered(loaded.conf, overrides)
+        workers = int(self.conf[cfg.TOPOLOGY_WORKERS])
+        self.cluster = LocalCluster(overrides, slots=max(4, workers),
+                                    on_worker_event=self.events.put)
+        self.topology_id = ""
+        self.crashed = False
+
+    def info(self):
+        with self.cluster.client() as nimbus:
+            return nimbus.topology_info(topology_id=self.topology_id)
+
+    def show_events(self) -> None:
+        """Echo launched and exited workers; a worker whose user code raised ends the run."""
+        from ..supervisor.supervisor import log_tail
+        while True:
+            try:
+                ev = self.events.get_nowait()
+            except queue.Empty:
+                return
+            if ev.kind == "launched":
+                self.echo(f"[squall local]   worker 127.0.0.1:{ev.port} pid {ev.pid} "
+                          f"tasks {list(ev.tasks)}")
+            elif ev.kind == "exited":
+                why = "user code raised" if ev.exit_code == EXIT_USER_CODE else "exited"
+                self.echo(f"[squall local] worker 127.0.0.1:{ev.port} (pid {ev.pid}) {why}: "
+                          f"exit code {ev.exit_code}; last lines of {ev.log_path}:\n"
+                          f"{log_tail(ev.log_path, 25)}")
+                if ev.exit_code == EXIT_USER_CODE:
+                    self.crashed = True
+                else:
+                    self.echo("[squall local] its supervisor restarts it")
+
+    def drain(self, timeout: float) -> Any:
+        """Deactivate, then wait (bounded) for counters newer than that with no tree pending;
+        returns the last TopologyInfo seen."""
+        since = time.time()
+        with self.cluster.client() as nimbus:
+            nimbus.deactivate(self.loaded.name)
+        deadline = time.monotonic() + timeout
+        info = self.info()
+        while time.monotonic() < deadline and not self.crashed:
+            fresh = info.executors and all(e.stats_time_secs > since for e in info.executors)
+            if fresh and spout_totals(info)["pending"] == 0:
+                # Tick-driven bolts get one more tick to pass on what they hold.
+                tick = _longest_tick(self.loaded.topology, self.conf)
+                if tick:
+                    time.sleep(min(tick, 10.0) + 0.3)
+                return self.info()
+            time.sleep(0.2)
+            self.show_events()
+            info = self.info()
+        self.echo(f"[squall local] {spout_totals(info)['pending']} tuple tree(s) still pending "
+                  f"after {timeout:g} s; stopping anyway")
+        return info
+
+    def kill(self, timeout: float = 30.0) -> None:
+        """Kill with no wait and return once Nimbus removed it and its workers are gone."""
+        with self.cluster.client() as nimbus:
+            nimbus.kill(self.loaded.name, wait_secs=0)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                self.show_events()
+                listed = any(t.id == self.topology_id for t in nimbus.list().topologies)
+                if not listed and not self.cluster.supervisor.procs:
+                    return
+                time.sleep(0.1)
+        self.echo(f"[squall local] the topology was not removed within {timeout:g} s; "
+                  "stopping its workers")
+
+
+def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any],
+              echo: Echo = print, progress_every: float = 5.0) -> int:
+    """``squall local``: run until ``duration`` passes or Ctrl-C; returns the exit code."""
+    loaded = load_topology_file(path)
+    run = _Run(loaded, cli_overrides, echo)
+    stop = {"why": None}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop["why"] = f"signal {signum}"
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    code = 1
+    try:
+        echo(f"[squall local] starting ZooKeeper, Nimbus and a supervisor in "
+             f"{run.cluster.base_dir}")
+        run.cluster.start()
+        c = run.cluster
+        echo(f"[squall local] ZooKeeper {c.zookeeper.connect_string} (pid {c.zookeeper.pid}), "
+             f"Nimbus {c.nimbus.address}, supervisor slots {c.supervisor.ports}")
+        run.topology_id = c.submit(loaded.name, loaded.topology, loaded.conf, loaded.code_dir)
+        echo(f"[squall local] topology {loaded.name} submitted as {run.topology_id}; "
+             f"worker logs in {c.supervisor.logs_dir}")
+        code = _watch(run, duration, stop, progress_every)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        run.cluster.close("squall local stopping")
+        if code == 0:
+            run.cluster.cleanup()
+        else:
+            echo(f"[squall local] logs kept in {run.cluster.base_dir}")
+    return code
+
+
+def _watch(run: _Run, duration: float | None, stop: dict, progress_every: float) -> int:
+    """Run until the duration, a signal or a crash; then drain, kill and summarize."""
+    echo = run.echo
+    t0 = time.monotonic()
+    next_progress = t0 + progress_every
+    while stop["why"] is None and not run.crashed:
+        now = time.monotonic()
+        if duration is not None and now - t0 >= duration:
+            break
+        run.show_events()
+        if now >= next_progress:
+            t = spout_totals(run.info())
+            echo(f"[squall local] {now - t0:.0f}s: acked={t['acked']} failed={t['failed']} "
+                 f"pending={t['pending']}")
+            next_progress = now + progress_every
+        time.sleep(0.1)
+    if stop["why"]:
+        echo(f"[squall local] stopping ({stop['why']}): draining pending tuples")
+    if run.crashed:
+        info = run.info()
+    else:
+        info = run.drain(float(run.conf.get(cfg.TOPOLOGY_SHUTDOWN_DRAIN_SECS, 10)))
+    run.kill()
+    for line in summarize(info):
+        echo(f"[squall local] {line}")
+    return 1 if run.crashed else 0
