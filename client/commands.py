@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from . import config as cfg
 from .errors import SquallError
-from .nimbus_errors import TopologyNotFound
+from .nimbus_errors import NimbusUnavailable, TopologyNotFound
 
 Echo = Callable[[str], None]
 
@@ -170,13 +170,26 @@ def kill(conf: Mapping[str, Any], name: str, wait_secs: int | None, echo: Echo,
         echo(f"Killing topology {name} ({t.id}): spouts deactivated, removal in {wait:g} s")
         start = clock()
         shown = None
+        away: NimbusUnavailable | None = None
         while True:
-            if _summary(nimbus, name) is None:
-                break
+            try:
+                if _summary(nimbus, name) is None:
+                    break
+                away = None
+            except NimbusUnavailable as e:
+                # The kill is stored in ZooKeeper: a restarted (or new leader) Nimbus finishes it.
+                if away is None:
+                    status(f"  {name}: {one_line(e)}; still waiting for the removal")
+                away = e
             elapsed = clock() - start
             if elapsed > wait + extra_secs:
+                if away is not None:
+                    raise away
                 raise SquallError(f"topology {name} is still listed {elapsed:.0f} s after the "
                                   "kill; Nimbus removes it on a later monitor round")
+            if away is not None:
+                sleep(poll)
+                continue
             left = max(0, int(wait - elapsed + 0.999))
             if left != shown:
                 status(f"  {name}: removal in {left} s" if left else

@@ -20,6 +20,7 @@ submitter where Nimbus is; what Nimbus receives is the ``topology.*`` keys of
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -137,8 +138,10 @@ def submit_topology(name: str, conf: Mapping[str, Any] | None,
         path = package_file(package, workdir)
         size = os.path.getsize(path)
         with NimbusClient(full) as nimbus:
+            # Only on a terminal: in logs and pipes a bar is noise before the result line.
             with click.progressbar(length=max(size, 1), label=f"Uploading {os.path.basename(path)}",
-                                   file=sys.stderr, show_pos=False) as bar:
+                                   file=sys.stderr if sys.stderr.isatty() else io.StringIO(),
+                                   show_pos=False) as bar:
                 done = [0]
 
                 def progress(sent_bytes: int, total: int) -> None:

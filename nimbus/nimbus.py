@@ -388,8 +388,19 @@ class Nimbus:
                owner: str = "") -> str:
         """Validate, store and schedule a topology; returns its id (Storm's submitTopologyWithOpts).
 
-        Every check runs before anything is written to ZooKeeper or stormdist.
+        Every check runs before anything is written to ZooKeeper or stormdist; a refused
+        submit also drops its upload from the inbox.
         """
+        try:
+            return self._submit(name, location, conf_json, topology_pb, initial_status, owner)
+        except BaseException:
+            if location:  # committed uploads are gone from the inbox already
+                self.package_store.discard(location)
+            raise
+
+    def _submit(self, name: str, location: str, conf_json: str,
+                topology_pb: topology_pb2.StormTopology, initial_status: str,
+                owner: str) -> str:
         if not isinstance(name, str) or not name.strip() or "/" in name or name in (".", ".."):
             raise InvalidRequest(f"invalid topology name {name!r}: give a non-empty name "
                                  "without '/'")

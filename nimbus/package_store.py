@@ -148,6 +148,11 @@ class PackageStore:
         if upload is not None:
             upload.path.unlink(missing_ok=True)
 
+    def discard(self, location: str) -> None:
+        """Forget an upload and delete its file (a refused submit); unknown locations are ignored."""
+        with self._lock:
+            self._discard(location)
+
     def _too_large(self, size: int, at_least: bool = False) -> PackageTooLarge:
         more = "at least " if at_least else ""
         return PackageTooLarge(

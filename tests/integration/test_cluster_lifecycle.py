@@ -138,12 +138,11 @@ def write_package(path, module_name: str, source: str):
 
 
 def one_error_line(r: subprocess.CompletedProcess) -> str:
-    """The CLI's single ``Error: ...`` line; fails on a traceback or any other output (except
-    the upload progress bar's label, which `squall jar` prints before the upload is refused)."""
+    """The CLI's single ``Error: ...`` line; fails on a traceback or any other output."""
     assert r.returncode != 0, r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()
     errors = [ln for ln in lines if ln.startswith("Error:")]
-    others = [ln for ln in lines if ln not in errors and not ln.startswith("Uploading ")]
+    others = [ln for ln in lines if ln not in errors]
     assert len(errors) == 1 and not others and not r.stdout.strip(), r.stdout + r.stderr
     return errors[0]
 
@@ -264,11 +263,9 @@ def test_kill_wait_survives_nimbus_kill9(cluster, cluster_state):
     for name in ("supervisor1", "supervisor2"):
         poll_for(lambda: not psutil.Process(c.procs[name].pid).children(recursive=True),
                  timeout=10, what=f"{name} without workers")
-    # The kill command lost its Nimbus mid-countdown: it must end, with one line if it failed.
+    # The kill command lost its Nimbus mid-countdown: it keeps waiting and sees the removal.
     code, out, err = finish(proc, timeout=15)
-    if code != 0:
-        assert "Traceback" not in err, err
-        assert len([ln for ln in err.splitlines() if ln.startswith("Error:")]) == 1, err
+    assert code == 0 and "killed and removed" in out, out + err
     print(f"\nkill -w {wait} with Nimbus killed -9 {t_dead - t_kill:.2f} s in: removed "
           f"{removed:.2f} s after the kill; kill command exit {code}: "
           f"{(out + err).strip().splitlines()[-1]!r}")
@@ -388,8 +385,6 @@ def test_refusals_print_one_line_and_write_nothing(nimbus_only, cluster_state, t
     print("\n" + "\n".join(f"{k}: {v}" for k, v in lines.items()))
 
 
-@pytest.mark.xfail(strict=True, reason="product bug: Nimbus.submit keeps the upload of a refused "
-                   "SubmitTopology in nimbus/inbox (and PackageStore._uploads) until it restarts")
 def test_refused_submit_leaves_no_upload_behind(nimbus_only):
     """A refused `squall jar` uploaded its package first; the refusal must not leave it behind."""
     c = nimbus_only
