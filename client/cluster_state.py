@@ -27,7 +27,8 @@ from typing import Any, Callable, Mapping
 from urllib.parse import quote, unquote
 
 from . import config as cfg
-from .errors import SquallError
+# The errors are part of this interface; they live with the others in errors.py.
+from .errors import NO_NODE, ClusterStateError, NotFound, VersionConflict, ZooKeeperUnavailable  # noqa: F401
 
 log = logging.getLogger("squall.cluster_state")
 
@@ -38,52 +39,8 @@ STORM_ZOOKEEPER_RETRY_TIMES = "storm.zookeeper.retry.times"                # Sto
 STORM_ZOOKEEPER_RETRY_INTERVAL = "storm.zookeeper.retry.interval"          # ms, Storm default 1000
 STORM_ZOOKEEPER_RETRY_CEILING = "storm.zookeeper.retry.intervalceiling.millis"  # ms, default 30000
 
-#: ``set_assignment(..., expected_version=NO_NODE)``: the node must not exist yet.
-NO_NODE = -1
 #: How many recent errors each component keeps (Storm's ``reportError`` also keeps 10).
 MAX_ERRORS_PER_COMPONENT = 10
-START_HINT = ("is it running? (start one with `python -m squall.deploy.zookeeper`, "
-              "or set storm.zookeeper.servers / storm.zookeeper.port)")
-
-
-# --- errors -------------------------------------------------------------------
-class ClusterStateError(SquallError):
-    """A cluster-state operation failed; ``op`` and ``path`` say which."""
-
-    def __init__(self, message: str, op: str | None = None, path: str | None = None):
-        self.op = op
-        self.path = path
-        super().__init__(message)
-
-
-class ZooKeeperUnavailable(ClusterStateError):
-    """ZooKeeper cannot be reached, or cannot be started here; ``address`` is what was tried."""
-
-    def __init__(self, address: str | None, message: str, op: str | None = None,
-                 path: str | None = None):
-        self.address = address
-        super().__init__(message, op, path)
-
-    @classmethod
-    def unreachable(cls, address: str, reason: str, op: str | None = None,
-                    path: str | None = None) -> "ZooKeeperUnavailable":
-        return cls(address, f"cannot reach ZooKeeper at {address}: {reason}; {START_HINT}", op, path)
-
-
-class NotFound(ClusterStateError):
-    """The node an operation needs does not exist."""
-
-
-class VersionConflict(ClusterStateError):
-    """A versioned write lost a race: the node's version is not ``expected`` any more."""
-
-    def __init__(self, path: str, expected: int | None, op: str = "write"):
-        self.expected = expected
-        what = ("the node not to exist" if expected == NO_NODE else
-                "another version" if expected is None else f"the node at version {expected}")
-        super().__init__(f"{op} {path}: expected {what}; someone else changed it", op, path)
-
-
 # --- paths and encoding ---------------------------------------------------------
 @dataclass(frozen=True)
 class WatchEvent:
@@ -272,6 +229,10 @@ class ClusterState(abc.ABC):
     def register_supervisor(self, supervisor_id: str, info: Mapping[str, Any]) -> None:
         """Create or update this supervisor's ephemeral record (call again as a heartbeat)."""
         self._ephemeral(self.paths.supervisor(supervisor_id), encode(dict(info)))
+
+    def unregister_supervisor(self, supervisor_id: str) -> None:
+        """Remove the supervisor's record now (a clean stop; a lost session removes it too)."""
+        self._delete_trees([self.paths.supervisor(supervisor_id)])
 
     def supervisors(self, watch: Watch | None = None) -> dict[str, dict]:
         """Live supervisors by id; ``watch`` fires when one joins or leaves."""

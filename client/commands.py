@@ -18,8 +18,7 @@ import time
 from typing import Any, Callable, Iterable, Mapping
 
 from . import config as cfg
-from .errors import SquallError
-from .nimbus_errors import NimbusUnavailable, TopologyNotFound
+from .errors import NimbusUnavailable, SquallError, TopologyNotFound
 
 Echo = Callable[[str], None]
 

@@ -2,7 +2,13 @@
 
 One root (:class:`SquallError`) with a few meaningful subclasses carrying typed
 attributes, so each boundary (CLI, gRPC servicer, worker) can translate them
-into a message a person can act on instead of a traceback.
+into a message a person can act on instead of a traceback: topology and config
+errors, cluster-state (ZooKeeper) errors, and the errors of Nimbus requests,
+each of which names the gRPC status code it travels as (``grpc_code``, a
+``grpc.StatusCode`` member name, so this module does not import grpc): the
+servicer maps them in one place and the client maps codes back with
+:data:`BY_CODE`. The lifecycle's ``InvalidTransition`` (FAILED_PRECONDITION) and
+:class:`InvalidTopology` (INVALID_ARGUMENT) travel the same way.
 """
 
 from __future__ import annotations
@@ -50,3 +56,125 @@ class ReportedFailedException(FailedException):
 
 class SerializationError(SquallError):
     """A tuple value cannot be serialized to cross a worker boundary."""
+
+
+# --- cluster state (client/cluster_state.py) ------------------------------------------
+#: ``set_assignment(..., expected_version=NO_NODE)``: the node must not exist yet.
+NO_NODE = -1
+#: What to check when ZooKeeper cannot be reached.
+ZOOKEEPER_START_HINT = ("is it running? (start one with `python -m squall.deploy.zookeeper`, "
+                        "or set storm.zookeeper.servers / storm.zookeeper.port)")
+
+
+class ClusterStateError(SquallError):
+    """A cluster-state operation failed; ``op`` and ``path`` say which."""
+
+    def __init__(self, message: str, op: str | None = None, path: str | None = None):
+        self.op = op
+        self.path = path
+        super().__init__(message)
+
+
+class ZooKeeperUnavailable(ClusterStateError):
+    """ZooKeeper cannot be reached, or cannot be started here; ``address`` is what was tried."""
+
+    def __init__(self, address: str | None, message: str, op: str | None = None,
+                 path: str | None = None):
+        self.address = address
+        super().__init__(message, op, path)
+
+    @classmethod
+    def unreachable(cls, address: str, reason: str, op: str | None = None,
+                    path: str | None = None) -> "ZooKeeperUnavailable":
+        return cls(address, f"cannot reach ZooKeeper at {address}: {reason}; "
+                            f"{ZOOKEEPER_START_HINT}", op, path)
+
+
+class NotFound(ClusterStateError):
+    """The node an operation needs does not exist."""
+
+
+class VersionConflict(ClusterStateError):
+    """A versioned write lost a race: the node's version is not ``expected`` any more."""
+
+    def __init__(self, path: str, expected: int | None, op: str = "write"):
+        self.expected = expected
+        what = ("the node not to exist" if expected == NO_NODE else
+                "another version" if expected is None else f"the node at version {expected}")
+        super().__init__(f"{op} {path}: expected {what}; someone else changed it", op, path)
+
+
+# --- Nimbus requests: raised by Nimbus, travel as gRPC status codes, raised again by the client ---
+class NimbusError(SquallError):
+    """A Nimbus request failed; ``grpc_code`` is how it travels, the message says what to do."""
+
+    grpc_code = "INTERNAL"
+
+
+class TopologyNotFound(NimbusError):
+    """No live topology with that name or id (or an unknown upload location)."""
+
+    grpc_code = "NOT_FOUND"
+
+
+class TopologyAlreadyExists(NimbusError):
+    """A live topology already has that name."""
+
+    grpc_code = "ALREADY_EXISTS"
+
+    def __init__(self, message: str, name: str | None = None, topology_id: str | None = None):
+        #: The refused name and the id of the live topology holding it (server side only).
+        self.name, self.topology_id = name, topology_id
+        super().__init__(message)
+
+
+class InvalidRequest(NimbusError):
+    """A malformed argument: a bad name, conf, upload location, chunk offset or count."""
+
+    grpc_code = "INVALID_ARGUMENT"
+
+
+class PackageTooLarge(NimbusError):
+    """The package is over ``nimbus.package.max.bytes``."""
+
+    grpc_code = "RESOURCE_EXHAUSTED"
+
+    def __init__(self, message: str, limit: int | None = None):
+        #: The configured limit in bytes (server side only).
+        self.limit = limit
+        super().__init__(message)
+
+
+class IllegalState(NimbusError):
+    """The topology's status does not allow the request (client side of InvalidTransition)."""
+
+    grpc_code = "FAILED_PRECONDITION"
+
+
+class NimbusUnavailable(NimbusError):
+    """Nimbus cannot be reached, is not the leader, or cannot reach ZooKeeper."""
+
+    grpc_code = "UNAVAILABLE"
+
+    def __init__(self, message: str, address: str | None = None):
+        #: host:port tried, when known.
+        self.address = address
+        super().__init__(message)
+
+
+class NotALeader(NimbusUnavailable):
+    """This Nimbus does not hold the leader lock; ``leader`` is the leader's host:port if known."""
+
+    def __init__(self, message: str, leader: str | None = None):
+        self.leader = leader
+        super().__init__(message, leader)
+
+
+#: Trailing-metadata key of a NotALeader refusal carrying the leader's host:port.
+LEADER_METADATA = "squall-leader"
+
+#: gRPC status code name -> the class the client raises for it.
+BY_CODE: dict[str, type[NimbusError]] = {
+    cls.grpc_code: cls for cls in (TopologyNotFound, TopologyAlreadyExists, InvalidRequest,
+                                   PackageTooLarge, IllegalState, NimbusUnavailable)
+}

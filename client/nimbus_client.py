@@ -3,7 +3,7 @@
 Storm's ``NimbusClient`` plus the upload half of ``StormSubmitter``: it connects to
 ``nimbus.seeds[0]``:``nimbus.grpc.port`` (moving to the leader when a Nimbus refuses and
 names it, and to the next seed when one is unreachable), bounds every call with a deadline,
-uploads a package in 1 MiB chunks, and turns gRPC errors into :mod:`squall.client.nimbus_errors`
+uploads a package in 1 MiB chunks, and turns gRPC errors into :mod:`squall.client.errors`
 types carrying the server's message (for UNAVAILABLE from the channel itself, the address
 tried: "cannot reach Nimbus at 127.0.0.1:6627: ...").
 """
@@ -19,7 +19,7 @@ from ..proto import nimbus_pb2 as pb
 from ..proto import nimbus_pb2_grpc as pb_grpc
 from ..proto import topology_pb2
 from . import config as cfg
-from .nimbus_errors import BY_CODE, LEADER_METADATA, NimbusError, NimbusUnavailable
+from .errors import BY_CODE, LEADER_METADATA, NimbusError, NimbusUnavailable
 
 def _unreachable(e: grpc.RpcError) -> bool:
     """UNAVAILABLE from the channel (connection refused, DNS), not a Nimbus's own refusal:

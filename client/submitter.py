@@ -111,7 +111,7 @@ def submit_topology(name: str, conf: Mapping[str, Any] | None,
                     *, echo=None) -> str:
     """Upload the package ``squall jar`` runs and submit ``topology`` as ``name``; returns its id.
 
-    Raises :class:`SquallError` (or a :mod:`~squall.client.nimbus_errors` subclass) with a
+    Raises :class:`SquallError` (or a :mod:`~squall.client.errors` subclass) with a
     message a person can act on: not run under ``squall jar``, Nimbus unreachable, refused.
     """
     import click

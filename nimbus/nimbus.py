@@ -64,9 +64,9 @@ from typing import Any, Mapping
 
 from ..client import config as cfg
 from ..client.cluster_state import NO_NODE, ClusterState, ClusterStateError, VersionConflict
-from ..client.errors import ConfigError, InvalidTopology, SquallError
-from ..client.nimbus_errors import (InvalidRequest, NotALeader, TopologyAlreadyExists,
-                                    TopologyNotFound)
+from ..client.daemon import Daemon
+from ..client.errors import (ConfigError, InvalidRequest, InvalidTopology, NotALeader, SquallError,
+                             TopologyAlreadyExists, TopologyNotFound)
 from ..client.topology import Topology, assign_task_ids, executors_of, system_topology, validate
 from ..client.topology_proto import from_bytes, from_proto
 from ..proto import topology_pb2
@@ -79,7 +79,7 @@ log = logging.getLogger("squall.nimbus")
 VERSION = "0.1.0"
 
 
-class Nimbus:
+class Nimbus(Daemon):
     """Storm's Nimbus: one per process, leader-elected among the Nimbuses of a cluster.
 
     Example::
@@ -95,6 +95,7 @@ class Nimbus:
 
     def __init__(self, conf: Mapping[str, Any], cluster_state: ClusterState | None = None,
                  package_store: PackageStore | None = None):
+        super().__init__()
         self.conf = dict(conf)
         if cluster_state is None:
             from ..client.zk_cluster_state import KazooClusterState
@@ -118,7 +119,6 @@ class Nimbus:
         launch = self.conf.get(cfg.NIMBUS_TASK_LAUNCH_SECS)
         self.task_launch_secs = float(120 if launch is None else launch)
         self._lead_start = time.time()
-        self.status = "init"  # init/running/closed (no shared daemon base exists yet)
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
         self._timers: list[tuple[float, str]] = []
@@ -129,18 +129,13 @@ class Nimbus:
         self._thread: threading.Thread | None = None
 
     # --- lifecycle of the daemon ---
-    def start(self) -> "Nimbus":
-        """Register in /nimbuses and start the loop (election, then timers and monitor); idempotent."""
-        with self._lock:
-            if self.status != "init":
-                return self
-            self.status = "running"
+    def start_unsafe(self) -> None:
+        """Register in /nimbuses and start the loop (election, then timers and monitor)."""
         self.cluster_state.register_nimbus(self.address, {
             "host": self.host, "port": self.port, "start_time_secs": self.start_time,
             "version": VERSION})
         self._thread = threading.Thread(target=self._run, name="squall-nimbus", daemon=True)
         self._thread.start()
-        return self
 
     def wait_for_leadership(self, timeout: float) -> bool:
         """Block until this Nimbus leads (True) or ``timeout`` seconds pass (False)."""
@@ -150,12 +145,9 @@ class Nimbus:
     def is_leader(self) -> bool:
         return self._leader.is_set() and not self.cluster_state.suspended
 
-    def close(self, reason: str = "close") -> None:
-        """Stop the loop, leave the election and close the cluster state; idempotent."""
+    def close_unsafe(self, reason: str) -> None:
+        """Stop the loop, leave the election and close the cluster state."""
         with self._lock:
-            if self.status == "closed":
-                return
-            self.status = "closed"
             self._stopping.set()
             self._wake.notify_all()
         log.info("Nimbus %s closing: %s", self.address, reason)

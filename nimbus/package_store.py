@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ..client import config as cfg
-from ..client.nimbus_errors import InvalidRequest, PackageTooLarge, TopologyNotFound
+from ..client.errors import InvalidRequest, PackageTooLarge, TopologyNotFound
 
 log = logging.getLogger("squall.nimbus.package_store")
 

@@ -17,8 +17,8 @@ from concurrent import futures
 import grpc
 
 from ..client.cluster_state import ClusterStateError, ZooKeeperUnavailable
-from ..client.errors import InvalidTopology, SquallError
-from ..client.nimbus_errors import LEADER_METADATA, NimbusError, NimbusUnavailable, NotALeader
+from ..client.errors import (LEADER_METADATA, InvalidTopology, NimbusError, NimbusUnavailable,
+                             NotALeader, SquallError)
 from ..proto import nimbus_pb2 as pb
 from ..proto import nimbus_pb2_grpc as pb_grpc
 from ..proto import topology_pb2

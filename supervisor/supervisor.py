@@ -35,6 +35,7 @@ from typing import Any, Callable, Mapping
 
 from ..client import config as cfg
 from ..client.cluster_state import ClusterState, ClusterStateError, Paths, WatchEvent
+from ..client.daemon import Daemon
 from ..worker.state import Assignment
 from ..worker.worker import (ASSIGNMENT_FILE, HEARTBEAT_FILE, STATUS_FILE, TOPOLOGY_FILE,
                              write_json_atomic)
@@ -106,7 +107,7 @@ class _Proc:
     worker_dir: str
 
 
-class Supervisor:
+class Supervisor(Daemon):
     """One node's supervisor: ``start()`` registers and runs the sync loop in a thread.
 
     Example::
@@ -128,6 +129,7 @@ class Supervisor:
                  clock: Callable[[], float] = time.time, policy: RestartPolicy | None = None,
                  send_heartbeats: Callable[[Any], None] | None = None,
                  on_worker_event: Callable[[WorkerEvent], None] | None = None):
+        super().__init__()
         self.conf = cfg.layered(conf)
         self.host = self.conf.get(cfg.STORM_LOCAL_HOSTNAME) or "127.0.0.1"
         self.ports = sorted(int(p) for p in self.conf[cfg.SUPERVISOR_SLOTS_PORTS])
@@ -170,10 +172,8 @@ class Supervisor:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
         self._started_at = clock()
         self._used_reported: list[int] | None = None
-        self._closed = False
         self.state.add_listener(self._on_connection)
 
     # -- identity and registration ----------------------------------------------------
@@ -225,22 +225,18 @@ class Supervisor:
         return self._on_watch
 
     # -- the loop ---------------------------------------------------------------------
-    def start(self) -> "Supervisor":
-        """Register and start the sync loop; idempotent."""
-        with self._lock:
-            if self._thread is not None:
-                return self
-            self.register()
-            self._dirty.set()
-            self._thread = threading.Thread(target=self._run, name=f"supervisor-{self.id[:8]}",
-                                            daemon=True)
-            self._thread.start()
-            self._hb_thread = threading.Thread(target=self._heartbeat_loop,
-                                               name=f"supervisor-hb-{self.id[:8]}", daemon=True)
-            self._hb_thread.start()
+    def start_unsafe(self) -> None:
+        """Register and start the sync loop and the heartbeat thread."""
+        self.register()
+        self._dirty.set()
+        self._thread = threading.Thread(target=self._run, name=f"supervisor-{self.id[:8]}",
+                                        daemon=True)
+        self._thread.start()
+        self._hb_thread = threading.Thread(target=self._heartbeat_loop,
+                                           name=f"supervisor-hb-{self.id[:8]}", daemon=True)
+        self._hb_thread.start()
         log.info("supervisor %s on %s started: slots %s, local dir %s", self.id, self.host,
                  self.ports, self.local_dir)
-        return self
 
     def _run(self) -> None:
         next_full = 0.0
@@ -603,12 +599,8 @@ class Supervisor:
                 shutil.rmtree(os.path.join(self.stormdist, name), ignore_errors=True)
 
     # -- shutdown -----------------------------------------------------------------------
-    def close(self, reason: str = "close") -> None:
-        """Stop the loop and every worker this supervisor launched, then unregister; idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
+    def close_unsafe(self, reason: str) -> None:
+        """Stop the loop and every worker this supervisor launched, then unregister."""
         log.info("supervisor %s closing (%s): stopping %d worker(s)", self.id, reason,
                  len(self.procs))
         self._stopping.set()
@@ -626,16 +618,9 @@ class Supervisor:
             if self._own_state:
                 self.state.close()  # our session's ephemeral node goes with it
             else:
-                # ClusterState has no unregister: delete our ephemeral node through the primitive.
-                self.state._delete_trees([self.state.paths.supervisor(self.id)])
+                self.state.unregister_supervisor(self.id)
         except ClusterStateError as e:
             log.warning("supervisor %s: could not unregister: %s", self.id, e)
-
-    def __enter__(self) -> "Supervisor":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.close("context exit")
 
 
 def _read_json(path: str) -> Any:

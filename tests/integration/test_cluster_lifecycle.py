@@ -20,7 +20,7 @@ import pytest
 
 from squall.client.cluster_state import Paths
 from squall.client.nimbus_client import NimbusClient
-from squall.client.nimbus_errors import InvalidRequest
+from squall.client.errors import InvalidRequest
 from squall.client.topology import TopologyBuilder
 from squall.client.topology_proto import to_proto
 from test_cli_cluster import EXAMPLES, Cluster, alive, squall_cmd, started

@@ -8,7 +8,7 @@ import grpc
 import pytest
 
 from squall.client.nimbus_client import NimbusClient
-from squall.client.nimbus_errors import (IllegalState, InvalidRequest, NimbusUnavailable,
+from squall.client.errors import (IllegalState, InvalidRequest, NimbusUnavailable,
                                          PackageTooLarge, TopologyAlreadyExists, TopologyNotFound)
 from squall.client.topology import TopologyBuilder
 from squall.client.topology_proto import to_proto

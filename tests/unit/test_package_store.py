@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from squall.client.nimbus_errors import InvalidRequest, PackageTooLarge, TopologyNotFound
+from squall.client.errors import InvalidRequest, PackageTooLarge, TopologyNotFound
 from squall.nimbus.package_store import PackageStore
 
 
