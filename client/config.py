@@ -126,6 +126,10 @@ NIMBUS_TASK_TIMEOUT_SECS = _key(
 NIMBUS_TASK_LAUNCH_SECS = _key(
     "nimbus.task.launch.secs", _NUM, 120,
     "Seconds after a worker's assignment before Nimbus judges it by its heartbeats.")
+NIMBUS_CODE_SYNC_FREQ_SECS = _key(
+    "nimbus.code.sync.freq.secs", _NUM, 120,
+    "Seconds between a follower Nimbus's checks that it holds every live topology's package "
+    "(it also checks when topologies come and go).")
 STORM_LOCAL_HOSTNAME = _key("storm.local.hostname", str, None,
                             "Host name this node advertises; unset = 127.0.0.1.", nullable=True)
 

@@ -127,6 +127,11 @@ class Nimbus(Daemon):
         self._stopping = threading.Event()
         self._election = None
         self._thread: threading.Thread | None = None
+        self._sync_thread: threading.Thread | None = None
+        self._sync_wake = threading.Event()
+        self.code_sync_secs = float(self.conf.get(cfg.NIMBUS_CODE_SYNC_FREQ_SECS) or 120)
+        #: One callable, so ZooKeeper keeps one pending watch however often a round re-reads.
+        self._on_storms_change = lambda event: self._sync_wake.set()
 
     # --- lifecycle of the daemon ---
     def start_unsafe(self) -> None:
@@ -136,6 +141,9 @@ class Nimbus(Daemon):
             "version": VERSION})
         self._thread = threading.Thread(target=self._run, name="squall-nimbus", daemon=True)
         self._thread.start()
+        self._sync_thread = threading.Thread(target=self._sync_loop, name="squall-nimbus-sync",
+                                             daemon=True)
+        self._sync_thread.start()
 
     def wait_for_leadership(self, timeout: float) -> bool:
         """Block until this Nimbus leads (True) or ``timeout`` seconds pass (False)."""
@@ -150,12 +158,14 @@ class Nimbus(Daemon):
         with self._lock:
             self._stopping.set()
             self._wake.notify_all()
+            election = self._election
         log.info("Nimbus %s closing: %s", self.address, reason)
-        election = self._election
         if election is not None:
             election.cancel()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        self._sync_wake.set()
+        for t in (self._thread, self._sync_thread):
+            if t is not None:
+                t.join(timeout=10)
         self.cluster_state.close()
 
     def _run(self) -> None:
@@ -165,8 +175,12 @@ class Nimbus(Daemon):
                 self._stopping.wait(0.2)
                 continue
             try:
-                self._election = self.cluster_state.leader_election(self.address)
-                self._election.run(self._lead)
+                election = self.cluster_state.leader_election(self.address)
+                with self._lock:  # close() cancels what it finds here; cancel-before-run holds
+                    if self._stopping.is_set():
+                        return
+                    self._election = election
+                election.run(self._lead)
             except Exception:  # noqa: BLE001 - the loop must survive ZK trouble and retry
                 log.exception("Nimbus %s: leader election failed; retrying", self.address)
                 self._stopping.wait(1.0)
@@ -199,6 +213,44 @@ class Nimbus(Daemon):
             self._leader.clear()
             log.info("Nimbus %s stops leading", self.address)
 
+    # --- followers keep every live topology's files (Storm's blob-store sync) ---
+    def _sync_loop(self) -> None:
+        """While following, copy packages of new topologies from the leader and drop those of
+        removed ones, on /storms changes and every ``nimbus.code.sync.freq.secs``; so a
+        follower that takes over can schedule and serve every topology."""
+        while not self._stopping.is_set():
+            self._sync_wake.clear()
+            if not self.is_leader and not self.cluster_state.suspended:
+                try:
+                    self.sync_code()
+                except Exception as e:  # noqa: BLE001 - the leader may be away; retry later
+                    log.warning("Nimbus %s: cannot sync topology files from the leader: %s",
+                                self.address, e)
+                    self._sync_wake.wait(1.0)  # sooner than the period: we are behind
+                    continue
+            self._sync_wake.wait(self.code_sync_secs)
+
+    def sync_code(self) -> None:
+        """One follower round: fetch missing topologies from the leader, remove gone ones."""
+        from ..client.nimbus_client import NimbusClient
+        wanted = set(self.cluster_state.storm_ids(watch=self._on_storms_change))
+        have = set(self.package_store.topology_ids())
+        for tid in have - wanted:
+            log.info("Nimbus %s: removing files of topology %s (gone)", self.address, tid)
+            self.package_store.remove(tid)
+        missing = sorted(wanted - have)
+        leader = self._leader_address()
+        if not missing or leader is None or leader == self.address:
+            return
+        with NimbusClient(self.conf, timeout=60.0, address=leader) as client:
+            for tid in missing:
+                self.package_store.install(
+                    tid, client.download(tid),
+                    client.user_topology(tid).SerializeToString(deterministic=True),
+                    client.topology_conf(tid))
+                log.info("Nimbus %s: copied topology %s from the leader %s", self.address, tid,
+                         leader)
+
     # --- timers and monitor (loop thread, lock held) ---
     def _fire_due_timers(self) -> None:
         now = time.time()
@@ -213,21 +265,30 @@ class Nimbus(Daemon):
         self._for_each_storm(lambda tid: lc.Tick(now=now, stimulus_id="monitor"))
         try:
             supervisors = self._live_supervisors(now)
-            for tid in self.cluster_state.storm_ids():
-                state = self._state(tid)
-                if state is None or state.status not in (lc.TopologyStatus.ACTIVE,
-                                                         lc.TopologyStatus.INACTIVE):
-                    continue
-                found = self.cluster_state.get_assignment(tid)
-                dead = self._dead_slots(found[0], supervisors, now) if found else set()
-                if found is None or not found[0].get("workers") or dead:
-                    if dead:
-                        log.warning("topology %s: dead worker slot(s) %s; moving their executors",
-                                    tid, sorted(f"{d.host}:{d.port}" for d in dead))
-                    self._assign(tid, state.num_workers, state.component_executors,
-                                 stimulus_id="monitor")
-        except (ClusterStateError, NotEnoughSlots) as e:
+            tids = self.cluster_state.storm_ids()
+        except ClusterStateError as e:
             log.warning("monitor round: %s", e)
+            return
+        for tid in tids:
+            try:
+                self._repair(tid, supervisors, now)
+            except (SquallError, OSError) as e:  # one topology's trouble must not stop the rest
+                log.warning("monitor round, topology %s: %s", tid, e)
+
+    def _repair(self, tid: str, supervisors: Mapping[str, dict], now: float) -> None:
+        """Assign ``tid`` if it has no workers, or move the executors of its dead slots."""
+        state = self._state(tid)
+        if state is None or state.status not in (lc.TopologyStatus.ACTIVE,
+                                                 lc.TopologyStatus.INACTIVE):
+            return
+        found = self.cluster_state.get_assignment(tid)
+        dead = self._dead_slots(found[0], supervisors, now) if found else set()
+        if found is None or not found[0].get("workers") or dead:
+            if dead:
+                log.warning("topology %s: dead worker slot(s) %s; moving their executors",
+                            tid, sorted(f"{d.host}:{d.port}" for d in dead))
+            self._assign(tid, state.num_workers, state.component_executors,
+                         stimulus_id="monitor")
 
     def _for_each_storm(self, make_event) -> None:
         try:
@@ -477,8 +538,11 @@ class Nimbus(Daemon):
             self.require_leader()
             state = self._by_name(name)
             if wait_secs is None:
-                wait_secs = float(self.package_store.read_conf(state.topology_id).get(
-                    cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30))
+                try:
+                    conf = self.package_store.read_conf(state.topology_id)
+                except (SquallError, OSError, ValueError):
+                    conf = {}  # its files are missing here: the kill must still work
+                wait_secs = float(conf.get(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30))
             if wait_secs < 0:
                 raise InvalidRequest(f"kill wait must be >= 0 seconds, got {wait_secs}")
             self._feed(state.topology_id, lc.Kill(wait_secs, now=time.time(),

@@ -28,7 +28,7 @@ import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from ..client import config as cfg
 from ..client.errors import InvalidRequest, PackageTooLarge, TopologyNotFound
@@ -167,24 +167,43 @@ class PackageStore:
 
         The directory appears whole or not at all (written beside it, then renamed).
         """
-        final = self._dir(topology_id)
         with self._lock:
             upload = self._get(location) if location else None
             if upload is not None and not upload.finished:
                 raise InvalidRequest(f"upload {location} is not finished")
-            tmp = self.stormdist / f".{topology_id}.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
-            try:
+
+            def put_package(tmp: Path) -> None:
                 if upload is not None:
                     os.replace(upload.path, tmp / PACKAGE_FILE)
                     del self._uploads[location]
-                (tmp / TOPOLOGY_FILE).write_bytes(topology_bytes)
-                (tmp / CONF_FILE).write_text(conf_json, encoding="utf-8")
-                os.replace(tmp, final)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
+
+            return self._store(topology_id, put_package, topology_bytes, conf_json)
+
+    def install(self, topology_id: str, package: bytes | None, topology_bytes: bytes,
+                conf_json: str) -> Path:
+        """Store a topology copied from another Nimbus (a follower keeping up with the leader)."""
+        def put_package(tmp: Path) -> None:
+            if package:
+                (tmp / PACKAGE_FILE).write_bytes(package)
+
+        with self._lock:
+            return self._store(topology_id, put_package, topology_bytes, conf_json)
+
+    def _store(self, topology_id: str, put_package: Callable[[Path], None],
+               topology_bytes: bytes, conf_json: str) -> Path:
+        final = self._dir(topology_id)
+        tmp = self.stormdist / f".{topology_id}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        try:
+            put_package(tmp)
+            (tmp / TOPOLOGY_FILE).write_bytes(topology_bytes)
+            (tmp / CONF_FILE).write_text(conf_json, encoding="utf-8")
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         log.info("topology %s stored in %s", topology_id, final)
         return final
 

@@ -1,24 +1,27 @@
-"""Leader discovery with two real in-process Nimbuses (A leads, B follows) on the session's ZooKeeper.
+"""Leader discovery with two in-process Nimbuses (A leads, B follows) on the session's ZooKeeper.
 
 Both register as 127.0.0.1:<own nimbus.grpc.port>, each with its own storm.local.dir. Covered:
 a client pointed at the follower is redirected to the leader (trailing metadata
 ``squall-leader``) for uploads, submits and supervisor heartbeats; an unreachable seed is
-skipped; with every seed unreachable the error names the address tried; and when the leader
-closes, the follower takes over and lists and kills the topology it knows from ZooKeeper.
+skipped; with every seed unreachable the error names the address tried; the follower copies
+each live topology's files from the leader (and drops removed ones); when the leader closes,
+the follower takes over, serves the package, lists and kills the topology, and a topology
+whose files are missing does not cost it its leadership.
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 import grpc
 import pytest
 
 from squall.client.nimbus_client import NimbusClient
-from squall.client.nimbus_errors import (LEADER_METADATA, NimbusUnavailable, NotALeader,
-                                         TopologyNotFound)
+from squall.client.errors import LEADER_METADATA, NimbusUnavailable, NotALeader
 from squall.client.topology import TopologyBuilder
 from squall.client.topology_proto import to_proto
+from squall.client.zk_cluster_state import KazooClusterState
 from squall.deploy.net import free_port
 from squall.nimbus.nimbus import Nimbus
 from squall.nimbus.servicer import serve
@@ -122,10 +125,12 @@ def test_client_at_follower_is_redirected_to_leader(pair, nimbuses, tmp_path):
     assert tid in nimbuses.state.storm_ids()
     assert nimbuses.state.get_storm(tid)["name"] == "via-follower"
     assert nimbuses.state.get_assignment(tid) is not None
-    # The package lives on the leader's disk only.
+    # The leader stored the package; the follower copies it from there.
     assert (tmp_path / "a" / "nimbus" / "stormdist" / tid / "package").read_bytes() == \
         b"PK-leader-package"
-    assert not (tmp_path / "b" / "nimbus" / "stormdist" / tid).exists()
+    copy = tmp_path / "b" / "nimbus" / "stormdist" / tid / "package"
+    poll_for(copy.exists, timeout=10, what="the follower's copy")
+    assert copy.read_bytes() == b"PK-leader-package"
 
 
 def test_follower_refuses_writes_naming_leader(pair):
@@ -191,10 +196,13 @@ def test_all_seeds_unreachable_names_address():
 
 
 def _fail_over(pair, nimbuses):
-    """Submit through A, stop A; return (A's address, B now leading, the topology id)."""
+    """Submit through A, wait for B to copy it, stop A; return (A's address, B now leading,
+    the topology id)."""
     a, b = pair
     with NimbusClient(a.conf, timeout=5, address=a.address) as client:
         tid = client.submit("survivor", client.upload(b"PK-a"), "{}", topology())
+    poll_for(lambda: tid in b.package_store.topology_ids(), timeout=10,
+             what="the follower copying the topology's files")
     address = a.address
     nimbuses.stop(a)
     assert b.wait_for_leadership(ELECTION_SECS), f"{b.address} did not take over"
@@ -217,12 +225,49 @@ def test_failover_follower_lists_and_kills(pair, nimbuses):
     assert state.get_assignment(tid) is None
 
 
-@pytest.mark.xfail(strict=True, raises=TopologyNotFound, reason=(
-    "Nimbus.kill with no wait reads topology.message.timeout.secs from the package store "
-    "(package_store.read_conf), which only the Nimbus that took the submit has: the new "
-    "leader answers NOT_FOUND 'no stored topology with id ...'"))
 def test_failover_kill_without_wait_uses_message_timeout(pair, nimbuses):
     dead_a, b, tid = _fail_over(pair, nimbuses)
     with NimbusClient(b.conf, timeout=5, address=b.address) as client:
         client.kill("survivor")
     assert nimbuses.state.get_storm(tid)["status"] == "killed"
+
+
+def test_failover_leader_keeps_leading_when_a_topology_cannot_be_rescheduled(pair, nimbuses,
+                                                                            zk_conf):
+    a, b = pair
+    gone = KazooClusterState(zk_conf)  # a supervisor whose session ends after the failover
+    try:
+        gone.register_supervisor("sup-gone", {"host": "127.0.0.2", "slots": [6800],
+                                              "used_slots": []})
+        with NimbusClient(a.conf, timeout=5, address=a.address) as client:
+            tid = client.submit("spread", "", json.dumps({"topology.workers": 2}), topology())
+        assert "sup-gone" in nimbuses.state.get_assignment(tid)[0]["slots"].values()
+        poll_for(lambda: tid in b.package_store.topology_ids(), timeout=10,
+                 what="the follower copying the topology's files")
+        nimbuses.stop(a)
+        assert b.wait_for_leadership(ELECTION_SECS)
+        b.package_store.remove(tid)  # files lost on this host: the monitor cannot reschedule it
+    finally:
+        gone.close()
+    # Four monitor rounds (nimbus.monitor.freq.secs 0.5) each see the dead slot.
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        assert b.is_leader, f"{b.address} dropped leadership after a slot of {tid} died"
+        time.sleep(0.02)
+
+
+def test_follower_copies_topology_files_and_serves_them_after_failover(pair, nimbuses):
+    a, b = pair
+    with NimbusClient(a.conf, timeout=5, address=a.address) as client:
+        gone = client.submit("short-lived", client.upload(b"PK-gone"), "{}", topology())
+    poll_for(lambda: gone in b.package_store.topology_ids(), timeout=10,
+             what="the follower copying the first topology")
+    with NimbusClient(a.conf, timeout=5, address=a.address) as client:
+        client.kill("short-lived", wait_secs=0)
+    poll_for(lambda: gone not in b.package_store.topology_ids(), timeout=10,
+             what="the follower dropping the removed topology's files")
+    dead_a, b, tid = _fail_over(pair, nimbuses)
+    with NimbusClient(b.conf, timeout=5, address=b.address) as client:
+        assert client.download(tid) == b"PK-a"
+        assert json.loads(client.topology_conf(tid))["topology.name"] == "survivor"
+        assert client.user_topology(tid) == topology()
