@@ -408,10 +408,12 @@ class Supervisor(Daemon):
                 wid = f"{self.host}:{port}"
                 a = Assignment(tid, wid, self.host, port, workers, conf,
                                code_paths=self._code_paths(topo_dir))
-                # Restart on a change of tasks or peers (workers do not re-read it); status and
-                # start times travel without a restart.
-                spec = WorkerSpec.of(tid, port, workers[wid], payload=a.to_json(),
-                                     version_data=workers)
+                # Restart when its own tasks, conf or code change; a new peer map travels in
+                # assignment.json, which the worker follows (as status does) without a restart.
+                payload = a.to_json()
+                spec = WorkerSpec.of(tid, port, workers[wid], payload=payload,
+                                     version_data={k: v for k, v in payload.items()
+                                                   if k != "workers"})
                 self._write_worker_dir(spec, status)
                 out[port] = spec
         return out

@@ -86,13 +86,13 @@ class Receiver:
             self._drop(f"{exc} ({len(frame)} bytes)")
             return
         if msg[1] == BACKPRESSURE:
-            if msg[2] in self.ws.endpoints:
+            if msg[2] in self.ws.live_workers:
                 self.ws.bp.remote(msg[2], msg[3])
             else:
                 self._drop(f"backpressure from unknown worker {msg[2]!r}")
             return
         if msg[1] == HELLO:
-            if msg[2] in self.ws.endpoints:
+            if msg[2] in self.ws.live_workers:
                 self.ws.heard_from(msg[2], msg[3])
             else:
                 self._drop(f"hello from unknown worker {msg[2]!r}")

@@ -2,7 +2,8 @@
 
 Built once from the worker's assignment before any executor starts, then
 read-only except for the delivery map (filled while executors are created),
-the activity flag and the backpressure state.
+the activity flag, the backpressure state and the peers (:meth:`WorkerState.update_peers`
+when Nimbus moves other workers' tasks).
 """
 
 from __future__ import annotations
@@ -88,8 +89,14 @@ class WorkerState:
         self.task_worker: dict[int, str] = {
             t: w for w, ts in assignment.workers.items() for t in ts}
         self.local_tasks = frozenset(assignment.tasks)
+        #: Every worker ever assigned -> its address (departed ones stay: a thread may still
+        #: hold their id; nothing is sent to them once the threads see ``live_workers``).
         self.endpoints = {w: endpoint_for(w, assignment.host, assignment.ipc_dir, self.topology_id)
                           for w in assignment.workers}
+        #: The topology's current workers; replaced whole (readers on other threads see the
+        #: old or the new set), with ``peers_version`` bumped.
+        self.live_workers = frozenset(assignment.workers)
+        self.peers_version = 0
         self.acker_tasks = self.component_tasks.get(ACKER_COMPONENT_ID, [])
         self.acking = bool(self.acker_tasks)
         #: (component, stream) -> Fields, shared by every tuple of that stream.
@@ -125,12 +132,34 @@ class WorkerState:
         self.peers_heard.add(worker_id)
         if not is_reply:
             self.hello_replies_due.add(worker_id)
-        if not self.connected and self.peers_heard >= set(self.endpoints) - {self.worker_id}:
+        if not self.connected and self.peers_heard >= self.live_workers - {self.worker_id}:
             self.connected = True
             log.info("worker %s: all %d peer workers answered; spouts may start",
-                     self.worker_id, len(self.endpoints) - 1)
+                     self.worker_id, len(self.live_workers) - 1)
         if self.on_hello is not None:
             self.on_hello()
+
+    def update_peers(self, workers: dict[str, list[int]]) -> list[str]:
+        """Follow a new assignment in which this worker keeps its tasks (Storm's worker
+        refreshing its connections on a rebalance or reassignment): route each task to its
+        new worker and forget departed ones; returns their ids. Main thread only; executor
+        threads notice ``peers_version`` and drop what they hold for departed workers, whose
+        tuple trees then time out and replay."""
+        a = self.assignment
+        for w in workers:  # addresses first: a thread routing to a new worker needs one
+            if w not in self.endpoints:
+                self.endpoints[w] = endpoint_for(w, a.host, a.ipc_dir, self.topology_id)
+        for w, ts in workers.items():
+            for t in ts:
+                self.task_worker[t] = w  # one key at a time: readers never miss a task
+        gone = sorted(self.live_workers - set(workers))
+        self.live_workers = frozenset(workers)
+        a.workers = {w: list(ts) for w, ts in workers.items()}
+        for w in gone:
+            self.bp.remote(w, False)  # its congestion no longer holds our spouts back
+            self.peers_heard.discard(w)
+        self.peers_version += 1
+        return gone
 
     def component_conf(self, component: str) -> dict[str, Any]:
         comp = self.topology.components[component]

@@ -49,6 +49,7 @@ class Transfer:
         self.last_flush = time.monotonic()
         #: worker id -> frames the full pipe did not take yet (oldest first).
         self.blocked: dict[str, deque[bytes]] = {}
+        self.peers_version = ws.peers_version
 
     def remote(self, task: int, wire: list) -> None:
         """Queue ``wire`` (``[dest, src, stream, values, ids]``) for ``task``'s worker."""
@@ -105,6 +106,8 @@ class Transfer:
             self.ws.bp.local(False)
 
     def flush(self) -> None:
+        if self.peers_version != self.ws.peers_version:
+            self._forget_departed()
         if self.blocked:
             self._retry_blocked()
         if self.buffered:
@@ -113,6 +116,20 @@ class Transfer:
                     self._send(w, buf)
                     self.out[w] = []
         self.last_flush = time.monotonic()
+
+    def _forget_departed(self) -> None:
+        """Drop batches, waiting frames and sockets of workers no longer in the assignment."""
+        self.peers_version = self.ws.peers_version
+        live = self.ws.live_workers
+        for w in [w for w in self.out if w not in live]:
+            batch = self.out.pop(w)
+            self.buffered -= len(batch)
+            self.ws.dropped_tuples += len(batch)
+        for w in [w for w in self.blocked if w not in live]:
+            del self.blocked[w]
+            self.ws.bp.local(False)
+        for w in [w for w in self.socks if w not in live]:
+            self.socks.pop(w).close(0)
 
     def close(self) -> None:
         self.flush()

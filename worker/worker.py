@@ -98,6 +98,7 @@ class Worker:
         self.loop: EventLoop | None = None
         self._stop_reason: str | None = None
         self._status_mtime = 0.0
+        self._assignment_mtime = self._mtime(ASSIGNMENT_FILE)
         self._peers: dict[str, zmq.Socket] = {}
         self._codec = Codec()
         self._bp_sent_at = 0.0
@@ -116,7 +117,7 @@ class Worker:
                 if not ex.threaded:
                     self.loop.executors.append(ex)
         self._read_status()
-        for w in ws.endpoints:  # connect early: the first backpressure signal must not wait
+        for w in ws.live_workers:  # connect early: the first backpressure signal must not wait
             if w != ws.worker_id:
                 self._peer(w)
         # Tuples and acks are not cyclic garbage: collect rarely, and never scan start-up state.
@@ -152,6 +153,7 @@ class Worker:
                 self._shutdown()
                 return EXIT_PARENT_GONE
             self._read_status()
+            self._read_assignment()
             self._handshake()
             self._broadcast_backpressure()
             now = time.monotonic()
@@ -212,6 +214,39 @@ class Worker:
         for ex in self.executors:
             ex.queue.wake()
 
+    def _mtime(self, name: str) -> float:
+        try:
+            return os.stat(os.path.join(self.worker_dir, name)).st_mtime
+        except FileNotFoundError:
+            return 0.0
+
+    def _read_assignment(self) -> None:
+        """Follow assignment.json when other workers' tasks move (our own tasks never change
+        here: the supervisor restarts the worker for that)."""
+        mtime = self._mtime(ASSIGNMENT_FILE)
+        if mtime == self._assignment_mtime:
+            return
+        self._assignment_mtime = mtime
+        try:
+            with open(os.path.join(self.worker_dir, ASSIGNMENT_FILE)) as fh:
+                new = Assignment.from_json(json.load(fh))
+        except (OSError, ValueError, KeyError) as e:
+            log.warning("worker %s: unreadable new assignment (%s); keeping the current one",
+                        self.ws.worker_id, e)
+            return
+        if sorted(new.workers.get(self.ws.worker_id, [])) != sorted(self.assignment.tasks):
+            self.request_stop("its own tasks were reassigned")
+            return
+        gone = self.ws.update_peers(new.workers)
+        for w in gone:
+            s = self._peers.pop(w, None)
+            if s is not None:
+                s.close(0)
+        log.info("worker %s of topology %s: new assignment, %d workers; departed: %s",
+                 self.ws.worker_id, self.ws.topology_id, len(new.workers), gone or "none")
+        for ex in self.executors:
+            ex.queue.wake()  # executors flush, and so drop what they hold for departed peers
+
     def _peer(self, w: str) -> zmq.Socket:
         s = self._peers.get(w)
         if s is None:
@@ -232,7 +267,7 @@ class Worker:
             return
         self._hello_at = now
         frame = self._codec.hello(ws.worker_id, False)
-        for w in ws.endpoints:
+        for w in ws.live_workers:
             if w != ws.worker_id and w not in ws.peers_heard:
                 self._send_control(w, frame)
 
@@ -251,7 +286,7 @@ class Worker:
         self._bp_last = congested
         self._bp_sent_at = now
         frame = self._codec.backpressure(self.ws.worker_id, congested)
-        for w in self.ws.endpoints:
+        for w in self.ws.live_workers:
             if w != self.ws.worker_id:
                 self._send_control(w, frame)
 

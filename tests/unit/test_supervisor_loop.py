@@ -160,10 +160,23 @@ def test_worker_moved_away_is_killed_and_the_other_kept(env):
     sup.sync()
     assign(nimbus, sup.id, workers={f"{HOST}:6700": [1, 2, 3], "10.0.0.9:6700": [4, 5]})
     sup.sync()
-    # Peers changed, so 6700 restarts with the new assignment; 6701 is gone.
+    # 6700's own tasks changed, so it restarts with the new assignment; 6701 is gone.
     assert [p.signals for p in spawned[:2]] == [[signal.SIGTERM], [signal.SIGTERM]]
     assert alive(spawned) == [4003]
     assert sorted(sup.procs) == [6700]
+
+
+def test_peers_moving_rewrite_the_assignment_without_a_restart(env):
+    sup, nimbus, spawned, _ = env
+    assign(nimbus, sup.id)
+    sup.sync()
+    moved = {f"{HOST}:6700": [1, 2], f"{HOST}:6701": [3], "10.0.0.8:6702": [4, 5]}
+    assign(nimbus, sup.id, workers=moved)
+    sup.sync()
+    # The worker follows assignment.json itself: no process is stopped or started.
+    assert [p.signals for p in spawned] == [[], []] and alive(spawned) == [4001, 4002]
+    with open(os.path.join(sup.worker_dir(T, 6700), "assignment.json")) as fh:
+        assert json.load(fh)["workers"] == moved
 
 
 def test_dead_worker_restarts_after_the_backoff(env, caplog):
