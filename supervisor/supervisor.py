@@ -406,8 +406,11 @@ class Supervisor(Daemon):
             status = STATUS_FILE_VALUES.get(str(storm.get("status", "")).lower(), "INACTIVE")
             for port in mine:
                 wid = f"{self.host}:{port}"
+                mine_tasks = set(workers[wid])
+                groups = [[int(t) for t in ts] for _, ts in found[0].get("executors") or []
+                          if ts and int(ts[0]) in mine_tasks]
                 a = Assignment(tid, wid, self.host, port, workers, conf,
-                               code_paths=self._code_paths(topo_dir))
+                               code_paths=self._code_paths(topo_dir), executors=groups)
                 # Restart when its own tasks, conf or code change; a new peer map travels in
                 # assignment.json, which the worker follows (as status does) without a restart.
                 payload = a.to_json()

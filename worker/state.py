@@ -46,6 +46,9 @@ class Assignment:
     cli_overrides: dict[str, Any] = field(default_factory=dict)
     #: Directories prepended to sys.path so the topology's code imports.
     code_paths: list[str] = field(default_factory=list)
+    #: Task groups of this worker's executors as Nimbus assigned them (after a rebalance -e
+    #: they differ from the topology's parallelism); empty: split by the parallelism.
+    executors: list[list[int]] = field(default_factory=list)
 
     @property
     def tasks(self) -> list[int]:
@@ -56,14 +59,15 @@ class Assignment:
                 "host": self.host, "port": self.port,
                 "workers": {w: list(t) for w, t in self.workers.items()},
                 "conf": self.conf, "ipc_dir": self.ipc_dir, "cli_overrides": self.cli_overrides,
-                "code_paths": self.code_paths}
+                "code_paths": self.code_paths, "executors": self.executors}
 
     @classmethod
     def from_json(cls, d: dict) -> "Assignment":
         return cls(d["topology_id"], d["worker_id"], d["host"], int(d["port"]),
                    {w: [int(t) for t in ts] for w, ts in d["workers"].items()},
                    d["conf"], d.get("ipc_dir"), d.get("cli_overrides") or {},
-                   list(d.get("code_paths") or []))
+                   list(d.get("code_paths") or []),
+                   [[int(t) for t in ts] for ts in d.get("executors") or []])
 
 
 def endpoint_for(worker_id: str, my_host: str, ipc_dir: str | None, topology_id: str) -> str:

@@ -109,8 +109,7 @@ class Worker:
         ws = self.ws
         mine = set(self.assignment.tasks)
         self.loop = EventLoop(ws)
-        for component, tasks in executors_of(ws.topology, ws.component_tasks):
-            local = [t for t in tasks if t in mine]
+        for component, local in self._executor_tasks():
             if local:
                 ex = executor_for(ws, component, local, self.loop)
                 self.executors.append(ex)
@@ -131,6 +130,15 @@ class Worker:
         log.info("worker %s of topology %s started: pid %d, %d executors, tasks %s",
                  ws.worker_id, ws.topology_id, os.getpid(), len(self.executors),
                  sorted(mine))
+
+    def _executor_tasks(self) -> list[tuple[str, list[int]]]:
+        """(component, this worker's tasks) of each executor: Nimbus's grouping when given."""
+        ws = self.ws
+        if self.assignment.executors:
+            return [(ws.task_component[g[0]], list(g)) for g in self.assignment.executors]
+        mine = set(self.assignment.tasks)
+        return [(c, [t for t in tasks if t in mine])
+                for c, tasks in executors_of(ws.topology, ws.component_tasks)]
 
     def request_stop(self, reason: str) -> None:
         """Thread- and signal-safe: ask the main loop to stop."""

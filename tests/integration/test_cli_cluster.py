@@ -201,6 +201,19 @@ def test_jar_list_deactivate_activate_kill_and_errors(cluster):
              what="word-count ACTIVE with 3 workers\n" + c.logs())
     after = c.acked()
     poll_for(lambda: c.acked() > after + 500, timeout=20, what="acks after rebalance")
+
+    # rebalance -e split=1: the workers run split's two tasks in one executor
+    def split_executors():
+        return sorted(name for hb in c.heartbeats() if hb.get("state") == "running"
+                      for name in hb.get("executors", {}) if name.startswith("executor[split:"))
+
+    assert len(split_executors()) == 2
+    r = c.run("rebalance", "word-count", "-w", "1", "-e", "split=1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    poll_for(lambda: len(split_executors()) == 1, timeout=20,
+             what="one split executor after rebalance -e split=1\n" + c.logs())
+    after = c.acked()
+    poll_for(lambda: c.acked() > after + 500, timeout=20, what="acks after rebalance -e")
     pids = set(c.worker_pids)
 
     # kill -w 3: countdown, then gone and workers exit
