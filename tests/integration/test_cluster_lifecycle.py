@@ -1,7 +1,8 @@
 """A topology's whole life on a real cluster (ZooKeeper, `squall nimbus`, two `squall supervisor` s
 as processes, via :class:`test_cli_cluster.Cluster`): `squall kill -w` drains in-flight trees and
 then removes every trace of it, also when Nimbus is killed -9 during the wait; refused
-submissions print one line and write nothing; a supervisor killed -9 mid-run loses no message.
+submissions print one line and write nothing; a worker killed -9 is restarted by its supervisor
+and a supervisor killed -9 mid-run has its workers moved, both losing no message.
 
 Timings (kill -> removal, failover) are printed; run with ``-s`` to see them.
 """
@@ -422,15 +423,17 @@ def failover_cluster(tmp_path, zk_conf):
         "supervisor.monitor.frequency.secs": 1}))
 
 
-def test_supervisor_kill9_loses_no_message(failover_cluster, tmp_path):
-    c = failover_cluster
+def run_numbered(c: Cluster, tmp_path):
+    """Submit the finite numbered topology (slow enough that a kill lands early in the run) and
+    wait for its first acks; returns (submit time, the set of acked msg ids as a function, the
+    events dir)."""
     events = tmp_path / "events"
     events.mkdir()
     pkg = write_package(tmp_path / "numberedpkg", "numbered", NUMBERED_TOPO)
     poll_for(lambda: "2 supervisor(s), 0/4 slots used" in c.run("list").stdout, timeout=20,
              what="2 supervisors registered\n" + c.logs())
     t0 = time.monotonic()
-    # Slow enough (3 ms a tuple per sink task) that the kill lands early in the run.
+    # 3 ms a tuple per sink task.
     r = c.run("jar", str(pkg), "numbered", "-c", f"test.events.dir={events}",
               "-c", f"test.spout.count={MESSAGES}", "-c", "test.sleep.secs=0.003",
               "-c", "topology.max.spout.pending=100", "-c", "topology.message.timeout.secs=5",
@@ -441,6 +444,39 @@ def test_supervisor_kill9_loses_no_message(failover_cluster, tmp_path):
         return {int(i) for i in events_of(str(events), "numbers", "ack")}
 
     poll_for(lambda: len(acked()) >= MESSAGES // 10, timeout=30, what="first acks\n" + c.logs())
+    return t0, acked, events
+
+
+def wait_all_acked(c: Cluster, acked) -> None:
+    wait_for(lambda: acked() == set(range(MESSAGES)), timeout=60,
+             explain=lambda: (lambda m: f"{len(m)} msg ids never acked, e.g. {m[:20]}\n")(
+                 sorted(set(range(MESSAGES)) - acked())) + c.logs())
+
+
+def test_worker_kill9_is_restarted_by_its_supervisor_and_loses_no_message(failover_cluster,
+                                                                          tmp_path):
+    c = failover_cluster
+    _, acked, _ = run_numbered(c, tmp_path)
+    sup_dir = c.sup_dirs[0]
+    (victim,) = worker_pids(sup_dir)
+    at_kill = len(acked())
+    psutil.Process(victim).kill()
+    t_kill = time.monotonic()
+    poll_for(lambda: worker_pids(sup_dir) - {victim}, timeout=5,
+             what="the supervisor relaunching the killed worker\n" + c.logs())
+    restarted = time.monotonic() - t_kill
+    after = len(acked())
+    poll_for(lambda: len(acked()) > after + 50, timeout=10, what="acks after the restart")
+    processing = time.monotonic() - t_kill
+    wait_all_acked(c, acked)
+    print(f"\nworker kill -9 at {at_kill}/{MESSAGES} acked: restarted by its supervisor in "
+          f"{restarted:.2f} s, acks flowing again {processing:.2f} s after the kill; all "
+          f"{MESSAGES} ids acked {time.monotonic() - t_kill:.2f} s after it")
+
+
+def test_supervisor_kill9_loses_no_message(failover_cluster, tmp_path):
+    c = failover_cluster
+    t0, acked, events = run_numbered(c, tmp_path)
     victims, kept = worker_pids(c.sup_dirs[0]), worker_pids(c.sup_dirs[1])
     assert len(victims) == 1 and len(kept) == 1, c.logs()
     at_kill = len(acked())
@@ -458,9 +494,7 @@ def test_supervisor_kill9_loses_no_message(failover_cluster, tmp_path):
              what="both workers assigned to supervisor2\n" + c.logs())
     failover = time.monotonic() - t_kill
     c.sup_dirs = [survivor]
-    wait_for(lambda: acked() == set(range(MESSAGES)), timeout=60,
-             explain=lambda: (lambda m: f"{len(m)} msg ids never acked, e.g. {m[:20]}\n")(
-                 sorted(set(range(MESSAGES)) - acked())) + c.logs())
+    wait_all_acked(c, acked)
     done = time.monotonic()
     assert not any(alive(p) for p in victims)
     # The surviving worker kept running: it followed the new assignment (connected to the
