@@ -139,6 +139,18 @@ class Cluster:
                 pass
 
 
+def worker_pids(sup_dir):
+    """Pids in the heartbeat files of a supervisor's workers."""
+    pids = set()
+    for path in glob.glob(str(sup_dir / "workers" / "*" / "heartbeat.json")):
+        try:
+            with open(path) as fh:
+                pids.add(int(json.load(fh)["pid"]))
+        except (OSError, ValueError, KeyError):
+            pass
+    return pids
+
+
 def started(c):
     """Run cluster ``c`` for one test; every process it started is stopped by pid afterwards."""
     c.start()
