@@ -1,5 +1,6 @@
 """The CLI against a real cluster: ZooKeeper, `squall nimbus` and two `squall supervisor` s of 2
-slots each, as processes on loopback; `squall jar` of the word count, list, deactivate /
+slots each, as processes on loopback (the supervisors on 127.0.0.1 and 127.0.0.2, so workers of
+different supervisors talk over tcp:// as across hosts); `squall jar` of the word count, list, deactivate /
 activate, rebalance -n, kill -w, and the one-line errors."""
 
 from __future__ import annotations
@@ -63,9 +64,12 @@ class Cluster:
 
     def start(self):
         self.start_daemon("nimbus", "nimbus", "-c", f"storm.local.dir={self.tmp / 'nimbus'}")
+        # Each supervisor advertises its own loopback address, as two hosts would: workers
+        # of different supervisors talk over tcp://, those of one supervisor over ipc://.
         for i, (d, ports) in enumerate(zip(self.sup_dirs, self.sup_ports)):
             self.start_daemon(f"supervisor{i + 1}", "supervisor", "-c", f"storm.local.dir={d}",
-                              "-c", f"supervisor.slots.ports={json.dumps(ports)}")
+                              "-c", f"supervisor.slots.ports={json.dumps(ports)}",
+                              "-c", f"storm.local.hostname=127.0.0.{i + 1}")
 
     def run(self, *args, timeout=60):
         return subprocess.run(squall_cmd(*args), capture_output=True, text=True,
