@@ -1,7 +1,7 @@
 """The CLI against a real cluster: ZooKeeper, `squall nimbus` and two `squall supervisor` s of 2
 slots each, as processes on loopback (the supervisors on 127.0.0.1 and 127.0.0.2, so workers of
-different supervisors talk over tcp:// as across hosts); `squall jar` of the word count, list, deactivate /
-activate, rebalance -n, kill -w, and the one-line errors."""
+different supervisors talk over tcp:// as across hosts); `squall jar` of the word count, list,
+deactivate / activate, rebalance -n, kill -w, and the one-line errors."""
 
 from __future__ import annotations
 
