@@ -593,6 +593,7 @@ class Nimbus(Daemon):
                 key = (supervisor_id, hb.topology_id, int(hb.port))
                 prev = self.heartbeats.get(key)
                 if prev is not None and hb.time_secs <= prev[1].time_secs:
+                    # Not newer: a hung worker's stale file; keep the old receive time.
                     self.heartbeats[key] = (prev[0], hb)
                 else:
                     self.heartbeats[key] = (now, hb)
@@ -749,7 +750,6 @@ class Nimbus(Daemon):
 
 #: TaskStats counters summed into executor and component summaries.
 STAT_FIELDS = ("emitted", "transferred", "executed", "acked", "failed", "pending")
-
 
 
 def _executors(topology: Topology, conf: Mapping[str, Any],
