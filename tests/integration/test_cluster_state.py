@@ -255,3 +255,27 @@ def test_zookeeper_outage_fails_operations_clearly_then_resumes(zookeeper, tmp_p
     finally:
         state.close()
         zk.stop()
+
+
+def test_trident_transactional_state_in_zookeeper_survives_a_new_connection(zk_conf):
+    from squall.client.trident.tx_state import RotatingTransactionalState, ZkTransactionalState
+
+    s = ZkTransactionalState(zk_conf, "wordcount-spout")
+    try:
+        s.set_data("coordinator/currtx", 7)
+        r = RotatingTransactionalState(s, "partition-0")
+        r.get_state_or_create(7, lambda txid, last: {"offset": 0, "next": 100})
+        r.get_state_or_create(8, lambda txid, last: {"offset": last["next"], "next": 150})
+        r.cleanup_before(8)
+    finally:
+        s.close()
+    again = ZkTransactionalState(zk_conf, "wordcount-spout")
+    try:
+        assert again.get_data("coordinator/currtx") == 7
+        assert again.list("") == ["coordinator", "partition-0"]
+        assert RotatingTransactionalState(again, "partition-0").curr == \
+            {8: {"offset": 100, "next": 150}}
+        again.delete("")
+        assert again.list("") == []
+    finally:
+        again.close()

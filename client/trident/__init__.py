@@ -1,0 +1,1 @@
+"""Trident: transactional batches with exactly-once state (Storm's org.apache.storm.trident)."""

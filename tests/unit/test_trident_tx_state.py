@@ -1,0 +1,49 @@
+"""Trident's transactional state: the in-memory backend and RotatingTransactionalState's rules
+(a seen txid keeps its value, a new one is made from the previous, a skipped one stays empty)."""
+
+from squall.client.trident.tx_state import MemoryTransactionalState, RotatingTransactionalState
+
+
+def test_memory_state_paths_children_and_recursive_delete():
+    s = MemoryTransactionalState()
+    s.set_data("p0/1", {"offset": 0})
+    s.set_data("/p0/2/", {"offset": 10})
+    s.set_data("p1/1", None)
+    assert s.get_data("p0/2") == {"offset": 10} and s.get_data("missing") is None
+    assert s.list("p0") == ["1", "2"] and s.list("") == ["p0", "p1"] and s.list("nope") == []
+    s.delete("p0")
+    assert s.list("p0") == [] and s.list("") == ["p1"]
+
+
+def test_a_new_txid_is_made_from_the_previous_value_and_a_seen_one_replays():
+    calls = []
+
+    def init(txid, last):
+        calls.append((txid, last))
+        return {"offset": (last or {"next": 0})["next"], "next": (last or {"next": 0})["next"] + 5}
+
+    r = RotatingTransactionalState(MemoryTransactionalState(), "p0")
+    assert r.get_state_or_create(1, init) is None          # created: init emitted it
+    assert r.get_state_or_create(2, init) is None
+    assert calls == [(1, None), (2, {"offset": 0, "next": 5})]
+    assert r.get_state_or_create(1, init) == {"offset": 0, "next": 5}  # replay: same batch
+    assert len(calls) == 2
+    assert r.last_state() == {"offset": 5, "next": 10}
+
+
+def test_a_txid_older_than_a_stored_one_is_skipped():
+    r = RotatingTransactionalState(MemoryTransactionalState(), "p0")
+    r.get_state_or_create(5, lambda t, last: "five")
+    assert r.get_state_or_init(3, lambda t, last: "three") is None
+    assert r.get_state(3) is None and r.previous_state(5) is None
+
+
+def test_cleanup_before_and_a_restart_reads_what_survived():
+    shared: dict = {}
+    r = RotatingTransactionalState(MemoryTransactionalState(shared), "p0")
+    for t in (1, 2, 3):
+        r.get_state_or_create(t, lambda txid, last: {"txid": txid})
+    r.cleanup_before(3)
+    again = RotatingTransactionalState(MemoryTransactionalState(shared), "p0")
+    assert again.curr == {3: {"txid": 3}}
+    assert again.get_state_or_create(3, lambda t, last: "never") == {"txid": 3}
