@@ -133,6 +133,18 @@ NIMBUS_CODE_SYNC_FREQ_SECS = _key(
 STORM_LOCAL_HOSTNAME = _key("storm.local.hostname", str, None,
                             "Host name this node advertises; unset = 127.0.0.1.", nullable=True)
 
+# --- Trident state in Redis (client/trident/state/redis_map.py) --------------
+TRIDENT_REDIS_HOST = _key("trident.redis.host", str, "127.0.0.1", "Redis host of Trident map states.")
+TRIDENT_REDIS_PORT = _key("trident.redis.port", int, 6379, "Redis port of Trident map states.")
+TRIDENT_REDIS_DB = _key("trident.redis.db", int, 0, "Redis database number of Trident map states.")
+TRIDENT_REDIS_PASSWORD = _key("trident.redis.password", str, None,
+                              "Redis password (AUTH); unset = none.", nullable=True)
+TRIDENT_REDIS_KEY_PREFIX = _key(
+    "trident.redis.key.prefix", str, "squall:trident:",
+    "Prefix of the Redis key of each map state's hash (the state's name follows it).")
+TRIDENT_REDIS_TIMEOUT_SECS = _key("trident.redis.timeout.secs", _NUM, 5,
+                                  "Seconds to connect to Redis and to wait for each reply.")
+
 #: Storm keys renamed here, old name -> new name.
 ALIASES: dict[str, str] = {
     "topology.ackers": TOPOLOGY_ACKER_EXECUTORS,

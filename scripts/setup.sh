@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up a machine for Squall: the repo's .venv with Squall installed
-# (editable, with test extras) and Debian's ZooKeeper. Idempotent; run from
+# (editable, with test extras), Debian's ZooKeeper and Redis. Idempotent; run from
 # any cwd:  bash scripts/setup.sh
 set -euo pipefail
 
@@ -62,6 +62,16 @@ if [[ -d /usr/share/zookeeper ]]; then
 else
   log "installing zookeeper with apt-get"
   apt_install zookeeper
+fi
+
+# --- Redis (Debian package) ----------------------------------------------
+# Only the binary is used: tests and LocalRedis start their own servers
+# (python -m squall.deploy.redis), never the packaged redis-server service.
+if [[ -x /usr/bin/redis-server ]]; then
+  log "redis-server present (/usr/bin/redis-server)"
+else
+  log "installing redis-server with apt-get"
+  apt_install redis-server
 fi
 
 log "done"

@@ -45,3 +45,5 @@ if INTEGRATION not in sys.path:
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 from zk_fixtures import cluster_state, zk_conf, zookeeper  # noqa: E402,F401
+# Redis fixtures `redis_server` (session), `redis_conf`: see tests/redis_fixtures.py.
+from redis_fixtures import redis_conf, redis_server  # noqa: E402,F401
