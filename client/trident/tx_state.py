@@ -187,3 +187,16 @@ class RotatingTransactionalState:
         for t in [t for t in self.curr if t < txid]:
             del self.curr[t]
             self.state.delete(f"{self.subdir}/{t}")
+
+
+#: Key choosing the transactional state's backend: "zookeeper" (default) or "memory" (one
+#: process only: for tests on a single worker; nothing survives a restart).
+TRIDENT_TRANSACTIONAL_STATE = "trident.transactional.state"
+_MEMORY_STATES: dict[str, dict[str, Any]] = {}
+
+
+def make_tx_state(state_id: str, conf: Mapping[str, Any]) -> TransactionalState:
+    """The transactional state ``state_id`` for a worker with topology conf ``conf``."""
+    if str(conf.get(TRIDENT_TRANSACTIONAL_STATE, "zookeeper")).lower() == "memory":
+        return MemoryTransactionalState(_MEMORY_STATES.setdefault(state_id, {}))
+    return ZkTransactionalState(conf, state_id)

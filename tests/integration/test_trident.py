@@ -1,0 +1,54 @@
+"""Trident on real worker processes: a word count over line files into Redis counts every word
+exactly once."""
+
+from __future__ import annotations
+
+import collections
+import json
+
+import pytest
+
+from squall.client.trident.line_files import TransactionalLineFiles
+from squall.client.trident.state.redis_map import RedisMapState
+from trident_topos import word_count
+
+pytestmark = pytest.mark.integration
+
+
+def write_input(tmp_path, n_files=2, lines=300):
+    files, expected = [], collections.Counter()
+    for f in range(n_files):
+        path = tmp_path / f"in-{f}.txt"
+        text = [f"w{(f * 7 + i) % 13} w{i % 5} common" for i in range(lines)]
+        path.write_text("".join(t + "\n" for t in text))
+        for t in text:
+            expected.update(t.split())
+        files.append(str(path))
+    return files, expected
+
+
+def stored_counts(redis_server, factory, conf):
+    client = redis_server.client()
+    try:
+        raw = client.hgetall(factory.hash_key(conf))
+    finally:
+        client.close()
+    out = {}
+    for k, v in raw.items():
+        key = json.loads(k)
+        out[key[0]] = json.loads(v)[1]  # [txid, value]
+    return out
+
+
+def test_transactional_word_count_counts_each_word_once(cluster, tmp_path, redis_server,
+                                                       redis_conf):
+    files, expected = write_input(tmp_path)
+    factory = RedisMapState.transactional(None, "counts")
+    topo = word_count(TransactionalLineFiles(files, batch_lines=50), factory)
+    conf = dict(redis_conf, **{"topology.workers": 2, "trident.transactional.state": "memory",
+                               "topology.max.spout.pending": 3,
+                               "topology.trident.batch.emit.interval.millis": 20})
+    lc = cluster(topo, conf, name="trident")
+    lc.wait_for(lambda: stored_counts(redis_server, factory, lc.conf) == dict(expected),
+                timeout=60, what="exact counts in Redis")
+
