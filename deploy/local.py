@@ -15,7 +15,9 @@ their stderr goes to the supervisor's log files (``<dir>/logs``).
 How a file exposes its topology: a module-level function ``topology()`` (or
 ``build_topology()``) returning a :class:`~squall.client.TopologyBuilder` or a
 built :class:`~squall.client.Topology`, and optionally a dict ``CONF`` with
-the topology conf and a string ``NAME``.
+the topology conf, a string ``NAME`` and a function ``report(conf)`` called
+once the topology is killed (with the daemons still up), e.g. to print results
+kept in a state store.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class LoadedTopology:
     topology: Topology
     conf: dict[str, Any]
     code_dir: str
+    #: The file's optional ``report(conf)``, called after the run (e.g. to show stored results).
+    report: Callable[[dict], None] | None = None
 
 
 def load_topology_file(path: str, args: list[str] | None = None) -> LoadedTopology:
@@ -82,7 +86,8 @@ def load_topology_file(path: str, args: list[str] | None = None) -> LoadedTopolo
                           "TopologyBuilder or Topology")
     conf = dict(getattr(module, "CONF", {}) or {})
     name = getattr(module, "NAME", None) or modname
-    return LoadedTopology(name, built, conf, code_dir)
+    report = getattr(module, "report", None)
+    return LoadedTopology(name, built, conf, code_dir, report if callable(report) else None)
 
 
 #: Settings of the local daemons: heartbeats every second so progress and drains are prompt.
@@ -116,7 +121,7 @@ class LocalCluster(Daemon):
         self.worker_stdout = worker_stdout
         self.on_worker_event = on_worker_event
         self.conf: dict[str, Any] = {}
-        self.zookeeper = self.nimbus = self.server = self.supervisor = None
+        self.zookeeper = self.nimbus = self.server = self.supervisor = self.redis = None
 
     def start_unsafe(self) -> None:
         """Start ZooKeeper, Nimbus (until it leads) and the supervisor."""
@@ -131,6 +136,7 @@ class LocalCluster(Daemon):
         ours = dict(self.zookeeper.conf(), **{
             cfg.NIMBUS_SEEDS: ["127.0.0.1"], cfg.NIMBUS_GRPC_PORT: nimbus_port,
             cfg.STORM_LOCAL_DIR: self.base_dir})
+        ours.update(self._start_redis())
         if cfg.SUPERVISOR_SLOTS_PORTS not in self.overrides:
             ours[cfg.SUPERVISOR_SLOTS_PORTS] = slot_ports
         self.conf = cfg.layered(LOCAL_DAEMON_CONF, self.overrides, ours)
@@ -142,6 +148,21 @@ class LocalCluster(Daemon):
         self.supervisor = Supervisor(self.conf, fetch_topology=grpc_fetcher(self.conf),
                                      spawn=self._spawn,
                                      on_worker_event=self.on_worker_event).start()
+
+    def _start_redis(self) -> dict[str, Any]:
+        """A private Redis for Trident state when Debian's redis-server is installed and the
+        overrides name no Redis of their own."""
+        from ..client.trident.state.base import RedisUnavailable
+        from .redis import LocalRedis, installation
+
+        if any(k.startswith("trident.redis.") for k in self.overrides):
+            return {}
+        try:
+            installation()
+        except RedisUnavailable:
+            return {}
+        self.redis = LocalRedis().start()
+        return {"trident.redis.host": "127.0.0.1", "trident.redis.port": self.redis.port}
 
     def _spawn(self, cmd: list, log_path: str, env: dict) -> subprocess.Popen:
         """A worker with our stdout (components' prints show here) and stderr in its log file."""
@@ -182,7 +203,7 @@ class LocalCluster(Daemon):
         steps = [("supervisor", lambda s: s.close(reason)),
                  ("server", lambda s: s.stop(grace=1).wait(5)),
                  ("nimbus", lambda s: s.close(reason)),
-                 ("zookeeper", lambda s: s.stop())]
+                 ("zookeeper", lambda s: s.stop()), ("redis", lambda s: s.stop())]
         for attr, stop in steps:
             daemon = getattr(self, attr)
             setattr(self, attr, None)
@@ -245,6 +266,13 @@ class _Run:
                                     on_worker_event=self.events.put)
         self.topology_id = ""
         self.crashed = False
+
+    def worker_conf(self) -> dict[str, Any]:
+        """The conf the workers ran with: this cluster's keys beneath the topology conf."""
+        from ..supervisor.supervisor import WORKER_INHERITED_PREFIXES
+        inherited = {k: v for k, v in self.cluster.conf.items()
+                     if k.startswith(WORKER_INHERITED_PREFIXES)}
+        return cfg.layered(inherited, self.loaded.conf, self.cluster.overrides)
 
     def info(self):
         with self.cluster.client() as nimbus:
@@ -326,8 +354,9 @@ def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any
              f"{run.cluster.base_dir}")
         run.cluster.start()
         c = run.cluster
+        redis = f", Redis {c.redis.address} (pid {c.redis.pid})" if c.redis else ""
         echo(f"[squall local] ZooKeeper {c.zookeeper.connect_string} (pid {c.zookeeper.pid}), "
-             f"Nimbus {c.nimbus.address}, supervisor slots {c.supervisor.ports}")
+             f"Nimbus {c.nimbus.address}{redis}, supervisor slots {c.supervisor.ports}")
         run.topology_id = c.submit(loaded.name, loaded.topology, loaded.conf, loaded.code_dir)
         echo(f"[squall local] topology {loaded.name} submitted as {run.topology_id}; "
              f"worker logs in {c.supervisor.logs_dir}")
@@ -368,4 +397,6 @@ def _watch(run: _Run, duration: float | None, stop: dict, progress_every: float)
     run.kill()
     for line in summarize(info):
         echo(f"[squall local] {line}")
+    if run.loaded.report is not None and not run.crashed:
+        run.loaded.report(run.worker_conf())
     return 1 if run.crashed else 0

@@ -9,16 +9,21 @@ txid already made, so a replayed batch (a failure, a killed worker) never counts
 a word twice.
 
 Run it:  squall local examples/trident_word_count.py --duration 20
-         (starts nothing but Squall's daemons: run a Redis first, e.g.
-          `python -m squall.deploy.redis --port 6379`)
-On a cluster:  squall jar examples trident_word_count -c trident.input=/data/books
-Settings: -c trident.input=FILE_OR_DIR (default: a generated sample),
-          -c trident.batch.lines=N, -c trident.state=transactional|opaque.
+         (it starts a private Redis beside ZooKeeper and Nimbus, and prints the top
+          words and whether every count is exact when it stops)
+On a cluster:  SQUALL_TRIDENT_INPUT=/data/books squall jar examples trident_word_count
+         (the files must exist on every supervisor host; trident.redis.host/port in
+          squall.yaml name the Redis)
+Input: $SQUALL_TRIDENT_INPUT (a file, or a directory of .txt files); default: a
+generated sample of 2,000 sentences.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
+
+import redis
 
 from squall.client.trident.line_files import OpaqueLineFiles, TransactionalLineFiles
 from squall.client.trident.operation import Count, Function
@@ -36,18 +41,20 @@ class Split(Function):
             collector.emit([word])
 
 
-def input_files(path: str) -> list[str]:
+def input_files() -> list[str]:
+    path = os.environ.get("SQUALL_TRIDENT_INPUT") or sample()
     if os.path.isdir(path):
         return sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".txt"))
-    return [path]
+    return [os.path.abspath(path)]
 
 
-def topology(files: list[str] | None = None, batch_lines: int = 100, state: str = "transactional",
-             redis_conf: dict | None = None, name: str = "word-counts"):
+def topology(files: list[str] | None = None, batch_lines: int = 100,
+             state: str = "transactional", redis_conf: dict | None = None,
+             name: str = "word-counts"):
     t = TridentTopology()
     spout_class = OpaqueLineFiles if state == "opaque" else TransactionalLineFiles
-    factory = (RedisMapState.opaque if state == "opaque" else RedisMapState.transactional)
-    lines = t.new_stream("lines", spout_class(files or input_files(sample()), batch_lines))
+    factory = RedisMapState.opaque if state == "opaque" else RedisMapState.transactional
+    lines = t.new_stream("lines", spout_class(files or input_files(), batch_lines))
     (lines.each(["line"], Split(), ["word"])
           .group_by(["word"])
           .persistent_aggregate(factory(redis_conf, name), Count(), ["count"])
@@ -55,15 +62,44 @@ def topology(files: list[str] | None = None, batch_lines: int = 100, state: str 
     return t.build()
 
 
+SAMPLE_SENTENCES = 2000
+
+
 def sample() -> str:
-    """A small generated input beside this file (the word count's sentences)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trident_sample.txt")
+    """The word count's first sentences as a file in the temp dir (made once)."""
+    path = os.path.join(tempfile.gettempdir(), f"squall-trident-sample-{SAMPLE_SENTENCES}.txt")
     if not os.path.exists(path):
         from word_count import make_pool
-        with open(path + ".tmp", "w") as fh:
-            fh.writelines(s + "\n" for s in make_pool()[:2000])
-        os.replace(path + ".tmp", path)
+        with open(path + f".{os.getpid()}", "w") as fh:
+            fh.writelines(s + "\n" for s in make_pool()[:SAMPLE_SENTENCES])
+        os.replace(path + f".{os.getpid()}", path)
     return path
+
+
+def report(conf: dict) -> None:
+    """What ``squall local`` prints when it stops: the top words, and whether the stored counts
+    equal the exact counts of the input (every batch counted once, replays included)."""
+    import collections
+    import json
+
+    factory = RedisMapState.transactional(None, "word-counts")
+    client = redis.Redis(host=conf.get("trident.redis.host", "127.0.0.1"),
+                         port=int(conf.get("trident.redis.port", 6379)))
+    try:
+        stored = {json.loads(k)[0]: json.loads(v)[1]
+                  for k, v in client.hgetall(factory.hash_key(conf)).items()}
+    finally:
+        client.close()
+    expected: collections.Counter = collections.Counter()
+    for path in input_files():
+        with open(path) as fh:
+            for line in fh:
+                expected.update(line.split())
+    top = sorted(stored.items(), key=lambda kv: -kv[1])[:5]
+    print(f"[trident_word_count] {sum(stored.values())} words stored, {len(stored)} distinct; "
+          f"top: {', '.join(f'{w}={c}' for w, c in top)}", flush=True)
+    print(f"[trident_word_count] counts match the input exactly: "
+          f"{'yes' if stored == dict(expected) else 'NO'}", flush=True)
 
 
 def main(args: list[str]) -> None:

@@ -48,6 +48,8 @@ log = logging.getLogger("squall.supervisor")
 SUPERVISOR_WORKER_TIMEOUT_SECS = "supervisor.worker.timeout.secs"              # 30
 SUPERVISOR_WORKER_START_TIMEOUT_SECS = "supervisor.worker.start.timeout.secs"  # 120
 SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS = "supervisor.worker.shutdown.sleep.secs"  # 3
+#: Keys of the supervisor's conf its workers get beneath the topology conf.
+WORKER_INHERITED_PREFIXES = ("storm.zookeeper.", "transactional.zookeeper.", "trident.")
 #: Worker errors kept for Nimbus while it is unreachable; older ones are dropped first.
 MAX_UNSENT_ERRORS = 200
 #: The conf file a fetcher writes next to ``topology.pb``.
@@ -458,13 +460,16 @@ class Supervisor(Daemon):
         log.info("supervisor %s: fetched topology %s into %s", self.id, tid, dest)
         return dest
 
-    @staticmethod
-    def _topology_conf(topo_dir: str, storm: Mapping[str, Any]) -> dict:
+    def _topology_conf(self, topo_dir: str, storm: Mapping[str, Any]) -> dict:
+        """The worker's conf: the topology conf over this node's cluster keys (as a Storm worker
+        gets the daemon conf under the topology's), so Trident finds ZooKeeper and Redis."""
         try:
             with open(os.path.join(topo_dir, CONF_FILE)) as fh:
                 conf = json.load(fh)
         except FileNotFoundError:
             conf = {}
+        cluster = {k: v for k, v in self.conf.items() if k.startswith(WORKER_INHERITED_PREFIXES)}
+        conf = {**cluster, **conf}
         if storm.get("name") and cfg.TOPOLOGY_NAME not in conf:
             conf[cfg.TOPOLOGY_NAME] = storm["name"]
         return conf

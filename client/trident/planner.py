@@ -53,6 +53,15 @@ def _starts_component(n: Node) -> bool:
     return n.kind in ("spout", "partition", "merge") or any(p.kind == "spout" for p in n.parents)
 
 
+def _label(group: list[Node]) -> str:
+    """A component's name after what it does: its state or aggregate, else its first op."""
+    kinds = [n.kind for n in group]
+    for k in ("persist", "aggregate", "query"):
+        if k in kinds:
+            return k
+    return next((k for k in kinds if k not in ("partition", "merge")), kinds[0])
+
+
 def build_topology(tt: TridentTopology) -> Topology:
     nodes = tt.nodes
     if not any(n.kind == "spout" for n in nodes):
@@ -62,12 +71,13 @@ def build_topology(tt: TridentTopology) -> Topology:
     comp_of: dict[int, str] = {}
     members: dict[str, list[Node]] = {}
     for n in nodes:
-        if _starts_component(n):
-            comp = f"spout-{n.txid}" if n.kind == "spout" else f"b{len(members)}-{n.kind}"
-        else:
-            comp = comp_of[n.parents[0].id]
+        comp = (f"spout-{n.txid}" if n.kind == "spout" else f"b{len(members)}"
+                ) if _starts_component(n) else comp_of[n.parents[0].id]
         comp_of[n.id] = comp
         members.setdefault(comp, []).append(n)
+    names = {c: c if g[0].kind == "spout" else f"{c}-{_label(g)}" for c, g in members.items()}
+    comp_of = {nid: names[c] for nid, c in comp_of.items()}
+    members = {names[c]: g for c, g in members.items()}
 
     outputs: dict[str, dict[str, list[str]]] = {c: {} for c in members}
     exits: dict[str, dict[int, str]] = {c: {} for c in members}

@@ -92,3 +92,14 @@ def test_ctrl_c_stops_every_worker_cleanly(tmp_path):
     for pid in pids + [zk_pid]:
         assert gone(pid), f"pid {pid} still running\n{out}"
     assert re.search(r"spout sentences: emitted=\d+ acked=\d+ failed=0 pending=0", out), out
+
+
+def test_trident_example_counts_every_word_exactly_once_with_a_private_redis(tmp_path):
+    proc = subprocess.run(squall("local", os.path.join(EXAMPLES, "trident_word_count.py"),
+                                 "--duration", "6"),
+                          capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert re.search(r"Redis 127\.0\.0\.1:\d+ \(pid \d+\)", out), out
+    assert "20000 words stored, 1000 distinct" in out, out
+    assert "counts match the input exactly: yes" in out, out
