@@ -138,9 +138,11 @@ class ExecuteFailed(Event):
 
 @dataclass(frozen=True)
 class Emitted(Event):
-    """User code of the batch sent one tuple to ``task``."""
+    """User code of the batch sent ``count`` tuples to ``task`` (one event per task and call,
+    not per tuple: the executor counts)."""
 
     task: int
+    count: int = 1
 
 
 @dataclass(frozen=True)
@@ -288,7 +290,7 @@ class BatchTracker:
                 t = None
             if isinstance(ev, Emitted):
                 if t is not None and t.status in (_T, _FG):
-                    t.emitted[ev.task] = t.emitted.get(ev.task, 0) + 1
+                    t.emitted[ev.task] = t.emitted.get(ev.task, 0) + ev.count
                 return []
             if isinstance(ev, Executed):
                 self._require(t, ev, _T)

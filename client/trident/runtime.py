@@ -248,7 +248,11 @@ class BatchBolt(Bolt):
                 self.hosted.execute(state, tup, out)
         except FailedException as e:
             failed = e
-        events: list = [bt.Emitted(batch, task, stimulus_id="emit") for task in out.emitted]
+        counts: dict[int, int] = {}
+        for task in out.emitted:
+            counts[task] = counts.get(task, 0) + 1
+        events: list = [bt.Emitted(batch, task, n, stimulus_id="emit")
+                        for task, n in counts.items()]
         sid = f"{'finish' if tup is None else 'execute'}:{batch}"
         report = isinstance(failed, ReportedFailedException)
         if report:
