@@ -43,7 +43,8 @@ class MapStateUpdater(StateUpdater):
         if not groups:
             return
         keys = list(groups)
-        values = state.multi_update(keys, [self._updater(groups[k]) for k in keys])
+        stored = [state_key(state, k) for k in keys]
+        values = state.multi_update(stored, [self._updater(groups[k]) for k in keys])
         for key, value in zip(keys, values):
             collector.emit([*key, value])
 
@@ -63,6 +64,12 @@ class MapStateUpdater(StateUpdater):
         return reduce
 
 
+def state_key(state: Any, key: tuple) -> tuple:
+    """A global aggregate (no group fields) lives under the state's global key, where
+    ``SnapshottableMap.get()`` reads it."""
+    return key if key else tuple(getattr(state, "global_key", ()))
+
+
 class QueryFunction(Operation):
     """``batch_retrieve(state, tuples)`` -> one result per tuple; ``execute(tuple, result,
     collector)`` emits the values appended to the tuple (default: ``[result]``)."""
@@ -78,4 +85,4 @@ class MapGet(QueryFunction):
     """The map state's value for each tuple's input fields as the key."""
 
     def batch_retrieve(self, state: Any, tuples: list[TridentTuple]) -> list[Any]:
-        return state.multi_get([tuple(t.values) for t in tuples])
+        return state.multi_get([state_key(state, tuple(t.values)) for t in tuples])

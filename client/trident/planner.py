@@ -111,6 +111,8 @@ def build_topology(tt: TridentTopology) -> Topology:
         bg = batch_group[head.id]
         mbc = master_coordinator(bg)
         parallelism = max((n.parallelism for n in group if n.parallelism), default=1)
+        if head.kind == "partition" and head.partitioning[0] == "global":
+            parallelism = 1  # one task sees the whole batch; others would only add empty rows
         if head.kind == "spout":
             coord = spout_coordinator(comp)
             b.set_bolt(coord, SpoutCoordinatorBolt(head.txid, head.op), 1) \
@@ -118,6 +120,7 @@ def build_topology(tt: TridentTopology) -> Topology:
             d = b.set_bolt(comp, BatchBolt(SpoutBatch(head.txid, head.op, f"s{head.id}"), bg,
                                            [], False, outputs[comp]), parallelism)
             d.all_grouping(coord, BATCH_STREAM).all_grouping(mbc, SUCCESS_STREAM)
+            d.add_configurations(head.op.component_configuration() or {})
             if getattr(head.op, "committer", False):
                 d.all_grouping(mbc, COMMIT_STREAM)
             continue

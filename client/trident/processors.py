@@ -12,6 +12,7 @@ what its parents emitted while finishing.
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Mapping, Sequence
 
 from .operation import TridentTuple, as_aggregator
@@ -57,8 +58,8 @@ class Subtopology:
             if n.kind == "persist":
                 self.states[n.id] = n.state.make_state(conf, context.this_task_index, len(tasks))
             elif n.kind == "query":
-                self.states[n.id] = n.state.state.make_state(conf, context.this_task_index,
-                                                             len(tasks))
+                self.states[n.id] = _uncached(n.state.state).make_state(
+                    conf, context.this_task_index, len(tasks))
         self.aggregators = {n.id: as_aggregator(n.op) for n in self.nodes
                             if n.kind == "aggregate"}
         assert all(p.id in ids or self._entry(n) for n in self.nodes for p in n.parents)
@@ -86,8 +87,8 @@ class Subtopology:
         for n in self.nodes:
             if n.kind == "aggregate":
                 agg = self.aggregators[n.id]
-                if not n.group_fields and not state[n.id]:
-                    state[n.id][()] = agg.init(out.batch, None)  # a global aggregate of nothing
+                if not n.group_fields and not state[n.id]:  # a global aggregate of nothing
+                    state[n.id][()] = agg.init(out.batch, _Out(self, n, out.batch, ()))
                 for key, acc in state[n.id].items():
                     agg.complete(acc, _Out(self, n, out.batch, key))
             elif n.kind == "persist":
@@ -130,8 +131,9 @@ class Subtopology:
             groups = self._state[node.id]
             key = tuple(tup.select(node.group_fields))
             agg = self.aggregators[node.id]
-            acc = groups[key] if key in groups else agg.init(batch, None)
-            groups[key] = agg.aggregate(acc, _Input(tup, node.input_fields), None)
+            collector = _Out(self, node, batch, key)  # Storm's aggregators may emit any time
+            acc = groups[key] if key in groups else agg.init(batch, collector)
+            groups[key] = agg.aggregate(acc, _Input(tup, node.input_fields), collector)
         elif kind == "persist":
             self._state[node.id].append(_Input(tup, node.input_fields))
         elif kind == "query":
@@ -151,6 +153,20 @@ class Subtopology:
         results = node.op.batch_retrieve(self.states[node.id], inputs) if inputs else []
         for t, result in zip(tuples, results):
             node.op.execute(t, result, _Out(self, node, batch, t.values))
+
+
+def _uncached(factory: Any) -> Any:
+    """``factory`` without its per-partition read cache, for a state query.
+
+    Storm runs a query in the bolt of the state it reads, on the one State object whose
+    cache every write goes through. Here the query has a state object of its own in another
+    component, which never sees the writes: a cache would serve the first value it read
+    (often None) forever.
+    """
+    if getattr(factory, "cache_size", 0):
+        factory = copy.copy(factory)
+        factory.cache_size = 0
+    return factory
 
 
 def _Input(tup: TridentTuple, fields: Sequence[str] | None) -> TridentTuple:

@@ -108,6 +108,12 @@ class Stream:
                                   f"{self.node.fields}")
         return fields
 
+    def _new_fields(self, fields: Sequence[str], what: str) -> None:
+        clash = [f for f in fields if f in self.node.fields]
+        if clash or not fields or len(set(fields)) != len(fields):
+            raise InvalidTopology(f"{what}: function fields {list(fields)} must be new, distinct "
+                                  f"and not empty (the stream has {self.node.fields})")
+
     def _then(self, kind: str, fields: Sequence[str], **kw: Any) -> "Stream":
         return Stream(self.topology, self.topology._add(kind, [self.node], fields, **kw))
 
@@ -121,10 +127,7 @@ class Stream:
             return self._then("filter", self.node.fields, op=op, input_fields=inputs)
         if not isinstance(op, Function):
             raise InvalidTopology(f"each: {type(op).__name__} is not a Function or Filter")
-        clash = [f for f in function_fields if f in self.node.fields]
-        if clash or not function_fields:
-            raise InvalidTopology(f"each({type(op).__name__}): function fields {list(function_fields)} "
-                                  f"must be new and not empty (the stream has {self.node.fields})")
+        self._new_fields(function_fields, f"each({type(op).__name__})")
         return self._then("each", self.node.fields + list(function_fields), op=op,
                           input_fields=inputs)
 
@@ -173,7 +176,10 @@ class Stream:
 
     def _aggregate(self, group: list[str], agg: Operation, output_fields: Sequence[str],
                    input_fields: Sequence[str] | None) -> "Stream":
-        as_aggregator(agg)  # refuse a non-aggregator now
+        try:
+            as_aggregator(agg)  # refuse a non-aggregator now
+        except TypeError as e:
+            raise InvalidTopology(f"aggregate: {e}") from None
         inputs = self._check(input_fields if input_fields is not None else
                              [f for f in self.node.fields if f not in group], "aggregate")
         return self._then("aggregate", group + list(output_fields), op=agg, input_fields=inputs,
@@ -218,6 +224,7 @@ class Stream:
                     function_fields: Sequence[str]) -> "Stream":
         """``query.batch_retrieve(state, keys)`` for each batch; its results are appended."""
         inputs = self._check(input_fields, "state_query")
+        self._new_fields(function_fields, f"state_query({type(query).__name__})")
         return self._then("query", self.node.fields + list(function_fields), op=query,
                           input_fields=inputs, state=state.node)
 
