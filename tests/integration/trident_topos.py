@@ -19,3 +19,149 @@ def word_count(spout, state_factory, parallelism=2):
       .persistent_aggregate(state_factory, Count(), ["count"])
       .parallelism_hint(parallelism))
     return t.build()
+
+
+# --- fault injection and observation for tests/integration/test_trident_exactly_once.py ----------
+# Everything below records into Redis lists named ``<trident.redis.key.prefix><name>`` (the
+# topology conf's Redis), so a test on real worker processes reads back what user code saw.
+
+import json  # noqa: E402
+
+from squall.client.trident.spout import Emitter, TridentSpout  # noqa: E402
+from squall.client.trident.state.base import State, StateFactory  # noqa: E402
+
+
+def redis_list(conf, name):
+    """(a redis-py client, the key of list ``name``) for the Redis of the topology conf."""
+    from squall.client import config as cfg
+    from squall.client.trident.state.redis_map import connect, redis_settings
+    settings = redis_settings(conf)
+    return connect(settings), settings[cfg.TRIDENT_REDIS_KEY_PREFIX] + name
+
+
+class FlakySplit(Split):
+    """Split that raises FailedException for the first attempt of each txid in ``fail_txids``
+    this task sees, recording ``"<txid>:<attempt id>"`` in list ``log``. The attempt comes from
+    the collector (``collector.batch``, a TransactionAttempt): operations get no context
+    argument per batch."""
+
+    def __init__(self, fail_txids, log="faults"):
+        self.fail_txids = set(fail_txids)
+        self.log = log
+
+    def prepare(self, conf, context):
+        self.client, self.key = redis_list(conf, self.log)
+        #: txid -> the attempt id that was failed (later attempts pass).
+        self.failed = {}
+
+    def execute(self, tup, collector):
+        batch = collector.batch
+        if batch.txid in self.fail_txids and \
+                self.failed.setdefault(batch.txid, batch.attempt_id) == batch.attempt_id:
+            self.client.rpush(self.key, f"{batch.txid}:{batch.attempt_id}")
+            raise FailedException(f"injected failure of batch {batch}")
+        super().execute(tup, collector)
+
+    def cleanup(self):
+        self.client.close()
+
+
+class RecordingState(State):
+    """A map state that records each commit in a Redis list as ``"<partition>:<txid>:ok"``;
+    the first commit of a txid in ``fail_commits`` raises FailedException after the inner
+    state committed (its writes are in Redis) and records ``"...:failed"``."""
+
+    def __init__(self, inner, client, key, partition, fail_commits):
+        self.inner, self.client, self.key = inner, client, key
+        self.partition = partition
+        self.fail_commits = set(fail_commits)
+        self.failed = set()
+
+    def begin_commit(self, txid):
+        self.inner.begin_commit(txid)
+
+    def commit(self, txid):
+        self.inner.commit(txid)
+        if txid in self.fail_commits and txid not in self.failed:
+            self.failed.add(txid)
+            self.client.rpush(self.key, f"{self.partition}:{txid}:failed")
+            raise FailedException(f"injected failure of the commit of txid {txid}")
+        self.client.rpush(self.key, f"{self.partition}:{txid}:ok")
+
+    def __getattr__(self, name):  # multi_get / multi_update / multi_put / get / update / set
+        return getattr(self.inner, name)
+
+    def close(self):
+        self.inner.close()
+        self.client.close()
+
+
+class RecordingStateFactory(StateFactory):
+    """Wraps a state factory (e.g. RedisMapState); its states record commits in list ``log``."""
+
+    def __init__(self, inner, log="commits", fail_commits=()):
+        self.inner, self.log, self.fail_commits = inner, log, set(fail_commits)
+
+    def make_state(self, conf, partition_index, num_partitions):
+        client, key = redis_list(conf, self.log)
+        return RecordingState(self.inner.make_state(conf, partition_index, num_partitions),
+                              client, key, partition_index, self.fail_commits)
+
+
+class _FixedWordsEmitter(Emitter):
+    def __init__(self, words):
+        self.words = words
+
+    def emit_batch(self, attempt, metadata, collector):
+        for w in self.words:
+            collector.emit([w])
+
+
+class FixedWords(TridentSpout):
+    """Every batch is the same words (field ``word``): a stream of queries."""
+
+    def __init__(self, words):
+        self.words = list(words)
+
+    def get_emitter(self, tx_state_id, conf, context):
+        return _FixedWordsEmitter(self.words)
+
+    def output_fields(self):
+        return ["word"]
+
+
+class RecordReads(Function):
+    """Appends ``[txid, word, count]`` (JSON) to list ``log`` for each tuple; emits nothing."""
+
+    def __init__(self, log="reads"):
+        self.log = log
+
+    def prepare(self, conf, context):
+        self.client, self.key = redis_list(conf, self.log)
+
+    def execute(self, tup, collector):
+        self.client.rpush(self.key, json.dumps([collector.batch.txid, tup[0], tup[1]]))
+
+    def cleanup(self):
+        self.client.close()
+
+
+def word_count_recorded(spout, state_factory, fail_split=(), fail_commits=(), parallelism=2,
+                        query_words=(), record_commits=True):
+    """The word count with FlakySplit and (``record_commits``) a RecordingStateFactory around
+    ``state_factory``; with ``query_words``, a second stream (FixedWords) reads their counts
+    each batch (state_query) and records them (RecordReads, list ``reads``)."""
+    from squall.client.trident.persist import MapGet
+    if record_commits:
+        state_factory = RecordingStateFactory(state_factory, fail_commits=fail_commits)
+    t = TridentTopology()
+    counts = (t.new_stream("lines", spout)
+               .each(["line"], FlakySplit(fail_split), ["word"])
+               .group_by(["word"])
+               .persistent_aggregate(state_factory, Count(), ["count"])
+               .parallelism_hint(parallelism))
+    if query_words:
+        (t.new_stream("queries", FixedWords(query_words))
+          .state_query(counts, ["word"], MapGet(), ["count"])
+          .each(["word", "count"], RecordReads(), ["unused"]))
+    return t.build()
