@@ -369,3 +369,36 @@ def test_worker_and_coordinator_kill9_still_count_exactly_once(trident_cluster, 
           f"coordinator kill -9 at txid {at_kill2} (currtx {currtx}): restarted "
           f"{restart2:.2f} s, commits resumed {resumed2:.2f} s, counts exact "
           f"{exact:.2f} s after the kill; total {time.monotonic() - t0:.2f} s")
+
+
+def test_rebalance_mid_run_still_counts_exactly_once(trident_cluster, tmp_path, redis_conf,
+                                                     observe):
+    """`squall rebalance -n 3` of a running Trident topology: its workers are reassigned and
+    restarted; the batches in flight replay and every word still counts once."""
+    c = trident_cluster
+    input_dir = tmp_path / "input"
+    input_dir.mkdir()
+    files, expected = write_input(input_dir, n_files=4, lines=400)
+    pkg = tmp_path / "tridentpkg"
+    pkg.mkdir()
+    shutil.copy(os.path.join(HERE, "trident_topos.py"), pkg / "trident_topos.py")
+    (pkg / "trident_faults.py").write_text(TRIDENT_FAULTS % BATCH_LINES)
+    obs = observe(redis_conf, "transactional")
+    poll_for(lambda: "2 supervisor(s), 0/4 slots used" in c.run("list").stdout, timeout=20,
+             what="2 supervisors registered\n" + c.logs())
+    args = [x for k, v in dict(FAST, **{"topology.stats.freq.secs": 0.2}).items()
+            for x in ("-c", f"{k}={v}")]
+    r = c.run("jar", str(pkg), "trident_faults", "transactional", str(input_dir), *args)
+    assert r.returncode == 0, r.stdout + r.stderr + c.logs()
+    poll_for(lambda: any(what == "ok" and t >= 10 for _, t, what in obs.commits()), timeout=40,
+             what="txid 10 committed\n" + c.logs())
+    assert obs.counts() != expected, "the input was all counted before the rebalance"
+    r = c.run("rebalance", "trident-transactional", "-w", "1", "-n", "3")
+    assert r.returncode == 0, r.stdout + r.stderr
+    t0 = time.monotonic()
+    poll_for(lambda: c.listed()["trident-transactional"][2:4] == ["ACTIVE", "3"], timeout=20,
+             what="3 workers after the rebalance\n" + c.logs())
+    poll_for(lambda: obs.counts() == expected, timeout=60,
+             what="exact counts after the rebalance\n" + c.logs())
+    check_commit_order(obs.commits(), partitions=2, replays_allowed=True)
+    print(f"\nrebalance -n 3 mid-run: counts exact {time.monotonic() - t0:.2f} s after it")
