@@ -11,7 +11,10 @@ collector)``, ``aggregate(state, tuple, collector)``, ``complete(state,
 collector)``). :class:`Count` and :class:`Sum` are the built-ins. Operations are
 pickled with the topology; ``prepare(conf, context)`` runs once per task in the
 worker. A :class:`~squall.client.errors.FailedException` raised by an operation
-fails the batch, which the master coordinator then replays.
+fails the batch, which the master coordinator then replays. The collector given
+to functions, aggregators and state updaters has ``emit(values)``,
+``report_error(error)`` and ``batch``, the batch's
+:class:`~squall.client.trident.attempt.TransactionAttempt` (txid, attempt id).
 """
 
 from __future__ import annotations
