@@ -16,15 +16,12 @@ The Redis counterpart of :mod:`squall.deploy.zookeeper`; Debian's packaged
 from __future__ import annotations
 
 import argparse
-import atexit
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
-import time
 
 import redis
 from redis.backoff import NoBackoff
@@ -32,7 +29,7 @@ from redis.retry import Retry
 
 from ..client import config as cfg
 from ..client.trident.state.base import RedisUnavailable
-from .net import free_port
+from .server import LocalServer
 
 #: Where Debian's ``redis-server`` package puts the server.
 DEBIAN_REDIS_SERVER = "/usr/bin/redis-server"
@@ -55,7 +52,7 @@ def installation() -> str:
                                  f"{INSTALL_HINT}")
 
 
-class LocalRedis:
+class LocalRedis(LocalServer):
     """One Redis server on ``127.0.0.1``, owned by this process.
 
     Example::
@@ -70,33 +67,15 @@ class LocalRedis:
     turns on the append-only file, so a restarted server keeps its data.
     """
 
+    NAME = "Redis"
+    LOG_FILE = LOG_FILE
+    DIR_PREFIX = "squall-redis-"
+    POLL_SECS = 0.05
+
     def __init__(self, data_dir: str | None = None, port: int | None = None, *,
                  persistent: bool = False, start_timeout: float = 15.0, host: str = "127.0.0.1"):
-        #: The loopback address the server binds to.
-        self.host = host
-        #: The port; known before :meth:`start` only if given.
-        self.port: int | None = port
+        super().__init__(data_dir, port, start_timeout=start_timeout, host=host)
         self.persistent = persistent
-        self.start_timeout = start_timeout
-        self._fixed_port = port is not None
-        self._given_dir = os.path.abspath(data_dir) if data_dir is not None else None
-        #: Directory holding ``redis.conf``, ``redis.log`` and any data files.
-        self.dir: str | None = None
-        self._proc: subprocess.Popen | None = None
-        self._last_log = ""
-
-    # --- public surface ----------------------------------------------------
-    @property
-    def pid(self) -> int | None:
-        """The server's pid while it runs (``None`` before start / after stop)."""
-        return self._proc.pid if self._proc is not None else None
-
-    @property
-    def address(self) -> str:
-        """``host:port``."""
-        if self.port is None:
-            raise RedisUnavailable(None, "LocalRedis is not started")
-        return f"{self.host}:{self.port}"
 
     def conf(self, key_prefix: str | None = None, db: int | None = None) -> dict:
         """The config keys that point Trident's Redis map states at this server."""
@@ -112,87 +91,19 @@ class LocalRedis:
         kwargs.setdefault("socket_timeout", 5.0)
         return redis.Redis(host=self.host, port=self.port, **kwargs)
 
-    def running(self) -> bool:
-        """Whether the server process is alive (it may not be serving yet)."""
-        return self._proc is not None and self._proc.poll() is None
-
     def ping(self) -> bool:
         """Whether something answers PING on our port right now."""
         return self._server_pid() is not None
 
-    def start(self) -> "LocalRedis":
-        """Start the server and return once it serves; idempotent while it runs.
+    # --- LocalServer's hooks ----------------------------------------------------------------
+    def _program(self) -> str:
+        return installation()
 
-        Raises :class:`RedisUnavailable` if ``redis-server`` is missing, or if the
-        server exits or does not answer within ``start_timeout`` (the message
-        carries the tail of its log).
-        """
-        if self.running():
-            return self
-        server = installation()
-        self.dir = self._given_dir or tempfile.mkdtemp(prefix="squall-redis-")
-        os.makedirs(self.dir, exist_ok=True)
-        attempts = 1 if self._fixed_port else 3
-        for attempt in range(attempts):
-            if not self._fixed_port:
-                self.port = free_port(self.host)
-            self._spawn(server)
-            try:
-                self._wait_serving()
-                atexit.register(self.stop)
-                return self
-            except RedisUnavailable:
-                exited = not self.running()
-                self.stop(_keep_dir=True)
-                # Only a lost race for the port is worth another try.
-                if attempt + 1 < attempts and exited and "Address already in use" in self._last_log:
-                    continue
-                self._remove_dir()
-                raise
-        raise AssertionError("unreachable")
+    def _unavailable(self, message: str) -> Exception:
+        return RedisUnavailable(None if self.port is None else f"{self.host}:{self.port}",
+                                message)
 
-    def stop(self, grace: float = 5.0, *, _keep_dir: bool = False) -> None:
-        """Stop the server by pid (SIGTERM, SIGKILL after ``grace`` s) and reap it; idempotent."""
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            atexit.unregister(self.stop)
-            if proc.poll() is None:
-                try:
-                    os.kill(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-                try:
-                    proc.wait(timeout=grace)
-                except subprocess.TimeoutExpired:
-                    os.kill(proc.pid, signal.SIGKILL)
-                    proc.wait(timeout=grace)
-            self._last_log = self.log_tail(200)
-        if not _keep_dir:
-            self._remove_dir()
-
-    def log_tail(self, lines: int = 40) -> str:
-        """The last ``lines`` lines of the server's log ('' if there is none yet)."""
-        path = os.path.join(self.dir, LOG_FILE) if self.dir else None
-        if path is None or not os.path.exists(path):
-            return "\n".join(self._last_log.splitlines()[-lines:])
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 64 * 1024))
-            text = f.read().decode(errors="replace")
-        return "\n".join(text.splitlines()[-lines:])
-
-    def __enter__(self) -> "LocalRedis":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def __repr__(self) -> str:
-        state = "running" if self.running() else "stopped"
-        return f"<LocalRedis {self.host}:{self.port} pid={self.pid} {state}>"
-
-    # --- internals ----------------------------------------------------------
-    def _spawn(self, server: str) -> None:
+    def _spawn(self, server: str) -> subprocess.Popen:
         assert self.dir is not None
         conf = os.path.join(self.dir, CONF_FILE)
         with open(conf, "w") as f:
@@ -204,12 +115,14 @@ class LocalRedis:
                     'logfile ""\n'  # stdout, which goes to redis.log below
                     'save ""\n'
                     f"appendonly {'yes' if self.persistent else 'no'}\n")
-        with open(os.path.join(self.dir, LOG_FILE), "ab") as out:
-            # Its own session: a Ctrl-C at the terminal must not stop Redis under the
-            # daemons still committing state; stop() ends it by pid.
-            self._proc = subprocess.Popen([server, conf], stdin=subprocess.DEVNULL, stdout=out,
-                                          stderr=subprocess.STDOUT, cwd=self.dir,
-                                          start_new_session=True)
+        with open(self.log_path(), "ab") as out:
+            return subprocess.Popen([server, conf], stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, cwd=self.dir,
+                                    start_new_session=True)
+
+    def _serving(self) -> bool:
+        # A server already on the port would answer too: it must be ours, by pid.
+        return self._proc is not None and self._server_pid() == self._proc.pid
 
     def _server_pid(self) -> int | None:
         if self.port is None:
@@ -222,29 +135,6 @@ class LocalRedis:
             return None
         finally:
             client.close()
-
-    def _wait_serving(self) -> None:
-        assert self._proc is not None
-        deadline = time.monotonic() + self.start_timeout
-        # A server already on the port would answer too: it must be ours, by pid.
-        while self._server_pid() != self._proc.pid:
-            if time.monotonic() > deadline:
-                raise RedisUnavailable(
-                    self.address, f"Redis (pid {self._proc.pid}) did not answer on {self.address} "
-                                  f"within {self.start_timeout:.0f} s; log tail:\n{self.log_tail()}")
-            try:
-                # Doubles as the poll interval and notices an early exit at once.
-                code = self._proc.wait(timeout=0.05)
-            except subprocess.TimeoutExpired:
-                continue
-            raise RedisUnavailable(
-                self.address, f"Redis exited with code {code} before serving on {self.address}; "
-                              f"log tail:\n{self.log_tail()}")
-
-    def _remove_dir(self) -> None:
-        if self.dir is not None and self._given_dir is None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
 
 
 def _quote(path: str) -> str:

@@ -16,19 +16,16 @@ trimmed to one standalone server. Run one by hand with
 from __future__ import annotations
 
 import argparse
-import atexit
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
-import time
 
 from ..client.cluster_state import ZooKeeperUnavailable
-from .net import free_port
+from .server import LocalServer
 
 #: Where Debian's ``zookeeper`` package puts its jars. The server jar's manifest
 #: ``Class-Path`` pulls in the rest (jute, netty, slf4j-api, ...).
@@ -89,7 +86,7 @@ def four_letter_word(host: str, port: int, word: str = "ruok", timeout: float = 
             chunks.append(data)
 
 
-class LocalZooKeeper:
+class LocalZooKeeper(LocalServer):
     """One standalone ZooKeeper server on ``127.0.0.1``, owned by this process.
 
     Example::
@@ -103,36 +100,24 @@ class LocalZooKeeper:
     a given directory is kept. ``port=None`` picks a free port (and retries
     with another if the server loses the race for it). ``tick_time_ms`` sets
     ZooKeeper's tick; session timeouts are bounded to 2..20 ticks, so the
-    default 500 ms allows sessions of 1..10 s — quick expiry in tests.
+    default 500 ms allows sessions of 1..10 s — quick expiry in tests. Its
+    directory holds ``zoo.cfg``, the snapshots and logs (``data/``) and
+    ``zookeeper.out``.
     """
+
+    NAME = "ZooKeeper"
+    LOG_FILE = LOG_FILE
+    DIR_PREFIX = "squall-zk-"
 
     def __init__(self, data_dir: str | None = None, port: int | None = None, *,
                  tick_time_ms: int = 500, start_timeout: float = 30.0, host: str = "127.0.0.1"):
-        #: The loopback address the server binds to.
-        self.host = host
-        #: The client port; known before :meth:`start` only if given.
-        self.port: int | None = port
+        super().__init__(data_dir, port, start_timeout=start_timeout, host=host)
         self.tick_time_ms = tick_time_ms
-        self.start_timeout = start_timeout
-        self._fixed_port = port is not None
-        self._given_dir = os.path.abspath(data_dir) if data_dir is not None else None
-        #: Directory holding ``zoo.cfg``, the snapshots/logs (``data/``) and ``zookeeper.out``.
-        self.dir: str | None = None
-        self._proc: subprocess.Popen | None = None
-        self._last_log = ""
-
-    # --- public surface ----------------------------------------------------
-    @property
-    def pid(self) -> int | None:
-        """The server JVM's pid while it runs (``None`` before start / after stop)."""
-        return self._proc.pid if self._proc is not None else None
 
     @property
     def connect_string(self) -> str:
         """``host:port`` for kazoo (``KazooClient(hosts=...)``)."""
-        if self.port is None:
-            raise ZooKeeperUnavailable(None, "LocalZooKeeper is not started")
-        return f"{self.host}:{self.port}"
+        return self.address
 
     def conf(self, root: str | None = None) -> dict:
         """The Storm config keys that point a Squall daemon at this server."""
@@ -140,10 +125,6 @@ class LocalZooKeeper:
         if root is not None:
             conf["storm.zookeeper.root"] = root
         return conf
-
-    def running(self) -> bool:
-        """Whether the server process is alive (it may not be serving yet)."""
-        return self._proc is not None and self._proc.poll() is None
 
     def ruok(self) -> bool:
         """Whether the server answers ``ruok`` with ``imok`` right now."""
@@ -153,6 +134,14 @@ class LocalZooKeeper:
             return four_letter_word(self.host, self.port, "ruok", timeout=1.0) == "imok"
         except OSError:
             return False
+
+    # --- LocalServer's hooks ----------------------------------------------------------------
+    def _program(self) -> tuple[str, str]:
+        return installation()
+
+    def _unavailable(self, message: str) -> Exception:
+        return ZooKeeperUnavailable(None if self.port is None else f"{self.host}:{self.port}",
+                                    message)
 
     def _serving(self) -> bool:
         # ``ruok`` alone would be answered by whatever server already holds the port:
@@ -166,82 +155,12 @@ class LocalZooKeeper:
         ours = "dataDir=" + os.path.join(self.dir or "", "data")
         return any(line == ours or line.startswith(ours + "/") for line in conf.splitlines())
 
-    def start(self) -> "LocalZooKeeper":
-        """Start the server and return once it serves; idempotent while it runs.
-
-        Raises :class:`ZooKeeperUnavailable` if java or the jars are missing,
-        or if the server exits or does not answer within ``start_timeout``
-        (the message carries the tail of its log).
-        """
-        if self.running():
-            return self
-        java, classpath = installation()
-        self.dir = self._given_dir or tempfile.mkdtemp(prefix="squall-zk-")
+    def _spawn(self, program: tuple[str, str]) -> subprocess.Popen:
+        java, classpath = program
+        assert self.dir is not None
         os.makedirs(os.path.join(self.dir, "data"), exist_ok=True)
         with open(os.path.join(self.dir, "log4j.properties"), "w") as f:
             f.write(_LOG4J)
-        attempts = 1 if self._fixed_port else 3
-        for attempt in range(attempts):
-            if not self._fixed_port:
-                self.port = free_port(self.host)
-            self._spawn(java, classpath)
-            try:
-                self._wait_serving()
-                atexit.register(self.stop)
-                return self
-            except ZooKeeperUnavailable:
-                exited = not self.running()
-                self.stop(_keep_dir=True)
-                # Only a lost race for the port is worth another try.
-                if attempt + 1 < attempts and exited and "Address already in use" in self._last_log:
-                    continue
-                self._remove_dir()
-                raise
-        raise AssertionError("unreachable")
-
-    def stop(self, grace: float = 5.0, *, _keep_dir: bool = False) -> None:
-        """Stop the server by pid (SIGTERM, SIGKILL after ``grace`` s) and reap it; idempotent."""
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            atexit.unregister(self.stop)
-            if proc.poll() is None:
-                try:
-                    os.kill(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-                try:
-                    proc.wait(timeout=grace)
-                except subprocess.TimeoutExpired:
-                    os.kill(proc.pid, signal.SIGKILL)
-                    proc.wait(timeout=grace)
-            self._last_log = self.log_tail(200)
-        if not _keep_dir:
-            self._remove_dir()
-
-    def log_tail(self, lines: int = 40) -> str:
-        """The last ``lines`` lines of the server's console log ('' if there is none yet)."""
-        path = os.path.join(self.dir, LOG_FILE) if self.dir else None
-        if path is None or not os.path.exists(path):
-            return "\n".join(self._last_log.splitlines()[-lines:])
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 64 * 1024))
-            text = f.read().decode(errors="replace")
-        return "\n".join(text.splitlines()[-lines:])
-
-    def __enter__(self) -> "LocalZooKeeper":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def __repr__(self) -> str:
-        state = "running" if self.running() else "stopped"
-        return f"<LocalZooKeeper {self.host}:{self.port} pid={self.pid} {state}>"
-
-    # --- internals ----------------------------------------------------------
-    def _spawn(self, java: str, classpath: str) -> None:
-        assert self.dir is not None
         cfg = os.path.join(self.dir, "zoo.cfg")
         with open(cfg, "w") as f:
             f.write(f"tickTime={self.tick_time_ms}\n"
@@ -255,36 +174,10 @@ class LocalZooKeeper:
                f"-Dzookeeper.log.dir={self.dir}",
                f"-Dlog4j.configuration=file:{os.path.join(self.dir, 'log4j.properties')}",
                "-cp", classpath, MAIN_CLASS, cfg]
-        with open(os.path.join(self.dir, LOG_FILE), "ab") as out:
-            # Its own session: a Ctrl-C at the terminal must not stop ZooKeeper under the
-            # daemons still draining; stop() ends it by pid.
-            self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
-                                          stderr=subprocess.STDOUT, cwd=self.dir,
-                                          start_new_session=True)
-
-    def _wait_serving(self) -> None:
-        assert self._proc is not None
-        deadline = time.monotonic() + self.start_timeout
-        while not self._serving():
-            if time.monotonic() > deadline:
-                raise ZooKeeperUnavailable(
-                    self.connect_string,
-                    f"ZooKeeper (pid {self._proc.pid}) did not answer 'ruok' on {self.connect_string} "
-                    f"within {self.start_timeout:.0f} s; log tail:\n{self.log_tail()}")
-            try:
-                # Doubles as the poll interval and notices an early exit at once.
-                code = self._proc.wait(timeout=0.1)
-            except subprocess.TimeoutExpired:
-                continue
-            raise ZooKeeperUnavailable(
-                self.connect_string,
-                f"ZooKeeper exited with code {code} before serving on {self.connect_string}; "
-                f"log tail:\n{self.log_tail()}")
-
-    def _remove_dir(self) -> None:
-        if self.dir is not None and self._given_dir is None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
+        with open(self.log_path(), "ab") as out:
+            return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, cwd=self.dir,
+                                    start_new_session=True)
 
 
 def main(argv: list[str] | None = None) -> int:
