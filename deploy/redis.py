@@ -18,10 +18,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 
 import redis
 from redis.backoff import NoBackoff
@@ -29,7 +27,7 @@ from redis.retry import Retry
 
 from ..client import config as cfg
 from ..client.trident.state.base import RedisUnavailable
-from .server import LocalServer
+from .server import LocalServer, run_foreground
 
 #: Where Debian's ``redis-server`` package puts the server.
 DEBIAN_REDIS_SERVER = "/usr/bin/redis-server"
@@ -150,22 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--persistent", action="store_true",
                         help="keep data across restarts (append-only file in --dir)")
     args = parser.parse_args(argv)
-    stopping = threading.Event()
-    # The handler only sets an event; the loop below does the stopping.
-    signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
-    try:
-        with LocalRedis(args.dir, args.port or None, persistent=args.persistent) as server:
-            print(f"Redis serving on {server.address} (pid {server.pid}, dir {server.dir}); Ctrl-C stops it",
-                  flush=True)
-            while server.running() and not stopping.wait(0.5):
-                pass
-    except KeyboardInterrupt:
-        pass
-    except RedisUnavailable as e:
-        print(e, file=sys.stderr)
-        return 1
-    return 0
-
+    return run_foreground(LocalRedis(args.dir, args.port or None, persistent=args.persistent), RedisUnavailable)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -17,7 +17,9 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -175,3 +177,22 @@ class LocalServer:
         if self.dir is not None and self._given_dir is None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
+
+
+def run_foreground(server: LocalServer, unavailable: type[Exception]) -> int:
+    """``python -m squall.deploy.<server>``: start it, say where, run until Ctrl-C or SIGTERM
+    (the handler only sets an event; this loop stops the server); 1 if it cannot start."""
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
+    try:
+        with server:
+            print(f"{server.NAME} serving on {server.address} (pid {server.pid}, dir "
+                  f"{server.dir}); Ctrl-C stops it", flush=True)
+            while server.running() and not stopping.wait(0.5):
+                pass
+    except KeyboardInterrupt:
+        pass
+    except unavailable as e:
+        print(e, file=sys.stderr)
+        return 1
+    return 0

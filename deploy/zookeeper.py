@@ -18,14 +18,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import threading
 
 from ..client.cluster_state import ZooKeeperUnavailable
-from .server import LocalServer
+from .server import LocalServer, run_foreground
 
 #: Where Debian's ``zookeeper`` package puts its jars. The server jar's manifest
 #: ``Class-Path`` pulls in the rest (jute, netty, slf4j-api, ...).
@@ -186,22 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=2181, help="client port (default 2181; 0 = any free port)")
     parser.add_argument("--dir", default=None, help="data directory to keep (default: temporary)")
     args = parser.parse_args(argv)
-    stopping = threading.Event()
-    # The handler only sets an event; the loop below does the stopping.
-    signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
-    try:
-        with LocalZooKeeper(args.dir, args.port or None) as zk:
-            print(f"ZooKeeper serving on {zk.connect_string} (pid {zk.pid}, dir {zk.dir}); Ctrl-C stops it",
-                  flush=True)
-            while zk.running() and not stopping.wait(0.5):
-                pass
-    except KeyboardInterrupt:
-        pass
-    except ZooKeeperUnavailable as e:
-        print(e, file=sys.stderr)
-        return 1
-    return 0
-
+    return run_foreground(LocalZooKeeper(args.dir, args.port or None), ZooKeeperUnavailable)
 
 if __name__ == "__main__":
     sys.exit(main())

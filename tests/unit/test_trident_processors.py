@@ -9,13 +9,13 @@ import pytest
 from squall.client.errors import FailedException, ReportedFailedException
 from squall.client.trident.attempt import TransactionAttempt
 from squall.client.trident.line_files import TransactionalLineFiles
-from squall.client.trident.operation import (Aggregator, Count, Filter, FlatMapFunction, Function,
-                                             MapFunction, ReducerAggregator, Sum)
+from squall.client.trident.operation import Aggregator, Count, Function, Sum
 from squall.client.trident.persist import MapGet
 from squall.client.trident.processors import Subtopology
 from squall.client.trident.runtime import BatchBolt
 from squall.client.trident.state import MemoryMapState
 from squall.client.trident.stream import TridentTopology
+from trident_ops import Letters, Long, Longest, Split, Upper
 
 STATE = "test-trident-processors"
 
@@ -119,25 +119,8 @@ def values(emitted, stream="out"):
 
 # --- operations --------------------------------------------------------------------------
 
-class Split(Function):
-    def execute(self, t, collector):
-        for word in t[0].split():
-            collector.emit([word])
 
 
-class Long(Filter):
-    def is_keep(self, t):
-        return len(t[0]) > 2
-
-
-class Upper(MapFunction):
-    def execute(self, t):
-        return [t[0].upper()]
-
-
-class Letters(FlatMapFunction):
-    def execute(self, t):
-        return [[c] for c in t[0]]
 
 
 class Seen(Function):
@@ -151,13 +134,6 @@ class Big(Function):
     def execute(self, t, collector):
         collector.emit([t[0] > 1])
 
-
-class Longest(ReducerAggregator):
-    def init(self):
-        return ""
-
-    def reduce(self, curr, t):
-        return max(curr, t[0], key=len)
 
 
 class FirstTwo(Aggregator):

@@ -7,44 +7,20 @@ from squall.client.errors import InvalidTopology
 from squall.client.topology import validate
 from squall.client.topology_proto import from_bytes, to_bytes
 from squall.client.trident.line_files import OpaqueLineFiles, TransactionalLineFiles
-from squall.client.trident.operation import (Aggregator, Count, Filter, FlatMapFunction, Function,
-                                             MapFunction, ReducerAggregator, Sum)
+from squall.client.trident.operation import Aggregator, Count, Sum
 from squall.client.trident.persist import MapGet
 from squall.client.trident.runtime import (BatchBolt, MasterBatchCoordinatorSpout, SpoutBatch,
                                            SpoutCoordinatorBolt)
 from squall.client.trident.state import MemoryMapState
 from squall.client.trident.stream import TridentTopology
+from trident_ops import Letters, Long, Longest, Split, Upper
 
 
 # --- operations (module level: the built topology pickles them) ----------------------------
 
-class Split(Function):
-    def execute(self, t, collector):
-        for word in t[0].split():
-            collector.emit([word])
 
 
-class Long(Filter):
-    def is_keep(self, t):
-        return len(t[0]) > 2
 
-
-class Upper(MapFunction):
-    def execute(self, t):
-        return [t[0].upper()]
-
-
-class Letters(FlatMapFunction):
-    def execute(self, t):
-        return [[c] for c in t[0]]
-
-
-class Longest(ReducerAggregator):
-    def init(self):
-        return ""
-
-    def reduce(self, curr, t):
-        return max(curr, t[0], key=len)
 
 
 class Collect(Aggregator):
