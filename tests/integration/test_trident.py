@@ -52,3 +52,24 @@ def test_transactional_word_count_counts_each_word_once(cluster, tmp_path, redis
     lc.wait_for(lambda: stored_counts(redis_server, factory, lc.conf) == dict(expected),
                 timeout=60, what="exact counts in Redis")
 
+
+
+def test_without_state_the_commit_completes_on_its_own_and_batches_keep_coming(
+        cluster, tmp_path, redis_server, redis_conf):
+    from trident_topos import stateless_count
+    files, expected = write_input(tmp_path, n_files=1, lines=200)
+    key = redis_conf["trident.redis.key.prefix"] + "totals"
+    topo = stateless_count(TransactionalLineFiles(files, batch_lines=20))
+    conf = dict(redis_conf, **{"topology.workers": 2, "trident.transactional.state": "memory",
+                               "topology.trident.batch.emit.interval.millis": 20,
+                               "test.redis.list": key})
+    lc = cluster(topo, conf, name="stateless")
+    client = redis_server.client()
+    try:
+        def totals():
+            return [int(x) for x in client.lrange(key, 0, -1)]
+        # Ten batches of 20 lines, then empty ones (a global count of nothing is 0).
+        lc.wait_for(lambda: len(totals()) >= 12, timeout=30, what="a dozen batches")
+        assert totals()[:10] == [20] * 10 and set(totals()[10:]) == {0}
+    finally:
+        client.close()

@@ -165,3 +165,26 @@ def word_count_recorded(spout, state_factory, fail_split=(), fail_commits=(), pa
           .state_query(counts, ["word"], MapGet(), ["count"])
           .each(["word", "count"], RecordReads(), ["unused"]))
     return t.build()
+
+
+class RecordTotals(Function):
+    """Appends each batch's global count to a Redis list (``test.redis.list``)."""
+
+    def prepare(self, conf, context):
+        import redis
+        self.client = redis.Redis(host=conf["trident.redis.host"], port=int(conf["trident.redis.port"]))
+        self.key = conf["test.redis.list"]
+
+    def execute(self, tup, collector):
+        self.client.rpush(self.key, tup[0])
+        collector.emit([True])
+
+
+def stateless_count(spout):
+    """Lines per batch counted by a global aggregate, no state: no component is a committer."""
+    from squall.client.trident.operation import Count
+    t = TridentTopology()
+    (t.new_stream("lines", spout)
+      .aggregate(Count(), ["n"])
+      .each(["n"], RecordTotals(), ["recorded"]))
+    return t.build()
