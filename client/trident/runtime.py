@@ -280,6 +280,20 @@ class BatchBolt(Bolt):
         return {"topology.tick.tuple.freq.secs": TICK_SECS}
 
 
+class _StreamOut:
+    """A TridentCollector emitting on one stream of the batch being processed."""
+
+    def __init__(self, out: BatchCollector, stream: str):
+        self.out, self.stream = out, stream
+        self.batch = out.batch
+
+    def emit(self, values: Sequence[Any]) -> None:
+        self.out.emit_to(self.stream, values)
+
+    def report_error(self, error: BaseException | str) -> None:
+        self.out.report_error(error)
+
+
 class SpoutBatch:
     """What a spout executor hosts: the spout's emitter (Storm's ``TridentSpoutExecutor``)."""
 
@@ -303,16 +317,7 @@ class SpoutBatch:
         return None
 
     def execute(self, state: Any, tup, out: BatchCollector) -> None:
-        stream = self.stream
-
-        class _Out:
-            def emit(self, values):
-                out.emit_to(stream, values)
-
-            def report_error(self, error):
-                out.report_error(error)
-
-        self.emitter.emit_batch(out.batch, tup.values[1], _Out())
+        self.emitter.emit_batch(out.batch, tup.values[1], _StreamOut(out, self.stream))
 
     def finish_batch(self, state: Any, out: BatchCollector) -> None:
         pass
