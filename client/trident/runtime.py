@@ -201,7 +201,7 @@ class BatchBolt(Bolt):
         self._next_id += 1
         tid = self._next_id
         self.tuples[tid] = tup
-        sid = f"{stream}:{batch}"
+        sid = stream  # the history keys transitions by txid already; no string per tuple
         if stream == self.coord:
             ev = bt.CoordTuple(batch, int(tup.values[1]), tid, stimulus_id=sid)
         elif stream == COMMIT_STREAM:
@@ -253,7 +253,7 @@ class BatchBolt(Bolt):
             counts[task] = counts.get(task, 0) + 1
         events: list = [bt.Emitted(batch, task, n, stimulus_id="emit")
                         for task, n in counts.items()]
-        sid = f"{'finish' if tup is None else 'execute'}:{batch}"
+        sid = "finish" if tup is None else "execute"
         report = isinstance(failed, ReportedFailedException)
         if report:
             self.collector.report_error(failed)

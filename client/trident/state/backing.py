@@ -13,6 +13,7 @@ JSON types (a tuple comes back a list).
 from __future__ import annotations
 
 import abc
+import functools
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -27,17 +28,31 @@ Key = Sequence[Any]
 
 def encode_key(key: Key) -> str:
     """The storage form of ``key``: compact JSON, so ``("a,b",)`` and ``("a", "b")`` stay apart."""
+    if type(key) is tuple:  # the usual case, and a batch's keys repeat: remember them
+        try:
+            return _encode_tuple(key)
+        except TypeError:  # an unhashable member (a list): encode it every time
+            return _dumps(list(key))
     if isinstance(key, (str, bytes)) or not isinstance(key, Sequence):
         raise TypeError(f"a state key is a tuple of group-by values, got {type(key).__name__} {key!r}")
     return _dumps(list(key))
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _encode_tuple(key: tuple) -> str:
+    return _dumps(list(key))
+
+
+# sort_keys: equal dicts give equal text (keys compare as text); allow_nan=False: Redis values
+# stay strict JSON that another language (Storm's Java) can read. One encoder: json.dumps with
+# options builds a new one per call, which shows in a batch of thousands of keys.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False,
+                            allow_nan=False)
+
+
 def _dumps(value: Any) -> str:
-    # sort_keys: equal dicts give equal text (keys compare as text); allow_nan=False:
-    # Redis values stay strict JSON that another language (Storm's Java) can read.
     try:
-        return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False,
-                          allow_nan=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError) as e:
         raise StateError(f"state values must be JSON-able: {e}") from None
 
