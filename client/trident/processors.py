@@ -50,6 +50,11 @@ class Subtopology:
         self.index = {n.id: {f: i for i, f in enumerate(n.fields)} for n in self.nodes}
         self.parent_fields = {n.id: (n.parents[0].fields if n.parents else n.fields)
                               for n in self.nodes}
+        # Field -> position maps made once, not per tuple.
+        self.parent_index = {nid: {f: i for i, f in enumerate(fs)}
+                             for nid, fs in self.parent_fields.items()}
+        self.input_index = {n.id: {f: i for i, f in enumerate(n.input_fields)}
+                            for n in self.nodes if n.input_fields is not None}
         self.states: dict[int, Any] = {}
         tasks = context.component_tasks(component)
         for n in self.nodes:
@@ -113,12 +118,12 @@ class Subtopology:
         if kind in ("partition", "merge"):
             self.forward(node, batch, values)
             return
-        parent = self.parent_fields[node.id]
-        tup = TridentTuple(values, parent)
+        nid = node.id
+        tup = TridentTuple(values, self.parent_fields[nid], self.parent_index[nid])
         if kind == "each":
-            node.op.execute(_Input(tup, node.input_fields), _Out(self, node, batch, values))
+            node.op.execute(self._input(node, tup), _Out(self, node, batch, values))
         elif kind == "filter":
-            if node.op.is_keep(_Input(tup, node.input_fields)):
+            if node.op.is_keep(self._input(node, tup)):
                 self.forward(node, batch, values)
         elif kind == "map":
             self.forward(node, batch, list(node.op.execute(tup)))
@@ -133,13 +138,20 @@ class Subtopology:
             agg = self.aggregators[node.id]
             collector = _Out(self, node, batch, key)  # Storm's aggregators may emit any time
             acc = groups[key] if key in groups else agg.init(batch, collector)
-            groups[key] = agg.aggregate(acc, _Input(tup, node.input_fields), collector)
+            groups[key] = agg.aggregate(acc, self._input(node, tup), collector)
         elif kind == "persist":
-            self._state[node.id].append(_Input(tup, node.input_fields))
+            self._state[node.id].append(self._input(node, tup))
         elif kind == "query":
             self._state[node.id].append(tup)
         else:
             raise TypeError(f"unknown node kind {kind!r}")
+
+    def _input(self, node: Node, tup: TridentTuple) -> TridentTuple:
+        """The operation's view of a tuple: only its input fields, in their order."""
+        fields = node.input_fields
+        if fields is None:
+            return tup
+        return TridentTuple(tup.select(fields), fields, self.input_index[node.id])
 
     def forward(self, node: Node, batch: Any, values: list[Any]) -> None:
         for child in self.children[node.id]:
@@ -169,8 +181,4 @@ def _uncached(factory: Any) -> Any:
     return factory
 
 
-def _Input(tup: TridentTuple, fields: Sequence[str] | None) -> TridentTuple:
-    """The operation's view of a tuple: only its input fields, in their order."""
-    if fields is None:
-        return tup
-    return TridentTuple(tup.select(fields), fields)
+

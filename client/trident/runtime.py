@@ -185,6 +185,8 @@ class BatchBolt(Bolt):
         self.tuples: dict[int, Any] = {}
         self.batch_states: dict[int, Any] = {}
         self._next_id = 0
+        self._last_raw: Any = None
+        self._last_batch: TransactionAttempt | None = None
         self.hosted.prepare(conf, context, self.out, me)
 
     # -- input ---------------------------------------------------------------------------
@@ -197,7 +199,10 @@ class BatchBolt(Bolt):
             self.hosted.control(tup)
             self.collector.ack(tup)
             return
-        batch = TransactionAttempt.from_list(tup.values[0])
+        raw = tup.values[0]
+        if raw != self._last_raw:  # a batch's tuples come in runs: decode its id once per run
+            self._last_raw, self._last_batch = raw, TransactionAttempt.from_list(raw)
+        batch = self._last_batch
         self._next_id += 1
         tid = self._next_id
         self.tuples[tid] = tup
