@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Sequence
 
+from .. import config as cfg
 from ..components import Bolt, Spout
 from ..errors import FailedException, ReportedFailedException
 from . import batch_tracker as bt
@@ -179,7 +180,7 @@ class BatchBolt(Bolt):
         condition = bt.CoordCondition.from_upstream(
             {c: len(context.component_tasks(c)) for c in self.upstream},
             committer=self.committer, target_tasks=targets)
-        timeout = float(conf.get("topology.message.timeout.secs", 30))
+        timeout = float(conf.get(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30))
         self.tracker = bt.BatchTracker(condition, message_timeout_secs=timeout)
         self.out = BatchCollector(self)
         self.tuples: dict[int, Any] = {}
@@ -282,7 +283,7 @@ class BatchBolt(Bolt):
         declarer.declare_stream(coord_stream(self.batch_group), [ID_FIELD, "count"], direct=True)
 
     def get_component_configuration(self):
-        return {"topology.tick.tuple.freq.secs": TICK_SECS}
+        return {cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS: TICK_SECS}
 
 
 class _StreamOut:
