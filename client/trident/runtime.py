@@ -184,6 +184,8 @@ class BatchBolt(Bolt):
         self.tracker = bt.BatchTracker(condition, message_timeout_secs=timeout)
         self.out = BatchCollector(self)
         self.tuples: dict[int, Any] = {}
+        #: tuple id -> its batch attempt, to let go of a dropped attempt's tuples.
+        self.batch_of: dict[int, TransactionAttempt] = {}
         self.batch_states: dict[int, Any] = {}
         self._next_id = 0
         self._last_raw: Any = None
@@ -207,6 +209,7 @@ class BatchBolt(Bolt):
         self._next_id += 1
         tid = self._next_id
         self.tuples[tid] = tup
+        self.batch_of[tid] = batch
         sid = stream  # the history keys transitions by txid already; no string per tuple
         if stream == self.coord:
             ev = bt.CoordTuple(batch, int(tup.values[1]), tid, stimulus_id=sid)
@@ -215,6 +218,13 @@ class BatchBolt(Bolt):
         else:
             ev = bt.DataTuple(batch, tid, stimulus_id=sid)
         self._run(self.tracker.handle(ev))
+        tracked = self.tracker.batches.get(batch.txid)
+        if tid in self.tuples and (tracked is None or tracked.batch != batch):
+            self._forget(tid)  # an older attempt's tuple: ignored; its tree times out
+
+    def _forget(self, tid: int) -> Any:
+        self.batch_of.pop(tid, None)
+        return self.tuples.pop(tid)
 
     def _run(self, instructions: list) -> None:
         for inst in instructions:
@@ -230,11 +240,17 @@ class BatchBolt(Bolt):
                     self.collector.emit_direct(task, [inst.batch.to_list(), n],
                                                stream=self.coord, anchors=anchor)
             elif isinstance(inst, bt.AckTuple):
-                self.collector.ack(self.tuples.pop(inst.tuple_id))
+                self.collector.ack(self._forget(inst.tuple_id))
             elif isinstance(inst, bt.FailTuple):
-                self.collector.fail(self.tuples.pop(inst.tuple_id))
-            elif isinstance(inst, (bt.FailBatch, bt.DropBatch)):
+                self.collector.fail(self._forget(inst.tuple_id))
+            elif isinstance(inst, bt.FailBatch):
                 self.batch_states.pop(inst.batch.txid, None)
+            elif isinstance(inst, bt.DropBatch):
+                # Superseded or expired: what it still held is neither acked nor failed (its
+                # tree times out, as in Storm); only our references go.
+                self.batch_states.pop(inst.batch.txid, None)
+                for tid in [t for t, b in self.batch_of.items() if b == inst.batch]:
+                    self._forget(tid)
             else:
                 raise TypeError(inst)
 

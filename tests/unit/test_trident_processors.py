@@ -466,3 +466,22 @@ def test_a_batch_bolt_fails_the_batch_when_an_operation_raises_failed_exception(
     assert collector.failed == [first, second]
     assert failing.calls == 1
     assert collector.acked == []
+
+
+def test_a_batch_bolt_lets_go_of_superseded_and_late_attempts():
+    t = TridentTopology()
+    source = t.new_stream("lines", spout("line"))
+    source.each(["line"], Split(), ["word"])
+    (node,) = [n for n in t.nodes if n.kind == "each"]
+    stream = f"s{source.node.id}"
+    bolt = BatchBolt(Subtopology([node], {stream: [node.id]}, {}), "bg0", ["spout-lines"],
+                     False, {})
+    collector = Collector()
+    bolt.prepare({}, BoltContext(tasks={"spout-lines": [1, 5], "b1-each": [2]}), collector)
+    bolt.execute(Tup([[1, 0], "a b"], stream))
+    bolt.execute(Tup([[1, 0], 1], "$coord-bg0"))     # one of two reports: held until finish
+    assert len(bolt.tuples) == 1
+    bolt.execute(Tup([[1, 1], "c"], stream))          # attempt 1 replaces attempt 0
+    bolt.execute(Tup([[1, 0], "late"], stream))       # a straggler of attempt 0: ignored
+    assert list(bolt.batch_of.values()) == [] and bolt.tuples == {}
+    assert len(collector.acked) == 2 and collector.failed == []
