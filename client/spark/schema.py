@@ -1,0 +1,280 @@
+"""Arrow schema of a stream from its declared fields, and rows to a ``pyarrow.Table``.
+
+The Spark bridge builds each batch's DataFrame from Arrow (``spark.createDataFrame`` of
+an Arrow-backed pandas frame, or ``_create_from_arrow``), never from Row objects, so the
+types are fixed here, once, from the stream's declared field names plus, per field,
+either a type the user declared or one inferred from sample rows.
+
+Type vocabulary (Spark SQL names, so a schema reads the same on both sides; all fields
+and elements are nullable):
+
+=====================  ================================  ====================
+declared               python type accepted              Arrow type
+=====================  ================================  ====================
+``"long"`` / ``int``    int (not bool)                    int64
+``"double"`` / ``float``  float or int (not bool)         float64
+``"string"`` / ``str``  str                               string
+``"boolean"`` / ``bool``  bool                            bool
+``"binary"`` / ``bytes``  bytes, bytearray                binary
+``"array<T>"``          list or tuple of T                list<T>
+``"map<K,V>"``          dict of K to V (K not None)       map<K, V>
+a ``pyarrow.DataType``  whatever pyarrow accepts          as given
+=====================  ================================  ====================
+
+``list[T]`` and ``dict[K, V]`` work too. Inference maps int, float, str, bool (checked
+before int: ``bool`` subclasses ``int``), bytes, list and dict as above; an int/float mix
+widens to double; None only makes a value null, and a field (or element) seen only as
+None is typed ``null`` (Spark's NullType) — declare its type to pin it. A dict infers as
+``map<string, V>``, not a struct: stream values are usually keyed data (counts per word,
+attributes) whose keys vary from tuple to tuple, and a struct would need every key known
+up front and a fresh schema per new key; Spark reads a map as ``col["key"]`` all the same.
+
+Values are checked strictly before conversion because pyarrow is lenient where a silent
+change would corrupt data (it truncates 1.5 into an int64 column and encodes str into
+binary): the check is a per-value ``type()`` test; the conversion is one ``pa.array`` per
+column.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+
+from ..errors import SquallError
+
+
+class SchemaError(SquallError):
+    """A field's type cannot be declared, inferred or filled; ``field`` names it."""
+
+    def __init__(self, field: str | None, reason: str):
+        self.field = field
+        self.reason = reason
+        super().__init__(f"field {field!r}: {reason}" if field is not None else reason)
+
+
+_LONG, _DOUBLE, _STRING, _BOOL, _BINARY, _NULL = (
+    pa.int64(), pa.float64(), pa.string(), pa.bool_(), pa.binary(), pa.null())
+
+_NAMED: dict[str, pa.DataType] = {
+    "long": _LONG, "double": _DOUBLE, "string": _STRING, "boolean": _BOOL, "binary": _BINARY,
+}
+_PYTHON: dict[type, pa.DataType] = {
+    int: _LONG, float: _DOUBLE, str: _STRING, bool: _BOOL, bytes: _BINARY,
+}
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+# -- declared types ----------------------------------------------------------------------
+
+def parse_type(declared: Any, field: str | None = None) -> pa.DataType:
+    """The Arrow type of a declared type (see the module's table)."""
+    if isinstance(declared, pa.DataType):
+        return declared
+    if isinstance(declared, type) and declared in _PYTHON:
+        return _PYTHON[declared]
+    origin, args = typing.get_origin(declared), typing.get_args(declared)
+    if origin is list and len(args) == 1:
+        return pa.list_(parse_type(args[0], field))
+    if origin is dict and len(args) == 2:
+        return _map(parse_type(args[0], field), parse_type(args[1], field), field)
+    if isinstance(declared, str):
+        return _parse_name(declared.strip(), declared, field)
+    raise SchemaError(field, f"cannot use {declared!r} as a type; use one of "
+                             f"{sorted(_NAMED)}, array<T>, map<K,V>, int/float/str/bool/bytes, "
+                             f"list[T], dict[K, V] or a pyarrow.DataType")
+
+
+def _parse_name(s: str, whole: str, field: str | None) -> pa.DataType:
+    low = s.lower()
+    if low in _NAMED:
+        return _NAMED[low]
+    if low.startswith("array<") and low.endswith(">"):
+        return pa.list_(_parse_name(s[6:-1].strip(), whole, field))
+    if low.startswith("map<") and low.endswith(">"):
+        inner = s[4:-1]
+        depth = 0
+        for i, c in enumerate(inner):  # the top-level comma splits key from value
+            depth += (c == "<") - (c == ">")
+            if c == "," and depth == 0:
+                return _map(_parse_name(inner[:i].strip(), whole, field),
+                            _parse_name(inner[i + 1:].strip(), whole, field), field)
+    raise SchemaError(field, f"unknown type {whole!r} (known: {', '.join(sorted(_NAMED))}, "
+                             f"array<T>, map<K,V>)")
+
+
+def _map(key: pa.DataType, value: pa.DataType, field: str | None) -> pa.DataType:
+    if pa.types.is_nested(key) or key == _NULL:
+        raise SchemaError(field, f"a map key must be a primitive type, got {key}")
+    return pa.map_(key, value)
+
+
+# -- inference ---------------------------------------------------------------------------
+
+def infer_type(values: Sequence[Any], field: str | None = None) -> pa.DataType:
+    """The narrowest type that holds every value (``null`` when all are None)."""
+    t = _NULL
+    for v in values:
+        t = _merge(t, _infer(v, field, field), field, v)
+    return t
+
+
+def _infer(v: Any, field: str | None, path: str | None) -> pa.DataType:
+    if v is None:
+        return _NULL
+    if isinstance(v, bool):  # before int: bool subclasses int
+        return _BOOL
+    if isinstance(v, int):
+        if not _INT64_MIN <= v <= _INT64_MAX:
+            raise SchemaError(field, f"int {v} at {path} does not fit in a long (int64)")
+        return _LONG
+    if isinstance(v, float):
+        return _DOUBLE
+    if isinstance(v, str):
+        return _STRING
+    if isinstance(v, (bytes, bytearray)):
+        return _BINARY
+    if isinstance(v, (list, tuple)):
+        elem = _NULL
+        for x in v:
+            elem = _merge(elem, _infer(x, field, f"{path}[]"), field, x)
+        return pa.list_(elem)
+    if isinstance(v, dict):
+        val = _NULL
+        for k, x in v.items():
+            if not isinstance(k, str):
+                raise SchemaError(field, f"a dict infers as map<string, V>, but {path} has a "
+                                         f"{type(k).__name__} key {k!r}; declare its type")
+            val = _merge(val, _infer(x, field, f"{path}{{}}"), field, x)
+        return pa.map_(_STRING, val)
+    raise SchemaError(field, f"cannot infer a type for a {type(v).__name__} value at {path} "
+                             f"({v!r:.60}); supported: int, float, str, bool, bytes, list, dict")
+
+
+def _merge(a: pa.DataType, b: pa.DataType, field: str | None, v: Any) -> pa.DataType:
+    if a == b or b == _NULL:
+        return a
+    if a == _NULL:
+        return b
+    if {a, b} == {_LONG, _DOUBLE}:  # ints and floats: widen, as Spark does
+        return _DOUBLE
+    if pa.types.is_list(a) and pa.types.is_list(b):
+        return pa.list_(_merge(a.value_type, b.value_type, field, v))
+    if pa.types.is_map(a) and pa.types.is_map(b):
+        return pa.map_(_STRING, _merge(a.item_type, b.item_type, field, v))
+    raise SchemaError(field, f"mixed types {_spark_name(a)} and {_spark_name(b)} (value "
+                             f"{v!r:.60} of type {type(v).__name__}); declare its type")
+
+
+def _spark_name(t: pa.DataType) -> str:
+    for name, known in _NAMED.items():
+        if t == known:
+            return name
+    if pa.types.is_list(t):
+        return f"array<{_spark_name(t.value_type)}>"
+    if pa.types.is_map(t):
+        return f"map<{_spark_name(t.key_type)},{_spark_name(t.item_type)}>"
+    return str(t)
+
+
+# -- schema ------------------------------------------------------------------------------
+
+def arrow_schema(fields: Sequence[str], types: Mapping[str, Any] | None = None,
+                 sample_rows: Sequence[Sequence[Any]] | None = None) -> pa.Schema:
+    """The schema of a stream declaring ``fields``: declared ``types`` first, else inferred.
+
+    Example::
+
+        arrow_schema(["word", "count"], types={"word": "string"}, sample_rows=[("a", 1)])
+        # word: string, count: int64
+    """
+    if len(set(fields)) != len(fields):
+        dup = next(f for f in fields if list(fields).count(f) > 1)
+        raise SchemaError(dup, "declared twice")
+    types = dict(types or {})
+    unknown = [name for name in types if name not in fields]
+    if unknown:
+        raise SchemaError(unknown[0], f"has a declared type but is not a field of the stream "
+                                      f"({', '.join(fields)})")
+    columns = _columns(sample_rows or (), fields)
+    out = []
+    for i, name in enumerate(fields):
+        t = parse_type(types[name], name) if name in types else infer_type(columns[i], name)
+        out.append(pa.field(name, t, nullable=True))
+    return pa.schema(out)
+
+
+def to_arrow_table(rows: Sequence[Sequence[Any]], schema: pa.Schema) -> pa.Table:
+    """The rows as a table of ``schema``, built column by column (one ``pa.array`` each)."""
+    columns = _columns(rows, schema.names)
+    arrays = []
+    for name, col, f in zip(schema.names, columns, schema):
+        _check_column(col, f.type, name)
+        try:
+            arrays.append(pa.array(col, type=f.type))
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
+            raise SchemaError(name, f"cannot convert to {_spark_name(f.type)}: {e}") from e
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _columns(rows: Sequence[Sequence[Any]], fields: Sequence[str]) -> list[Sequence[Any]]:
+    """Transpose rows into one sequence per field, checking each row's width."""
+    n = len(fields)
+    for i, row in enumerate(rows):
+        if len(row) != n:
+            raise SchemaError(None, f"row {i} has {len(row)} values, the stream declares "
+                                    f"{n} fields ({', '.join(fields)})")
+    return list(zip(*rows)) if rows else [() for _ in fields]
+
+
+def _check_column(col: Sequence[Any], t: pa.DataType, name: str) -> None:
+    for i, v in enumerate(col):
+        bad = _misfit(v, t, f"row {i}")
+        if bad is not None:
+            raise SchemaError(name, bad)
+
+
+def _misfit(v: Any, t: pa.DataType, path: str) -> str | None:
+    """Why ``v`` does not fit ``t`` exactly (None if it does, or ``t`` is not ours to check)."""
+    if v is None:
+        return None
+    cls = type(v)
+    if t == _LONG:
+        if cls is int or (isinstance(v, int) and not isinstance(v, bool)):
+            if _INT64_MIN <= v <= _INT64_MAX:
+                return None
+            return f"{path}: int {v} does not fit in a long (int64)"
+    elif t == _DOUBLE:
+        if isinstance(v, (float, int)) and not isinstance(v, bool):
+            return None
+    elif t == _STRING:
+        if isinstance(v, str):
+            return None
+    elif t == _BOOL:
+        if isinstance(v, bool):
+            return None
+    elif t == _BINARY:
+        if isinstance(v, (bytes, bytearray)):
+            return None
+    elif t == _NULL:
+        pass
+    elif pa.types.is_list(t):
+        if isinstance(v, (list, tuple)):
+            for x in v:
+                bad = _misfit(x, t.value_type, f"{path}[]")
+                if bad is not None:
+                    return bad
+            return None
+    elif pa.types.is_map(t):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                bad = (f"{path}: None map key" if k is None
+                       else _misfit(k, t.key_type, f"{path} key")
+                       or _misfit(x, t.item_type, f"{path}{{}}"))
+                if bad is not None:
+                    return bad
+            return None
+    else:
+        return None  # a pyarrow type outside the vocabulary: pyarrow's own checks apply
+    return f"{path}: expected {_spark_name(t)}, got {cls.__name__} {v!r:.60}"
