@@ -71,6 +71,7 @@ from ..client.topology import Topology, assign_task_ids, executors_of, system_to
 from ..client.topology_proto import from_bytes, from_proto
 from ..proto import topology_pb2
 from . import lifecycle as lc
+from .code_sync import CodeSync
 from .package_store import PackageStore
 from .scheduler import NotEnoughSlots, Slot, edges_of, schedule
 
@@ -127,11 +128,9 @@ class Nimbus(Daemon):
         self._stopping = threading.Event()
         self._election = None
         self._thread: threading.Thread | None = None
-        self._sync_thread: threading.Thread | None = None
-        self._sync_wake = threading.Event()
-        self.code_sync_secs = float(self.conf.get(cfg.NIMBUS_CODE_SYNC_FREQ_SECS) or 120)
-        #: One callable, so ZooKeeper keeps one pending watch however often a round re-reads.
-        self._on_storms_change = lambda event: self._sync_wake.set()
+        #: Followers copy every live topology's files from the leader.
+        self.code_sync = CodeSync(self, lambda: not self.is_leader and
+                                  not self.cluster_state.suspended, self._leader_address)
 
     # --- lifecycle of the daemon ---
     def start_unsafe(self) -> None:
@@ -141,9 +140,7 @@ class Nimbus(Daemon):
             "version": VERSION})
         self._thread = threading.Thread(target=self._run, name="squall-nimbus", daemon=True)
         self._thread.start()
-        self._sync_thread = threading.Thread(target=self._sync_loop, name="squall-nimbus-sync",
-                                             daemon=True)
-        self._sync_thread.start()
+        self.code_sync.start()
 
     def wait_for_leadership(self, timeout: float) -> bool:
         """Block until this Nimbus leads (True) or ``timeout`` seconds pass (False)."""
@@ -162,10 +159,9 @@ class Nimbus(Daemon):
         log.info("Nimbus %s closing: %s", self.address, reason)
         if election is not None:
             election.cancel()
-        self._sync_wake.set()
-        for t in (self._thread, self._sync_thread):
-            if t is not None:
-                t.join(timeout=10)
+        self.code_sync.stop()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
         self.cluster_state.close()
 
     def _run(self) -> None:
@@ -212,44 +208,6 @@ class Nimbus(Daemon):
         finally:
             self._leader.clear()
             log.info("Nimbus %s stops leading", self.address)
-
-    # --- followers keep every live topology's files (Storm's blob-store sync) ---
-    def _sync_loop(self) -> None:
-        """While following, copy packages of new topologies from the leader and drop those of
-        removed ones, on /storms changes and every ``nimbus.code.sync.freq.secs``; so a
-        follower that takes over can schedule and serve every topology."""
-        while not self._stopping.is_set():
-            self._sync_wake.clear()
-            if not self.is_leader and not self.cluster_state.suspended:
-                try:
-                    self.sync_code()
-                except Exception as e:  # noqa: BLE001 - the leader may be away; retry later
-                    log.warning("Nimbus %s: cannot sync topology files from the leader: %s",
-                                self.address, e)
-                    self._sync_wake.wait(1.0)  # sooner than the period: we are behind
-                    continue
-            self._sync_wake.wait(self.code_sync_secs)
-
-    def sync_code(self) -> None:
-        """One follower round: fetch missing topologies from the leader, remove gone ones."""
-        from ..client.nimbus_client import NimbusClient
-        wanted = set(self.cluster_state.storm_ids(watch=self._on_storms_change))
-        have = set(self.package_store.topology_ids())
-        for tid in have - wanted:
-            log.info("Nimbus %s: removing files of topology %s (gone)", self.address, tid)
-            self.package_store.remove(tid)
-        missing = sorted(wanted - have)
-        leader = self._leader_address()
-        if not missing or leader is None or leader == self.address:
-            return
-        with NimbusClient(self.conf, timeout=60.0, address=leader) as client:
-            for tid in missing:
-                self.package_store.install(
-                    tid, client.download(tid),
-                    client.user_topology(tid).SerializeToString(deterministic=True),
-                    client.topology_conf(tid))
-                log.info("Nimbus %s: copied topology %s from the leader %s", self.address, tid,
-                         leader)
 
     # --- timers and monitor (loop thread, lock held) ---
     def _fire_due_timers(self) -> None:
