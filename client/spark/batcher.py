@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Hashable, Sequence
 
 from ..errors import SquallError
+from ..transitions import History
 
 
 class BatchState(enum.Enum):
@@ -45,20 +46,9 @@ TRANSITIONS: dict[tuple[BatchState | None, BatchState | None], str] = {
 }
 
 
-class BatcherError(SquallError):
-    """Root of the batcher's errors; ``history`` holds its recent transitions.
-
-    Each history entry is ``(stimulus_id, batch_id, from_state, to_state)``, oldest first.
-    """
-
-    def __init__(self, message: str, history: Sequence[tuple] = ()):
-        self.history = list(history)
-        recent = "; ".join(f"{s or '-'}: batch {b} {f}->{t}" for s, b, f, t in self.history[-5:])
-        super().__init__(f"{message} (recent: {recent or 'none'})")
-
-
-class UnknownBatch(BatcherError):
-    """A Done or Failed named a batch that is not in flight (never run, or answered twice)."""
+class UnknownBatch(SquallError):
+    """A Done or Failed named a batch that is not in flight (never run, or answered twice);
+    ``history`` holds the batcher's recent transitions ``(stimulus_id, batch_id, from, to)``."""
 
     def __init__(self, batch_id: int, event: str, in_flight: Sequence[int],
                  stimulus_id: str, history: Sequence[tuple] = ()):
@@ -66,12 +56,11 @@ class UnknownBatch(BatcherError):
         self.event = event
         self.in_flight = list(in_flight)
         self.stimulus_id = stimulus_id
+        self.history = list(history)
+        recent = "; ".join(f"{s or '-'}: batch {b} {f}->{t}" for s, b, f, t in self.history[-5:])
         super().__init__(f"{event} for batch {batch_id}, which is not in flight (in flight: "
-                         f"{self.in_flight}; stimulus {stimulus_id!r})", history)
-
-
-class InvalidTransition(BatcherError):
-    """A batch was asked for a transition :data:`TRANSITIONS` does not allow (a bug)."""
+                         f"{self.in_flight}; stimulus {stimulus_id!r}) (recent: "
+                         f"{recent or 'none'})")
 
 
 # -- events ------------------------------------------------------------------------------
@@ -198,7 +187,7 @@ class Batcher:
         #: Batches handed to ``fn``, by id.
         self.in_flight: dict[int, _Batch] = {}
         #: Recent transitions ``(stimulus_id, batch_id, from, to)``, oldest first.
-        self.history: deque[tuple] = deque(maxlen=history)
+        self.history = History(history)
         self._next_id = 1
 
     # -- queries -------------------------------------------------------------------------
@@ -248,7 +237,7 @@ class Batcher:
             b = self.in_flight.get(ev.batch_id)
             if b is None:
                 raise UnknownBatch(ev.batch_id, type(ev).__name__, sorted(self.in_flight),
-                                   sid, self.history)
+                                   sid, self.history.entries)
             self._set(b, None, sid)
             del self.in_flight[b.batch_id]
             ids = tuple(b.tuple_ids)
@@ -283,10 +272,7 @@ class Batcher:
 
     def _set(self, b: _Batch, to: BatchState | None, sid: str) -> None:
         """The one place a batch's state changes; refuses pairs not in :data:`TRANSITIONS`."""
-        if (b.state, to) not in TRANSITIONS:
-            raise InvalidTransition(f"batch {b.batch_id}: no transition {_name(b.state)} -> "
-                                    f"{_name(to)} (stimulus {sid!r})", self.history)
-        self.history.append((sid, b.batch_id, _name(b.state), _name(to)))
+        self.history.check(TRANSITIONS, sid, b.batch_id, b.state, to)
         b.state = to
 
     def validate_state(self) -> None:
@@ -316,7 +302,3 @@ class Batcher:
             assert len(b.rows) == len(b.tuple_ids), b.batch_id
             assert seen.isdisjoint(b.tuple_ids), ("tuple in two batches", b.batch_id)
             seen.update(b.tuple_ids)
-
-
-def _name(state: BatchState | None) -> str:
-    return state.name if state is not None else "None"

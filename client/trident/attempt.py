@@ -1,4 +1,4 @@
-"""Trident's batch identity, its system stream names, and the state machines' shared error.
+"""Trident's batch identity and its system stream names.
 
 Python version of Storm's ``TransactionAttempt`` (``org.apache.storm.trident.topology``):
 a batch is a transaction id (txid, committed strictly in order, starting at
@@ -6,17 +6,14 @@ a batch is a transaction id (txid, committed strictly in order, starting at
 re-emits the txid after a failure, so a task that sees a higher attempt can drop
 everything it kept for a lower one. The stream and component names are those of
 Storm's ``MasterBatchCoordinator``, ``TridentBoltExecutor`` and
-``TridentTopologyBuilder``. :class:`InvalidTransition` and :class:`History` are used
-by :mod:`.coordinator` and :mod:`.batch_tracker`.
+``TridentTopologyBuilder``.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
-from typing import Any, Hashable, Iterable, Sequence
+from typing import Any, Sequence
 
-from ..errors import SquallError
 
 #: The first txid a fresh topology processes (Storm's ``MasterBatchCoordinator.INIT_TXID``).
 INIT_TXID = 1
@@ -92,44 +89,3 @@ class TransactionAttempt:
 
     def __str__(self) -> str:
         return f"{self.txid}:{self.attempt_id}"
-
-
-class InvalidTransition(SquallError):
-    """A state machine was asked for a transition its table does not allow.
-
-    ``key`` names what changed (a txid, or ``"coordinator"``), ``history`` holds the
-    machine's most recent transitions as ``(stimulus_id, key, from, to)``, oldest first.
-    """
-
-    def __init__(self, key: Hashable, from_state: Any, to_state: Any, stimulus_id: str,
-                 history: Iterable[tuple]):
-        self.key = key
-        self.from_state = from_state
-        self.to_state = to_state
-        self.stimulus_id = stimulus_id
-        self.history = list(history)
-        recent = "; ".join(f"{s}: {k} {a}->{b}" for s, k, a, b in self.history[-5:])
-        super().__init__(f"{key}: no transition {_name(from_state)} -> {_name(to_state)} "
-                         f"(stimulus {stimulus_id!r}; recent: {recent or 'none'})")
-
-
-def _name(state: Any) -> str:
-    return getattr(state, "name", None) or str(state)
-
-
-class History:
-    """The last ``maxlen`` transitions of a machine, for logs and :class:`InvalidTransition`."""
-
-    def __init__(self, maxlen: int = 100):
-        #: ``(stimulus_id, key, from_state, to_state)``, oldest first.
-        self.entries: deque[tuple] = deque(maxlen=maxlen)
-
-    def record(self, stimulus_id: str, key: Hashable, from_state: Any, to_state: Any) -> None:
-        self.entries.append((stimulus_id, key, _name(from_state), _name(to_state)))
-
-    def check(self, table: Any, stimulus_id: str, key: Hashable, from_state: Any,
-              to_state: Any) -> None:
-        """Record the transition if ``(from_state, to_state)`` is in ``table``, else raise."""
-        if (from_state, to_state) not in table:
-            raise InvalidTransition(key, from_state, to_state, stimulus_id, self.entries)
-        self.record(stimulus_id, key, from_state, to_state)

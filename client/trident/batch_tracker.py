@@ -27,7 +27,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Hashable, Iterable, Mapping
 
-from .attempt import History, InvalidTransition, TransactionAttempt
+from ..transitions import History, InvalidTransition
+from .attempt import TransactionAttempt
 
 
 class BatchStatus(enum.Enum):

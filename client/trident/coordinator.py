@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from ..config import TOPOLOGY_MAX_SPOUT_PENDING
-from .attempt import INIT_TXID, History, TransactionAttempt
+from ..transitions import History
+from .attempt import INIT_TXID, TransactionAttempt
 
 #: Storm's key: the least milliseconds between two batches started by the coordinator.
 TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS = "topology.trident.batch.emit.interval.millis"

@@ -5,8 +5,9 @@ import random
 import pytest
 
 from squall.client.spark.batcher import (AckTuples, Add, Batcher, BatchState, Done, Failed,
-                                         FailTuples, Flush, InvalidTransition, ReportError,
-                                         RunBatch, Tick, UnknownBatch)
+                                         FailTuples, Flush, ReportError, RunBatch, Tick,
+                                         UnknownBatch)
+from squall.client.transitions import InvalidTransition
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from squall.client.trident.attempt import InvalidTransition, TransactionAttempt
+from squall.client.trident.attempt import TransactionAttempt
+from squall.client.transitions import InvalidTransition
 from squall.client.trident.batch_tracker import (AckTuple, BatchStatus, BatchTracker,
                                                  CommitTuple, CoordCondition, CoordTuple,
                                                  DataTuple, DropBatch, Emitted, Execute,

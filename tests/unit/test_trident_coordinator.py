@@ -7,9 +7,10 @@ import random
 import msgpack
 import pytest
 
+from squall.client.transitions import InvalidTransition
 from squall.client.trident.attempt import (BATCH_STREAM, COMMIT_STREAM, SUCCESS_STREAM,
-                                           InvalidTransition, TransactionAttempt, coord_stream,
-                                           master_coordinator, spout_coordinator)
+                                           TransactionAttempt, coord_stream, master_coordinator,
+                                           spout_coordinator)
 from squall.client.trident.coordinator import (TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS,
                                                Ack, Activate, AttemptStatus, Deactivate,
                                                EmitBatch, EmitCommit, EmitSuccess, Fail,
