@@ -1,4 +1,4 @@
-"""Trident operations shared by the Trident unit tests."""
+"""Trident operations and state helpers shared by the Trident tests."""
 
 from squall.client.trident.operation import (FlatMapFunction, Filter, Function, MapFunction,
                                              ReducerAggregator)
@@ -31,3 +31,16 @@ class Longest(ReducerAggregator):
 
     def reduce(self, curr, t):
         return max(curr, t[0], key=len)
+
+
+def add(n):
+    """A map state updater adding ``n``."""
+    return lambda old: (old or 0) + n
+
+
+def batch(state, txid, keys, amounts):
+    """One Trident batch: begin_commit, one multi_update, commit; returns the new values."""
+    state.begin_commit(txid)
+    out = state.multi_update(keys, [add(n) for n in amounts])
+    state.commit(txid)
+    return out

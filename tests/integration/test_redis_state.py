@@ -21,19 +21,10 @@ from squall.client.trident.state.redis_map import RedisBackingMap
 from squall.deploy.net import free_port
 from squall.deploy.redis import SERVER_ENV, LocalRedis, installation
 from redis_fixtures import command_calls
+from trident_ops import batch
 
 pytestmark = pytest.mark.integration
 
-
-def add(n):
-    return lambda old: (old or 0) + n
-
-
-def batch(state, txid, keys, amounts):
-    state.begin_commit(txid)
-    out = state.multi_update(keys, [add(n) for n in amounts])
-    state.commit(txid)
-    return out
 
 
 @pytest.fixture

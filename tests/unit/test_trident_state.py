@@ -11,20 +11,10 @@ from squall.client.trident.state import (CODECS, BatchBehindState, CachedMap, Me
                                          MemoryMapState, NonTransactionalMap, OpaqueMap, OpaqueValue,
                                          RedisMapState, SnapshottableMap, StateError, StateType,
                                          TransactionalMap, TransactionalValue, encode_key)
+from trident_ops import add, batch
 
 TX, OPAQUE, NONTX = StateType.TRANSACTIONAL, StateType.OPAQUE, StateType.NON_TRANSACTIONAL
 
-
-def add(n):
-    return lambda old: (old or 0) + n
-
-
-def batch(state, txid, keys, amounts):
-    """One Trident batch: begin_commit, one multi_update, commit; returns the new values."""
-    state.begin_commit(txid)
-    out = state.multi_update(keys, [add(n) for n in amounts])
-    state.commit(txid)
-    return out
 
 
 @pytest.fixture
