@@ -266,6 +266,20 @@ class _Run:
                                     on_worker_event=self.events.put)
         self.topology_id = ""
         self.crashed = False
+        self._nimbus: Any = None
+
+    @property
+    def nimbus(self):
+        """One client for the whole run (a client per poll would open a channel every 0.2 s)."""
+        if self._nimbus is None:
+            self._nimbus = self.cluster.client()
+        return self._nimbus
+
+    def close(self) -> None:
+        """Close the client, then stop the cluster."""
+        if self._nimbus is not None:
+            self._nimbus.close()
+        self.cluster.close("squall local stopping")
 
     def worker_conf(self) -> dict[str, Any]:
         """The conf the workers ran with: this cluster's keys beneath the topology conf."""
@@ -275,8 +289,7 @@ class _Run:
         return cfg.layered(inherited, self.loaded.conf, self.cluster.overrides)
 
     def info(self):
-        with self.cluster.client() as nimbus:
-            return nimbus.topology_info(topology_id=self.topology_id)
+        return self.nimbus.topology_info(topology_id=self.topology_id)
 
     def show_events(self) -> None:
         """Echo launched and exited workers; a worker whose user code raised ends the run."""
@@ -303,8 +316,7 @@ class _Run:
         """Deactivate, then wait (bounded) for counters newer than that with no tree pending;
         returns the last TopologyInfo seen."""
         since = time.time()
-        with self.cluster.client() as nimbus:
-            nimbus.deactivate(self.loaded.name)
+        self.nimbus.deactivate(self.loaded.name)
         deadline = time.monotonic() + timeout
         info = self.info()
         while time.monotonic() < deadline and not self.crashed:
@@ -324,15 +336,14 @@ class _Run:
 
     def kill(self, timeout: float = 30.0) -> None:
         """Kill with no wait and return once Nimbus removed it and its workers are gone."""
-        with self.cluster.client() as nimbus:
-            nimbus.kill(self.loaded.name, wait_secs=0)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                self.show_events()
-                listed = any(t.id == self.topology_id for t in nimbus.list().topologies)
-                if not listed and not self.cluster.supervisor.procs:
-                    return
-                time.sleep(0.1)
+        self.nimbus.kill(self.loaded.name, wait_secs=0)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.show_events()
+            listed = any(t.id == self.topology_id for t in self.nimbus.list().topologies)
+            if not listed and not self.cluster.supervisor.procs:
+                return
+            time.sleep(0.1)
         self.echo(f"[squall local] the topology was not removed within {timeout:g} s; "
                   "stopping its workers")
 
@@ -364,7 +375,7 @@ def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-        run.cluster.close("squall local stopping")
+        run.close()
         if code == 0:
             run.cluster.cleanup()
         else:
