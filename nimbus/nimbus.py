@@ -62,6 +62,8 @@ import time
 from dataclasses import replace
 from typing import Any, Mapping
 
+from google.protobuf.message import DecodeError
+
 from ..client import config as cfg
 from ..client.cluster_state import NO_NODE, ClusterState, ClusterStateError, VersionConflict
 from ..client.daemon import Daemon
@@ -660,9 +662,10 @@ class Nimbus(Daemon):
 
     def _component_stats(self, tid: str, executors: list[dict]) -> list[dict[str, Any]]:
         """Per-component totals of ``executors`` (Storm UI's component table)."""
-        try:
-            spouts = {c.id for c in from_bytes(self.package_store.read_topology(tid)).spouts()}
-        except (OSError, SquallError):
+        try:  # the spout ids are the message's keys: no need to rebuild the topology
+            spouts = set(topology_pb2.StormTopology.FromString(
+                self.package_store.read_topology(tid)).spouts)
+        except (OSError, SquallError, DecodeError):
             spouts = set()
         out: dict[str, dict[str, Any]] = {}
         for ex in executors:
