@@ -244,7 +244,25 @@ class TopologyBuilder:
                 num_tasks=comp.num_tasks, conf=conf, streams=streams, inputs=list(comp.inputs))
         topology = Topology(components)
         validate(topology)
+        for cid, obj in self._objects.items():
+            _check_inputs(topology, cid, obj)
         return topology
+
+
+def _check_inputs(topology: Topology, cid: str, obj: Any) -> None:
+    """A component that needs something of its input streams says so at submit: its
+    ``check_inputs(inputs)`` gets ``[(component, stream, fields), ...]`` and raises
+    ValueError (or InvalidTopology) with the reason."""
+    check = getattr(obj, "check_inputs", None)
+    if check is None:
+        return
+    comps = topology.components
+    inputs = [(i.component, i.stream, list(comps[i.component].streams[i.stream].fields))
+              for i in comps[cid].inputs]
+    try:
+        check(inputs)
+    except (ValueError, InvalidTopology) as exc:
+        raise InvalidTopology(f"component {cid!r}: {exc}", component=cid) from None
 
 
 def validate(topology: Topology) -> None:

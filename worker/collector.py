@@ -7,7 +7,8 @@ Acks are XOR-combined per root until the executor's batch ends, then sent to
 the acker as one batched system tuple per acker task.
 
 Thread-safety: a collector belongs to its executor's thread. Emitting from
-another thread is not supported (as in Storm 2).
+another thread is not supported (as in Storm 2); such a thread hands its work back
+with :meth:`OutputCollector.call_soon_threadsafe`.
 """
 
 from __future__ import annotations
@@ -286,6 +287,15 @@ class OutputCollector(_Base):
 
     def flush(self) -> None:
         self.transfer.flush()
+
+    def call_soon_threadsafe(self, fn: Any) -> None:
+        """Run ``fn()`` on this bolt's executor thread soon (from any thread).
+
+        The collector itself belongs to the executor's thread: a bolt that finishes work on
+        a thread of its own hands the acks back through this (as asyncio's method of the
+        same name), instead of calling ``ack`` from that thread.
+        """
+        self.ex.call_soon_threadsafe(fn)
 
 
 class BasicOutputCollector:

@@ -26,7 +26,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from collections import deque
+from typing import Any, Callable
 
 from ..acker import AckerLedger, RotatingMap, TimeoutReset, TreeAcked, TreeFailed
 from ..client import config as cfg
@@ -100,6 +101,8 @@ class Executor:
         self.stopped = threading.Event()
         self.timeout_secs = float(self.conf[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS])
         self.timers: list[list] = []  # [next_due, period, fn]
+        #: Callables handed over by other threads (``call_soon_threadsafe``), run in order.
+        self.calls: deque[Callable[[], Any]] = deque()
         self.thread: threading.Thread | None = None
 
     # -- lifecycle ------------------------------------------------------------
@@ -165,9 +168,23 @@ class Executor:
     def idle_timeout(self) -> float:
         return 1.0
 
+    def call_soon_threadsafe(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn()`` on this executor's thread at its next step; callable from any thread."""
+        self.calls.append(fn)
+        self.queue.wake()
+
+    def _run_calls(self) -> int:
+        calls = self.calls
+        n = 0
+        while calls:
+            calls.popleft()()
+            n += 1
+        return n
+
     def run_once(self) -> int:
         """One step of work: dispatch, produce, end the batch. Returns the work done."""
-        n = self.step()
+        n = self._run_calls() if self.calls else 0
+        n += self.step()
         made = self.produce()
         self.end_batch()
         self.queue.drain_done()

@@ -299,7 +299,13 @@ class BatchBolt(Bolt):
         declarer.declare_stream(coord_stream(self.batch_group), [ID_FIELD, "count"], direct=True)
 
     def get_component_configuration(self):
-        return {cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS: TICK_SECS}
+        conf: dict = {cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS: TICK_SECS}
+        # A state whose updates block for seconds (the Spark bridge's) gets a thread of its
+        # own, so the worker's event loop (and the ackers on it) keeps running meanwhile.
+        if any(getattr(n.state, "blocking", False) for n in getattr(self.hosted, "nodes", ())
+               if getattr(n, "state", None) is not None):
+            conf[cfg.TOPOLOGY_EXECUTOR_THREADED] = True
+        return conf
 
 
 class _StreamOut:
