@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up a machine for Squall: the repo's .venv with Squall installed
-# (editable, with test extras), Debian's ZooKeeper and Redis. Idempotent; run from
+# (editable, with test extras; PySpark among its dependencies), Debian's
+# ZooKeeper and Redis, and a Java runtime for Spark. Idempotent; run from
 # any cwd:  bash scripts/setup.sh
 set -euo pipefail
 
@@ -52,7 +53,7 @@ if [[ ! -x .venv/bin/python ]]; then
   log "creating .venv with $("$PYTHON" --version 2>&1)"
   quiet "$PYTHON" -m venv .venv
 fi
-log "installing squall into .venv (pip install -e '.[test]')"
+log "installing squall into .venv (pip install -e '.[test]'; pyspark is ~480 MB the first time)"
 quiet .venv/bin/python -m pip install --upgrade pip
 quiet .venv/bin/python -m pip install -e '.[test]'
 
@@ -72,6 +73,15 @@ if [[ -x /usr/bin/redis-server ]]; then
 else
   log "installing redis-server with apt-get"
   apt_install redis-server
+fi
+
+# --- Java (Spark 4 needs 17 or newer; ZooKeeper's package usually brings one) --
+java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1; }
+if command -v java >/dev/null 2>&1 && [[ "$(java_major)" -ge 17 ]]; then
+  log "java $(java_major) present"
+else
+  log "installing a Java runtime for Spark (default-jre-headless) with apt-get"
+  apt_install default-jre-headless
 fi
 
 log "done"

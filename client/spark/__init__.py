@@ -1,7 +1,19 @@
-"""Spark bridge: a bolt that hands batches of its input stream to ``fn(df, batch_id)``.
+"""Spark bridge: batches of a stream go to ``fn(df, batch_id)`` in PySpark.
 
-Like Structured Streaming's ``foreachBatch``. :mod:`.batcher` decides when batches close
-and which tuples to ack or fail (pure, no IO, no clock); :mod:`.schema` turns a batch's
-rows into a ``pyarrow.Table`` column by column, from the stream's declared fields. pyspark
-is an optional extra: nothing in this package imports it at module level.
+Like Structured Streaming's ``foreachBatch``. :class:`SparkBridgeBolt` is the bolt
+(at-least-once: a batch's tuples are acked when ``fn`` returns, failed and replayed when
+it raises); :func:`foreach_batch` is the Trident state (``batch_id`` is the txid, so a
+retried batch keeps its id and :class:`ParquetSink` writes it once). :mod:`.batcher`
+decides when batches close and what to ack or fail (pure, no IO, no clock);
+:mod:`.schema` turns a batch's rows into a ``pyarrow.Table`` column by column;
+:mod:`.session` keeps one lazily started SparkSession per worker. pyspark itself is only
+imported when a batch reaches Spark.
 """
+
+from .bridge import SparkBridgeBolt
+from .schema import SchemaError, StreamSchema
+from .sink import ParquetSink
+from .trident import SparkStateFactory, SparkUpdater, foreach_batch
+
+__all__ = ["SparkBridgeBolt", "ParquetSink", "foreach_batch", "SparkStateFactory",
+           "SparkUpdater", "SchemaError", "StreamSchema"]

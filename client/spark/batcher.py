@@ -11,9 +11,11 @@ spout replays them) when it raised. Batch ids count from 1 per task and are give
 batch opens; a batch only opens on a tuple, so no id ever names an empty batch.
 
 Protocol with the bolt, which does the IO: feed :class:`Add` per input tuple,
-:class:`Tick` when :meth:`Batcher.next_deadline` passes, :class:`Flush` when stopping;
-execute each :class:`RunBatch` by calling ``fn(df, batch_id)`` and answer with
-:class:`Done` or :class:`Failed`.
+:class:`Tick` when :meth:`Batcher.next_deadline` passes, :class:`Flush` to close the open
+batch at once; execute each :class:`RunBatch` by calling ``fn(df, batch_id)`` and answer
+with :class:`Done` or :class:`Failed`. (The bridge bolt does not flush when its worker
+stops: a stopping worker has seconds, fewer than a Spark job may take, so the tuples it
+holds time out and are replayed instead.)
 """
 
 from __future__ import annotations
@@ -86,9 +88,12 @@ class Tick:
 
 @dataclass(frozen=True)
 class Done:
-    """``fn`` returned for batch ``batch_id``."""
+    """``fn`` returned for batch ``batch_id``; ``rejected`` are positions (in arrival order)
+    of rows left out of its DataFrame because they did not fit the schema: those tuples are
+    failed, the others acked. Every row rejected: ``fn`` was not called."""
 
     batch_id: int
+    rejected: tuple[int, ...] = ()
     stimulus_id: str = field(default="", kw_only=True, compare=False)
 
 
@@ -103,7 +108,7 @@ class Failed:
 
 @dataclass(frozen=True)
 class Flush:
-    """The worker is stopping: close the open batch now, whatever its size or age."""
+    """Close the open batch now, whatever its size or age."""
 
     now: float
     stimulus_id: str = field(default="", kw_only=True, compare=False)
@@ -238,12 +243,22 @@ class Batcher:
             if b is None:
                 raise UnknownBatch(ev.batch_id, type(ev).__name__, sorted(self.in_flight),
                                    sid, self.history.entries)
+            if isinstance(ev, Done) and any(not 0 <= i < len(b.tuple_ids) for i in ev.rejected):
+                raise ValueError(f"Done for batch {b.batch_id} rejects rows {ev.rejected}; "
+                                 f"the batch has {len(b.tuple_ids)}")
             self._set(b, None, sid)
             del self.in_flight[b.batch_id]
             ids = tuple(b.tuple_ids)
-            out: list[Instruction] = (
-                [AckTuples(ids)] if isinstance(ev, Done)
-                else [FailTuples(ids), ReportError(b.batch_id, ev.error)])
+            out: list[Instruction]
+            if isinstance(ev, Failed):
+                out = [FailTuples(ids), ReportError(b.batch_id, ev.error)]
+            elif ev.rejected:
+                bad = set(ev.rejected)
+                out = [AckTuples(tuple(t for i, t in enumerate(ids) if i not in bad)),
+                       FailTuples(tuple(t for i, t in enumerate(ids) if i in bad))]
+                out = [i for i in out if i.ids]
+            else:
+                out = [AckTuples(ids)]
             return out + self._dispatch(sid)
         raise TypeError(f"not a batcher event: {ev!r}")
 

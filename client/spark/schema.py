@@ -37,6 +37,7 @@ column.
 
 from __future__ import annotations
 
+import threading
 import typing
 from typing import Any, Mapping, Sequence
 
@@ -228,7 +229,26 @@ def _columns(rows: Sequence[Sequence[Any]], fields: Sequence[str]) -> list[Seque
     return list(zip(*rows)) if rows else [() for _ in fields]
 
 
+#: Scalar types whose columns are checked by the set of their values' types (C speed);
+#: bool is its own type, so a bool never passes as a long.
+_EXACT: dict[pa.DataType, frozenset] = {
+    _LONG: frozenset({int}), _DOUBLE: frozenset({float, int}), _STRING: frozenset({str}),
+    _BOOL: frozenset({bool}), _BINARY: frozenset({bytes, bytearray}),
+}
+_NONE = type(None)
+
+
 def _check_column(col: Sequence[Any], t: pa.DataType, name: str) -> None:
+    exact = _EXACT.get(t)
+    if exact is not None:
+        kinds = set(map(type, col))
+        kinds.discard(_NONE)
+        if kinds <= exact:
+            if t != _LONG or not kinds:
+                return
+            values = [v for v in col if v is not None]
+            if _INT64_MIN <= min(values) and max(values) <= _INT64_MAX:
+                return
     for i, v in enumerate(col):
         bad = _misfit(v, t, f"row {i}")
         if bad is not None:
@@ -278,3 +298,95 @@ def _misfit(v: Any, t: pa.DataType, path: str) -> str | None:
     else:
         return None  # a pyarrow type outside the vocabulary: pyarrow's own checks apply
     return f"{path}: expected {_spark_name(t)}, got {cls.__name__} {v!r:.60}"
+
+
+# -- a bridge's schema, fixed as it learns -----------------------------------------------
+
+def _has_null(t: pa.DataType) -> bool:
+    """``t`` is (or holds) ``null``: inferred from None alone, so not known yet."""
+    if t == _NULL:
+        return True
+    if pa.types.is_list(t):
+        return _has_null(t.value_type)
+    if pa.types.is_map(t):
+        return _has_null(t.item_type)
+    return False
+
+
+class StreamSchema:
+    """The schema a bridge gives every batch of one stream.
+
+    Declared types are fixed up front. An undeclared field is fixed to the type inferred
+    from the first batch that holds a value for it (until then it is ``null`` in the
+    batches, which Spark reads as NullType), so batches of one stream share one schema:
+    a sink appending to one table never meets a column changing type. Rows that do not
+    fit are left out of the table with the reason, instead of failing the whole batch.
+    Thread-safe (the bridge converts batches on its runner threads).
+
+    Example::
+
+        s = StreamSchema(["word", "n"], types={"n": "long"})
+        table, rejected = s.table([("a", 1), (2, 3)])
+        # table holds ("a", 1); rejected == [(1, "field 'word': row 1: expected string, got int 2")]
+    """
+
+    def __init__(self, fields: Sequence[str], types: Mapping[str, Any] | None = None):
+        arrow_schema(fields, types)  # refuses duplicate fields, unknown names, bad types
+        self.fields = list(fields)
+        self.declared = {name: parse_type(t, name) for name, t in (types or {}).items()}
+        #: Field -> its fixed type (declared, or learned from a batch).
+        self.fixed: dict[str, pa.DataType] = dict(self.declared)
+        self._lock = threading.Lock()
+
+    def schema(self, rows: Sequence[Sequence[Any]]) -> pa.Schema:
+        """The schema for a batch of ``rows``, fixing fields this batch is the first to type."""
+        columns = _columns(rows, self.fields)
+        out = []
+        with self._lock:
+            for name, col in zip(self.fields, columns):
+                t = self.fixed.get(name)
+                if t is None:
+                    t = self._learn(name, col)
+                out.append(pa.field(name, t, nullable=True))
+        return pa.schema(out)
+
+    def _learn(self, name: str, col: Sequence[Any]) -> pa.DataType:
+        try:
+            t = infer_type(col, name)
+        except SchemaError:  # mixed types: the first value that infers decides
+            t = _NULL
+            for v in col:
+                try:
+                    t = _infer(v, name, name)
+                except SchemaError:
+                    continue
+                if not _has_null(t):
+                    break
+        if not _has_null(t):
+            self.fixed[name] = t
+        return t
+
+    def table(self, rows: Sequence[Sequence[Any]]) -> tuple[pa.Table, list[tuple[int, str]]]:
+        """The rows that fit as one table, and ``(position, reason)`` of those that do not."""
+        schema = self.schema(rows)
+        try:
+            return to_arrow_table(rows, schema), []
+        except SchemaError as first:
+            rejected: list[tuple[int, str]] = []
+            for i, row in enumerate(rows):
+                for name, v, f in zip(self.fields, row, schema):
+                    why = _misfit(v, f.type, f"row {i}")
+                    if why is not None:
+                        if _has_null(f.type):
+                            try:
+                                _infer(v, name, f"row {i}")
+                            except SchemaError as e:
+                                why = e.reason
+                        hint = "" if name in self.declared else \
+                            " (its type was fixed by the first batch with a value; declare it)"
+                        rejected.append((i, f"field {name!r}: {why}{hint}"))
+                        break
+            if not rejected:
+                raise first  # not a value misfit (a pyarrow type outside the vocabulary)
+            bad = {i for i, _ in rejected}
+            return to_arrow_table([r for i, r in enumerate(rows) if i not in bad], schema), rejected

@@ -235,3 +235,16 @@ def test_random_every_tuple_acked_or_failed_exactly_once_in_arrival_order(seed):
     assert sorted(outcome) == list(range(next_tid))  # every tuple settled exactly once
     assert run_order == list(range(next_tid))  # batches hold tuples in arrival order
     assert batch_ids == list(range(1, len(batch_ids) + 1))  # ids from 1, run in order
+
+
+def test_done_with_rejected_rows_fails_those_and_acks_the_rest(make):
+    b = make(max_batch_size=3)
+    play(b, [
+        (add(1), []), (add(2), []), (add(3), [run(1, 1, 2, 3)]),
+        (Done(1, rejected=(1,)), [AckTuples((1, 3)), FailTuples((2,))]),
+        (add(4), []), (add(5), []), (add(6), [run(2, 4, 5, 6)]),
+        (Done(2, rejected=(0, 1, 2)), [FailTuples((4, 5, 6))]),  # fn never saw a row
+    ])
+    play(b, [(add(7), []), (add(8), []), (add(9), [run(3, 7, 8, 9)])])
+    with pytest.raises(ValueError, match="rejects rows"):
+        b.handle(Done(3, rejected=(3,)))

@@ -1,0 +1,125 @@
+"""The Spark bridge as a Trident state: each batch goes to ``fn(df, txid)``.
+
+``foreach_batch(stream, fn)`` sends every Trident batch, whole, to one partition of a
+state whose update builds the batch's DataFrame (through Arrow, as the bolt does) and
+calls ``fn(df, txid)``. The txid is the batch id, so a batch that fails anywhere and is
+retried (replayed by a transactional spout, or after a worker was killed) reaches ``fn``
+again under the same id: ``fn`` overwriting what it wrote for that id (the
+:class:`~squall.client.spark.sink.ParquetSink` does) writes each batch exactly once.
+
+When ``fn`` raises, or a value does not fit the schema, the batch fails (the error is in
+the topology's errors) and Trident retries it, as it does for any failed batch; a batch
+that can never fit is retried forever, like any Trident batch that always fails. An empty
+batch never calls ``fn``. The state's component runs on a thread of its own (Spark calls
+block for seconds), not on the worker's event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+from .. import config as cfg
+from ..errors import ReportedFailedException
+from ..trident.persist import StateUpdater
+from . import session
+from .bridge import describe
+from .schema import StreamSchema
+
+log = logging.getLogger("squall.spark")
+
+
+class SparkState:
+    """One partition's end of the bridge (Storm's ``State``: begin_commit/commit by txid)."""
+
+    def __init__(self, fn: Callable[[Any, int], Any], schema: StreamSchema,
+                 conf: Mapping[str, Any], partition: int):
+        self.fn = fn
+        self.schema = schema
+        self.conf = conf
+        self.partition = partition
+        self.txid: int | None = None
+        self.app_name = f"squall-{conf.get(cfg.TOPOLOGY_NAME) or 'trident'}"
+        prepare_fn = getattr(fn, "prepare", None)
+        if callable(prepare_fn):  # as the bolt does: fn objects may read the topology conf
+            prepare_fn(conf)
+        session.acquire()
+
+    def begin_commit(self, txid: int) -> None:
+        self.txid = txid
+
+    def commit(self, txid: int) -> None:
+        pass  # fn's write is the commit: it happened in write()
+
+    def write(self, rows: Sequence[Sequence[Any]]) -> None:
+        """``fn(df, txid)`` for the batch's rows; raises ReportedFailedException to fail it."""
+        txid = self.txid
+        assert txid is not None, "write outside begin_commit/commit"
+        if not rows:
+            return
+        table, rejected = self.schema.table(rows)
+        if rejected:
+            first = "; ".join(why for _, why in rejected[:3])
+            raise ReportedFailedException(
+                f"Spark bridge txid {txid}: {len(rejected)} tuple(s) do not fit the schema, "
+                f"the batch fails and is retried: {first}")
+        started = time.monotonic()
+        try:
+            df = session.get(self.conf, self.app_name).createDataFrame(table)
+            self.fn(df, txid)
+        except Exception as e:
+            log.error("Spark bridge txid %d (%d rows) failed after %.2f s", txid, len(rows),
+                      time.monotonic() - started, exc_info=True)
+            raise ReportedFailedException(
+                f"Spark bridge txid {txid}: fn raised; the batch fails and is retried with "
+                f"the same txid: {describe(e)}") from e
+        log.debug("Spark bridge txid %d: %d rows through fn in %.2f s", txid, len(rows),
+                  time.monotonic() - started)
+
+    def close(self) -> None:
+        session.release()
+
+
+class SparkStateFactory:
+    """Makes a :class:`SparkState` per partition (Storm's ``StateFactory``)."""
+
+    #: Spark calls block: the hosting component gets its own thread (see BatchBolt).
+    blocking = True
+
+    def __init__(self, fn: Callable[[Any, int], Any], fields: Sequence[str],
+                 types: Mapping[str, Any] | None = None):
+        if not callable(fn):
+            raise TypeError(f"the Spark bridge needs a callable fn(df, txid), got {fn!r}")
+        self.fn = fn
+        self.fields = list(fields)
+        self.types = dict(types or {})
+        StreamSchema(self.fields, self.types)  # refuses bad declarations when built
+
+    def make_state(self, conf: Mapping[str, Any], partition_index: int = 0,
+                   num_partitions: int = 1) -> SparkState:
+        return SparkState(self.fn, StreamSchema(self.fields, self.types), conf, partition_index)
+
+
+class SparkUpdater(StateUpdater):
+    """Hands the batch's tuples (the input fields, in order) to :meth:`SparkState.write`."""
+
+    def update_state(self, state: SparkState, tuples: list, collector: Any) -> None:
+        state.write([t.values for t in tuples])
+
+
+def foreach_batch(stream: Any, fn: Callable[[Any, int], Any],
+                  fields: Sequence[str] | None = None,
+                  types: Mapping[str, Any] | None = None) -> Any:
+    """Send every batch of a Trident ``stream`` (its ``fields``, by default all) to
+    ``fn(df, txid)`` in Spark, whole and in txid order; returns the TridentState.
+
+    Example::
+
+        sink = ParquetSink("/data/words")            # overwrites batch_id=<txid>
+        foreach_batch(stream.each(["line"], Split(), ["word"]), sink, fields=["word"])
+    """
+    fields = list(fields) if fields is not None else list(stream.node.fields)
+    factory = SparkStateFactory(fn, fields, types)
+    # Whole batches, one fn call per txid: Spark is where the batch's work spreads out.
+    return stream.global_().partition_persist(factory, SparkUpdater(), input_fields=fields)
