@@ -103,3 +103,22 @@ def test_trident_example_counts_every_word_exactly_once_with_a_private_redis(tmp
     assert re.search(r"Redis 127\.0\.0\.1:\d+ \(pid \d+\)", out), out
     assert "20000 words stored, 1000 distinct" in out, out
     assert "counts match the input exactly: yes" in out, out
+
+
+def test_spark_example_writes_parquet_that_spark_reads_back_with_exact_totals(tmp_path):
+    """examples/word_count_spark.py: word counts per batch in Spark, appended to parquet; the
+    report reads the parquet back with Spark. (Its failure path, fn raising for a batch, is
+    in test_spark_bridge.py, where the test can wait for the replay.)"""
+    out = tmp_path / "parquet"
+    # 2,000 sentences fit under max.spout.pending: all are out within the 5 s, and the drain
+    # waits for every tree however long the JVM takes to start.
+    proc = subprocess.run(squall("local", os.path.join(EXAMPLES, "word_count_spark.py"),
+                                 "--duration", "5", "-c", "wordcount.sentences=2000",
+                                 "-c", f"wordcount.spark.output={out}",
+                                 "-c", "topology.shutdown.drain.secs=200"),
+                          capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    text = proc.stdout
+    assert proc.returncode == 0, text + proc.stderr
+    assert re.search(r"spout sentences: emitted=2000 acked=2000 failed=0", text), text
+    assert f"parquet {out}: 20000 words, 1000 distinct" in text, text
+    assert "totals match the expected counts for 2000 sentences: yes" in text, text
