@@ -43,16 +43,31 @@ class FlakySplit(Split):
     """Split that raises FailedException for the first attempt of each txid in ``fail_txids``
     this task sees, recording ``"<txid>:<attempt id>"`` in list ``log``. The attempt comes from
     the collector (``collector.batch``, a TransactionAttempt): operations get no context
-    argument per batch."""
+    argument per batch.
 
-    def __init__(self, fail_txids, log="faults"):
+    ``hold_txid``: the first task on a worker that does not run component ``hold_away_from``
+    (the master coordinator) to see a tuple of that txid records ``"<pid>:<txid>"`` in list
+    ``holding`` and then blocks its worker (for at most :data:`HOLD_SECS`), so a test can kill
+    -9 a worker that holds a batch half-processed. Once per txid for the whole topology (a
+    Redis set), so the replayed batch in the restarted worker passes."""
+
+    HOLD_SECS = 120
+
+    def __init__(self, fail_txids, log="faults", hold_txid=None, hold_away_from=None):
         self.fail_txids = set(fail_txids)
         self.log = log
+        self.hold_txid = hold_txid
+        self.hold_away_from = hold_away_from
 
     def prepare(self, conf, context):
         self.client, self.key = redis_list(conf, self.log)
+        _, self.holding_key = redis_list(conf, "holding")
+        _, self.held_key = redis_list(conf, "held")
         #: txid -> the attempt id that was failed (later attempts pass).
         self.failed = {}
+        away = set(context.component_tasks(self.hold_away_from or "")) if self.hold_away_from \
+            else set()
+        self.may_hold = self.hold_txid is not None and not (away & set(context.worker_tasks))
 
     def execute(self, tup, collector):
         batch = collector.batch
@@ -60,6 +75,14 @@ class FlakySplit(Split):
                 self.failed.setdefault(batch.txid, batch.attempt_id) == batch.attempt_id:
             self.client.rpush(self.key, f"{batch.txid}:{batch.attempt_id}")
             raise FailedException(f"injected failure of batch {batch}")
+        if self.may_hold and batch.txid == self.hold_txid and \
+                self.client.sadd(self.held_key, batch.txid):
+            import os
+            import time
+            self.client.rpush(self.holding_key, f"{os.getpid()}:{batch.txid}")
+            deadline = time.monotonic() + self.HOLD_SECS
+            while time.monotonic() < deadline:  # the test kills this process meanwhile
+                time.sleep(0.05)
         super().execute(tup, collector)
 
     def cleanup(self):
@@ -147,16 +170,26 @@ class RecordReads(Function):
 
 
 def word_count_recorded(spout, state_factory, fail_split=(), fail_commits=(), parallelism=2,
-                        query_words=(), record_commits=True):
+                        query_words=(), record_commits=True, hold_txid=None):
     """The word count with FlakySplit and (``record_commits``) a RecordingStateFactory around
     ``state_factory``; with ``query_words``, a second stream (FixedWords) reads their counts
-    each batch (state_query) and records them (RecordReads, list ``reads``)."""
+    each batch (state_query) and records them (RecordReads, list ``reads``); ``hold_txid``:
+    see FlakySplit (held away from the master coordinator of the first batch group)."""
     from squall.client.trident.persist import MapGet
     if record_commits:
         state_factory = RecordingStateFactory(state_factory, fail_commits=fail_commits)
     t = TridentTopology()
-    counts = (t.new_stream("lines", spout)
-               .each(["line"], FlakySplit(fail_split), ["word"])
+    lines = t.new_stream("lines", spout)
+    if hold_txid is not None:
+        # Lines shuffled over two Split executors: the scheduler spreads a component's
+        # executors over the workers (its P1), so one of them runs, and gets lines, where the
+        # master coordinator does not.
+        lines = lines.shuffle()
+    words = lines.each(["line"], FlakySplit(fail_split, hold_txid=hold_txid,
+                                            hold_away_from="$mastercoord-bg0"), ["word"])
+    if hold_txid is not None:
+        words = words.parallelism_hint(2)
+    counts = (words
                .group_by(["word"])
                .persistent_aggregate(state_factory, Count(), ["count"])
                .parallelism_hint(parallelism))
