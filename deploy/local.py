@@ -12,82 +12,36 @@ topology and stops every process it started.
 Workers inherit this process's stdout, so what components print shows up here;
 their stderr goes to the supervisor's log files (``<dir>/logs``).
 
-How a file exposes its topology: a module-level function ``topology()`` (or
-``build_topology()``) returning a :class:`~squall.client.TopologyBuilder` or a
-built :class:`~squall.client.Topology`, and optionally a dict ``CONF`` with
-the topology conf, a string ``NAME`` and a function ``report(conf)`` called
-once the topology is killed (with the daemons still up), e.g. to print results
-kept in a state store.
+How a file exposes its topology: :mod:`squall.deploy.topology_file`. Its optional
+``report(conf)`` runs once the topology is killed, with the daemons still up, in a
+process of its own (:mod:`squall.deploy.report`), e.g. to print results kept in a state
+store.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
-import os
 import queue
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..client import config as cfg
 from ..client.daemon import Daemon
 from ..client.errors import SquallError
-from ..client.topology import Topology, TopologyBuilder
+from ..client.topology import Topology
 from ..worker.worker import EXIT_USER_CODE
 from .net import free_ports
+from .report import run_report
+from .topology_file import LoadedTopology, load_topology_file
 
 log = logging.getLogger("squall.local")
 
 Echo = Callable[[str], None]
-
-
-@dataclass
-class LoadedTopology:
-    name: str
-    topology: Topology
-    conf: dict[str, Any]
-    code_dir: str
-    #: The file's optional ``report(conf)``, called after the run (e.g. to show stored results).
-    report: Callable[[dict], None] | None = None
-
-
-def load_topology_file(path: str, args: list[str] | None = None) -> LoadedTopology:
-    """Import ``path`` and build its topology (see the module docstring for the contract)."""
-    path = os.path.abspath(path)
-    if not os.path.isfile(path):
-        raise SquallError(f"topology file {path} does not exist")
-    code_dir = os.path.dirname(path)
-    modname = os.path.splitext(os.path.basename(path))[0]
-    if code_dir not in sys.path:
-        sys.path.insert(0, code_dir)
-    # Imported under its own name (not __main__) so pickled classes resolve in workers.
-    spec = importlib.util.spec_from_file_location(modname, path)
-    if spec is None or spec.loader is None:
-        raise SquallError(f"cannot import {path}: not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[modname] = module
-    spec.loader.exec_module(module)
-    factory = getattr(module, "topology", None) or getattr(module, "build_topology", None)
-    if not callable(factory):
-        raise SquallError(f"{path} must define a function topology() returning a "
-                          "TopologyBuilder or Topology")
-    built = factory(*(args or [])) if args else factory()
-    if isinstance(built, TopologyBuilder):
-        built = built.create_topology()
-    if not isinstance(built, Topology):
-        raise SquallError(f"{path}: topology() returned {type(built).__name__}, expected a "
-                          "TopologyBuilder or Topology")
-    conf = dict(getattr(module, "CONF", {}) or {})
-    name = getattr(module, "NAME", None) or modname
-    report = getattr(module, "report", None)
-    return LoadedTopology(name, built, conf, code_dir, report if callable(report) else None)
 
 
 #: Settings of the local daemons: heartbeats every second so progress and drains are prompt.
@@ -409,5 +363,5 @@ def _watch(run: _Run, duration: float | None, stop: dict, progress_every: float)
     for line in summarize(info):
         echo(f"[squall local] {line}")
     if run.loaded.report is not None and not run.crashed:
-        run.loaded.report(run.worker_conf())
+        run_report(run.loaded.path, run.worker_conf())
     return 1 if run.crashed else 0

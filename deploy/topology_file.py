@@ -1,0 +1,105 @@
+"""A topology file as ``squall local`` runs it: imported under its own name, its topology built.
+
+How a file exposes its topology: a module-level function ``topology()`` (or
+``build_topology()``) returning a :class:`~squall.client.TopologyBuilder` or a
+built :class:`~squall.client.Topology`, and optionally a dict ``CONF`` with
+the topology conf, a string ``NAME`` and a function ``report(conf)`` called
+once the topology is killed (in a process of its own: :mod:`squall.deploy.report`).
+
+The file is the user's code: a syntax error or an exception while importing it or
+building its topology becomes one :class:`~squall.client.errors.SquallError` line
+naming the file and line, not a traceback through the framework.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable
+
+from ..client.errors import InvalidTopology, SquallError
+from ..client.topology import Topology, TopologyBuilder
+
+
+@dataclass
+class LoadedTopology:
+    name: str
+    topology: Topology
+    conf: dict[str, Any]
+    code_dir: str
+    #: The file's absolute path.
+    path: str = ""
+    #: The file's optional ``report(conf)``, called after the run (e.g. to show stored results).
+    report: Callable[[dict], None] | None = None
+
+
+def user_error(path: str, exc: BaseException, doing: str) -> SquallError:
+    """One line for an exception raised by the user's file: where (the deepest frame in
+    ``path``'s directory), what, and what we were doing."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        where = f"{exc.filename}:{exc.lineno}"
+        return SquallError(f"{where}: syntax error: {exc.msg} (while {doing})")
+    if isinstance(exc, SquallError):  # ours already (an invalid topology): it names the cause
+        return SquallError(f"{path}: {exc} (while {doing})")
+    code_dir = os.path.dirname(path)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if os.path.abspath(f.filename).startswith(code_dir + os.sep)]
+    where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else path
+    text = " ".join(str(exc).split())
+    what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return SquallError(f"{where}: {what} (while {doing})")
+
+
+def import_file(path: str) -> ModuleType:
+    """Import ``path`` under its own module name with its directory on ``sys.path`` (so
+    classes it defines unpickle in workers, which import it the same way)."""
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise SquallError(f"topology file {path} does not exist")
+    code_dir = os.path.dirname(path)
+    modname = os.path.splitext(os.path.basename(path))[0]
+    if code_dir not in sys.path:
+        sys.path.insert(0, code_dir)
+    # Imported under its own name (not __main__) so pickled classes resolve in workers.
+    spec = importlib.util.spec_from_file_location(modname, path)
+    if spec is None or spec.loader is None:
+        raise SquallError(f"cannot import {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the user's code: one line, not our traceback
+        sys.modules.pop(modname, None)
+        raise user_error(path, exc, f"importing {os.path.basename(path)}") from None
+    return module
+
+
+def load_topology_file(path: str, args: list[str] | None = None) -> LoadedTopology:
+    """Import ``path`` and build its topology (see the module docstring for the contract)."""
+    path = os.path.abspath(path)
+    module = import_file(path)
+    factory = getattr(module, "topology", None) or getattr(module, "build_topology", None)
+    if not callable(factory):
+        raise SquallError(f"{path} must define a function topology() returning a "
+                          "TopologyBuilder or Topology")
+    try:
+        built = factory(*(args or [])) if args else factory()
+        if isinstance(built, TopologyBuilder):
+            built = built.create_topology()
+    except InvalidTopology as exc:
+        raise SquallError(f"{path}: invalid topology: {exc}") from None
+    except Exception as exc:
+        raise user_error(path, exc, f"building the topology of {os.path.basename(path)}") \
+            from None
+    if not isinstance(built, Topology):
+        raise SquallError(f"{path}: topology() returned {type(built).__name__}, expected a "
+                          "TopologyBuilder or Topology")
+    conf = dict(getattr(module, "CONF", {}) or {})
+    name = getattr(module, "NAME", None) or os.path.splitext(os.path.basename(path))[0]
+    report = getattr(module, "report", None)
+    return LoadedTopology(name, built, conf, os.path.dirname(path), path,
+                          report if callable(report) else None)
