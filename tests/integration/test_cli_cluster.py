@@ -27,7 +27,7 @@ EXAMPLES = os.path.join(REPO, "examples")
 
 
 def squall_cmd(*args):
-    return [sys.executable, "-m", "squall.client.cli", *args]
+    return [sys.executable, "-m", "squall.cli", *args]
 
 
 class Cluster:

@@ -20,7 +20,7 @@ EXAMPLES = os.path.join(REPO, "examples")
 
 
 def squall(*args):
-    return [sys.executable, "-m", "squall.client.cli", *args]
+    return [sys.executable, "-m", "squall.cli", *args]
 
 
 def daemons(out):

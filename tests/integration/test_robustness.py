@@ -110,7 +110,7 @@ def test_a_crashing_bolt_fails_the_local_run_with_its_error_visible(tmp_path):
     topo = tmp_path / "crash_topo.py"
     topo.write_text(CRASH_TOPOLOGY % str(events))
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.run([sys.executable, "-m", "squall.client.cli", "local", str(topo),
+    proc = subprocess.run([sys.executable, "-m", "squall.cli", "local", str(topo),
                            "--duration", "60"], capture_output=True, text=True, timeout=90,
                           env=env, cwd=str(tmp_path))
     out = proc.stdout + proc.stderr

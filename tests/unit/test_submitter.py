@@ -11,7 +11,7 @@ import zipfile
 import pytest
 
 from squall.client import TopologyBuilder
-from squall.client import commands
+from squall.cli import commands
 from squall.client import submitter as sub
 from squall.client.errors import SquallError
 from squall.supervisor import fetch

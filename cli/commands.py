@@ -1,24 +1,22 @@
-"""What the ``squall`` commands do, as plain functions (``client/cli.py`` only parses options).
+"""What the ``squall`` client commands do, as plain functions (``cli/main.py`` only parses
+options): ``jar``, ``kill``, ``activate``, ``deactivate``, ``rebalance``, ``list``.
 
 Each takes the layered conf and an ``echo`` for its output; failures are
 :class:`~squall.client.errors.SquallError` s with a message a person can act on, which the
-CLI prints as one line.
+CLI prints as one line. The daemons' commands are in :mod:`squall.cli.daemons`.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import logging
 import os
-import signal
 import sys
-import threading
 import time
 from typing import Any, Callable, Iterable, Mapping
 
-from . import config as cfg
-from .errors import NimbusUnavailable, SquallError, TopologyNotFound
+from ..client import config as cfg
+from ..client.errors import NimbusUnavailable, SquallError, TopologyNotFound
 
 Echo = Callable[[str], None]
 
@@ -26,78 +24,6 @@ Echo = Callable[[str], None]
 def one_line(exc: BaseException) -> str:
     """An error's message on one line."""
     return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def daemon_logging() -> None:
-    """Daemons log INFO and up to stderr (unless ``-v`` already asked for DEBUG)."""
-    logger = logging.getLogger("squall")
-    if logger.getEffectiveLevel() > logging.INFO:
-        logger.setLevel(logging.INFO)
-
-
-# --- daemons -------------------------------------------------------------------------
-def wait_for_signal(signals: Iterable[int] = (signal.SIGINT, signal.SIGTERM)) -> int:
-    """Block until one of ``signals`` arrives; returns its number. The handler only sets an event."""
-    got = threading.Event()
-    which: list[int] = []
-
-    def handler(signum: int, frame: Any) -> None:
-        which.append(signum)
-        got.set()
-
-    previous = {s: signal.signal(s, handler) for s in signals}
-    try:
-        while not got.wait(1.0):
-            pass
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-    return which[0]
-
-
-def run_nimbus(conf: Mapping[str, Any], echo: Echo,
-               wait: Callable[[], int] = wait_for_signal) -> None:
-    """Nimbus plus its gRPC server on ``nimbus.grpc.port``, until ``wait()`` returns a signal."""
-    from ..nimbus.nimbus import Nimbus
-    from ..nimbus.servicer import serve
-
-    nimbus = Nimbus(conf)  # connects to ZooKeeper: ZooKeeperUnavailable names the address
-    reason = "error"
-    try:
-        nimbus.start()
-        try:
-            server = serve(nimbus, "0.0.0.0", nimbus.port)
-        except OSError as e:
-            raise SquallError(str(e)) from None
-        echo(f"Nimbus {nimbus.address} running (ZooKeeper root "
-             f"{conf.get(cfg.STORM_ZOOKEEPER_ROOT)}); Ctrl-C stops it")
-        try:
-            signum = wait()
-            reason = f"signal-{signum}"
-            echo(f"Nimbus stopping ({reason})")
-        finally:
-            server.stop(grace=1).wait(5)
-    finally:
-        nimbus.close(reason=reason)
-
-
-def run_supervisor(conf: Mapping[str, Any], echo: Echo,
-                   wait: Callable[[], int] = wait_for_signal) -> None:
-    """A supervisor fetching topologies from Nimbus over gRPC, until ``wait()`` returns a signal."""
-    from ..supervisor.fetch import grpc_fetcher
-    from ..supervisor.supervisor import Supervisor
-
-    sup = Supervisor(conf, fetch_topology=grpc_fetcher(conf))
-    reason = "error"
-    try:
-        sup.start()
-        echo(f"supervisor {sup.id} on {sup.host} running, slots {sup.ports}, local dir "
-             f"{sup.local_dir}; Ctrl-C stops it and its workers")
-        signum = wait()
-        reason = f"signal-{signum}"
-        echo(f"supervisor stopping ({reason})")
-    finally:
-        sup.close(reason=reason)
 
 
 # --- jar -------------------------------------------------------------------------------
@@ -108,7 +34,7 @@ def run_jar(package: str, module: str, args: list[str], config_path: str | None,
     The submitter finds the package and the overrides in the environment
     (``SQUALL_PACKAGE``, ``SQUALL_CLI_OVERRIDES``); ``config_path`` becomes ``SQUALL_CONF``.
     """
-    from .submitter import ARCHIVE_SUFFIXES, ENV_OVERRIDES, ENV_PACKAGE
+    from ..client.submitter import ARCHIVE_SUFFIXES, ENV_OVERRIDES, ENV_PACKAGE
 
     package = os.path.abspath(package)
     if not (os.path.isdir(package) or package.endswith(ARCHIVE_SUFFIXES)):
@@ -136,7 +62,7 @@ def run_jar(package: str, module: str, args: list[str], config_path: str | None,
 
 # --- topology requests -----------------------------------------------------------------
 def _client(conf: Mapping[str, Any]):
-    from .nimbus_client import NimbusClient
+    from ..client.nimbus_client import NimbusClient
     return NimbusClient(conf, timeout=15.0)
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from . import config as cfg
-from .errors import SquallError
+from ..client import config as cfg
+from ..client.errors import SquallError
 
 
 def _overrides(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -72,7 +72,7 @@ def local(topology_file: str, duration: float | None, conf_pairs: tuple[str, ...
     NAME) and shows its progress. Ctrl-C drains pending tuples, kills the
     topology and stops every process it started.
     """
-    from ..deploy.local import run_local
+    from ..deploy.local import run_local  # starts daemons: imported only for `squall local`
     try:
         code = run_local(topology_file, duration, _overrides(conf_pairs),
                          echo=lambda s: click.echo(s))
@@ -90,9 +90,9 @@ def _echo_err(s: str) -> None:
 @conf_option
 def nimbus(config_path: str | None, conf_pairs: tuple[str, ...]) -> None:
     """Run Nimbus and its gRPC service (nimbus.grpc.port) until SIGINT or SIGTERM."""
-    from . import commands
-    commands.daemon_logging()
-    _run(commands.run_nimbus, _conf(config_path, conf_pairs), echo=_echo_err)
+    from . import daemons
+    daemons.daemon_logging()
+    _run(daemons.run_nimbus, _conf(config_path, conf_pairs), echo=_echo_err)
 
 
 @cli.command()
@@ -100,9 +100,9 @@ def nimbus(config_path: str | None, conf_pairs: tuple[str, ...]) -> None:
 @conf_option
 def supervisor(config_path: str | None, conf_pairs: tuple[str, ...]) -> None:
     """Run a supervisor (workers on supervisor.slots.ports) until SIGINT or SIGTERM."""
-    from . import commands
-    commands.daemon_logging()
-    _run(commands.run_supervisor, _conf(config_path, conf_pairs), echo=_echo_err)
+    from . import daemons
+    daemons.daemon_logging()
+    _run(daemons.run_supervisor, _conf(config_path, conf_pairs), echo=_echo_err)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})

@@ -1,0 +1,5 @@
+"""``python -m squall.cli``: the ``squall`` command."""
+
+from .main import main
+
+main()
