@@ -32,13 +32,6 @@ from .errors import NO_NODE, ClusterStateError, NotFound, VersionConflict, ZooKe
 
 log = logging.getLogger("squall.cluster_state")
 
-# Storm's ZooKeeper client keys (not in config.py's table; unknown keys pass through).
-STORM_ZOOKEEPER_SESSION_TIMEOUT = "storm.zookeeper.session.timeout"        # ms, Storm default 20000
-STORM_ZOOKEEPER_CONNECTION_TIMEOUT = "storm.zookeeper.connection.timeout"  # ms, Storm default 15000
-STORM_ZOOKEEPER_RETRY_TIMES = "storm.zookeeper.retry.times"                # Storm default 5
-STORM_ZOOKEEPER_RETRY_INTERVAL = "storm.zookeeper.retry.interval"          # ms, Storm default 1000
-STORM_ZOOKEEPER_RETRY_CEILING = "storm.zookeeper.retry.intervalceiling.millis"  # ms, default 30000
-
 #: How many recent errors each component keeps (Storm's ``reportError`` also keeps 10).
 MAX_ERRORS_PER_COMPONENT = 10
 # --- paths and encoding ---------------------------------------------------------
@@ -68,6 +61,8 @@ class Paths:
     ``/errors/<id>/<component>``   JSON list of the last :data:`MAX_ERRORS_PER_COMPONENT` errors
     ``/nimbuses/<host:port>``      ephemeral: one per running Nimbus
     ``/leader-lock``               kazoo ``Election`` for the Nimbus leader
+    ``<transactional root>/<state id>/<path>``  Trident's transactional state (JSON values;
+                                   ``transactional.zookeeper.root``, default ``/transactional``)
     Names are URL-quoted into one path segment (``/`` cannot split them).
     """
 
@@ -75,9 +70,10 @@ class Paths:
     ERRORS, NIMBUSES, LEADER_LOCK = "/errors", "/nimbuses", "/leader-lock"
     SUBTREES = (STORMS, ASSIGNMENTS, SUPERVISORS, ERRORS, NIMBUSES)
 
-    def __init__(self, root: str = "/squall"):
+    def __init__(self, root: str = "/squall", transactional_root: str = "/transactional"):
         #: The root without a trailing slash ('' for ``/``).
         self.root = "/" + root.strip("/") if root.strip("/") else ""
+        self.transactional_root = self.root + "/" + transactional_root.strip("/")
 
     def dir(self, subtree: str) -> str:
         return self.root + subtree
@@ -103,6 +99,11 @@ class Paths:
     @property
     def leader_lock(self) -> str:
         return self.root + self.LEADER_LOCK
+
+    def transactional(self, state_id: str, path: str = "") -> str:
+        """A path below a transactional state id (``path``'s slashes separate segments)."""
+        parts = [p for p in path.split("/") if p]
+        return self.transactional_root + "".join("/" + _segment(n) for n in [state_id, *parts])
 
 
 def encode(value: Any) -> bytes:
@@ -141,7 +142,8 @@ class ClusterState(abc.ABC):
 
     def __init__(self, conf: Mapping[str, Any] | None = None):
         self.conf = dict(conf or {})
-        self.paths = Paths(self.conf.get(cfg.STORM_ZOOKEEPER_ROOT) or "/squall")
+        self.paths = Paths(cfg.get(self.conf, cfg.STORM_ZOOKEEPER_ROOT),
+                           cfg.get(self.conf, cfg.TRANSACTIONAL_ZOOKEEPER_ROOT))
         self._suspended = False
         self._listeners: list[Callable[[str], Any]] = []
 
@@ -285,6 +287,25 @@ class ClusterState(abc.ABC):
             for rec in (decode(found[0], path) if found else []):
                 out.append(dict(rec, component=unquote(name)))
         return sorted(out, key=lambda r: r["time"])
+
+    # --- Trident's transactional state (client/trident/tx_state.py) ---
+    def tx_set(self, state_id: str, path: str, value: Any) -> None:
+        """Create or overwrite the JSON value at ``path`` of transactional state ``state_id``."""
+        self._write(self.paths.transactional(state_id, path), encode(value), None)
+
+    def tx_get(self, state_id: str, path: str) -> Any:
+        """The value at ``path``, or None when it does not exist (or holds nothing)."""
+        full = self.paths.transactional(state_id, path)
+        found = self._read(full, None)
+        return decode(found[0], full) if found is not None and found[0] else None
+
+    def tx_children(self, state_id: str, path: str) -> list[str]:
+        """Child names of ``path`` ([] when it does not exist)."""
+        return [unquote(n) for n in self._children(self.paths.transactional(state_id, path), None)]
+
+    def tx_delete(self, state_id: str, path: str) -> None:
+        """Remove ``path`` and its children; nothing happens if it is gone."""
+        self._delete_trees([self.paths.transactional(state_id, path)])
 
     def __enter__(self) -> "ClusterState":
         return self

@@ -132,6 +132,43 @@ NIMBUS_CODE_SYNC_FREQ_SECS = _key(
     "(it also checks when topologies come and go).")
 STORM_LOCAL_HOSTNAME = _key("storm.local.hostname", str, None,
                             "Host name this node advertises; unset = 127.0.0.1.", nullable=True)
+SUPERVISOR_WORKER_TIMEOUT_SECS = _key(
+    "supervisor.worker.timeout.secs", _NUM, 30,
+    "Seconds without a newer heartbeat.json after which a supervisor restarts a worker.")
+SUPERVISOR_WORKER_START_TIMEOUT_SECS = _key(
+    "supervisor.worker.start.timeout.secs", _NUM, 120,
+    "Seconds a new worker may take to write its first heartbeat before it is restarted.")
+SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS = _key(
+    "supervisor.worker.shutdown.sleep.secs", _NUM, 3,
+    "Seconds a supervisor waits after SIGTERM before it SIGKILLs a worker.")
+
+# --- the ZooKeeper client (client/zk_cluster_state.py) ----------------------------------
+STORM_ZOOKEEPER_SESSION_TIMEOUT = _key(
+    "storm.zookeeper.session.timeout", _NUM, 20000,
+    "ZooKeeper session timeout, milliseconds: a daemon silent this long loses its ephemerals.")
+STORM_ZOOKEEPER_CONNECTION_TIMEOUT = _key(
+    "storm.zookeeper.connection.timeout", _NUM, 15000,
+    "Milliseconds to connect to ZooKeeper, and the bound on each operation.")
+STORM_ZOOKEEPER_RETRY_TIMES = _key("storm.zookeeper.retry.times", int, 5,
+                                   "Retries of a ZooKeeper operation after a transient error.")
+STORM_ZOOKEEPER_RETRY_INTERVAL = _key("storm.zookeeper.retry.interval", _NUM, 1000,
+                                      "Milliseconds before the first retry (doubling after).")
+STORM_ZOOKEEPER_RETRY_INTERVAL_CEILING = _key(
+    "storm.zookeeper.retry.intervalceiling.millis", _NUM, 30000,
+    "Longest wait between two retries, milliseconds.")
+
+# --- Trident (client/trident/) -----------------------------------------------------------
+TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS = _key(
+    "topology.trident.batch.emit.interval.millis", _NUM, 500,
+    "Milliseconds between two batches started by a Trident master coordinator.")
+TRANSACTIONAL_ZOOKEEPER_ROOT = _key(
+    "transactional.zookeeper.root", str, "/transactional",
+    "Where Trident's transactional state (txids, spout metadata) lives, below "
+    "storm.zookeeper.root.")
+TRIDENT_TRANSACTIONAL_STATE = _key(
+    "trident.transactional.state", str, "zookeeper",
+    "Backend of Trident's transactional state: zookeeper, or memory (one worker process "
+    "only, for tests: nothing survives a restart).")
 
 # --- Trident state in Redis (client/trident/state/redis_map.py) --------------
 TRIDENT_REDIS_HOST = _key("trident.redis.host", str, "127.0.0.1", "Redis host of Trident map states.")
@@ -145,6 +182,16 @@ TRIDENT_REDIS_KEY_PREFIX = _key(
 TRIDENT_REDIS_TIMEOUT_SECS = _key("trident.redis.timeout.secs", _NUM, 5,
                                   "Seconds to connect to Redis and to wait for each reply.")
 
+#: Keys of a daemon's conf its workers get beneath the topology conf (as a Storm worker gets
+#: the cluster conf), so Trident finds ZooKeeper and Redis.
+WORKER_INHERITED_PREFIXES = ("storm.zookeeper.", "transactional.zookeeper.", "trident.")
+
+
+def worker_inherited(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of a daemon's ``conf`` that its workers inherit."""
+    return {k: v for k, v in conf.items() if k.startswith(WORKER_INHERITED_PREFIXES)}
+
+
 #: Storm keys renamed here, old name -> new name.
 ALIASES: dict[str, str] = {
     "topology.ackers": TOPOLOGY_ACKER_EXECUTORS,
@@ -155,6 +202,18 @@ ALIASES: dict[str, str] = {
 def known_keys() -> Mapping[str, Key]:
     """Every key Squall knows, by name."""
     return _KEYS
+
+
+def default(name: str) -> Any:
+    """The default of the known key ``name`` (KeyError for an unknown one)."""
+    d = _KEYS[name].default
+    return list(d) if isinstance(d, list) else d
+
+
+def get(conf: Mapping[str, Any], name: str) -> Any:
+    """``conf[name]``, or the key's default where ``conf`` (not layered) lacks it."""
+    value = conf.get(name)
+    return default(name) if value is None and not _KEYS[name].nullable else value
 
 
 def defaults() -> dict[str, Any]:

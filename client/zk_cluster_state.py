@@ -24,9 +24,8 @@ from kazoo.exceptions import (BadVersionError, ConnectionClosedError, Connection
 from kazoo.protocol.states import EventType, KazooState
 from kazoo.retry import ForceRetryError, KazooRetry, RetryFailedError
 
-from .cluster_state import (NO_NODE, STORM_ZOOKEEPER_CONNECTION_TIMEOUT, STORM_ZOOKEEPER_RETRY_CEILING,
-                            STORM_ZOOKEEPER_RETRY_INTERVAL, STORM_ZOOKEEPER_RETRY_TIMES,
-                            STORM_ZOOKEEPER_SESSION_TIMEOUT, ClusterState, ClusterStateError,
+from . import config as cfg
+from .cluster_state import (NO_NODE, ClusterState, ClusterStateError,
                             NotFound, Paths, VersionConflict, Watch, WatchEvent, ZooKeeperUnavailable,
                             connect_string)
 
@@ -61,20 +60,18 @@ class KazooClusterState(ClusterState):
     def __init__(self, conf: Mapping[str, Any] | None = None, client: KazooClient | None = None, *,
                  connect_timeout: float | None = None, session_timeout: float | None = None):
         super().__init__(conf)
-        def setting(key: str, default: float) -> float:
-            value = self.conf.get(key)
-            return default if value is None else value
-
+        c = self.conf
         #: The ensemble tried, ``host:port,...``.
-        self.address = connect_string(self.conf)
+        self.address = connect_string(c)
         self.connect_timeout = (connect_timeout if connect_timeout is not None
-                                else setting(STORM_ZOOKEEPER_CONNECTION_TIMEOUT, 15000) / 1000)
+                                else cfg.get(c, cfg.STORM_ZOOKEEPER_CONNECTION_TIMEOUT) / 1000)
         self.session_timeout = (session_timeout if session_timeout is not None
-                                else setting(STORM_ZOOKEEPER_SESSION_TIMEOUT, 20000) / 1000)
-        self._retry = KazooRetry(max_tries=int(setting(STORM_ZOOKEEPER_RETRY_TIMES, 5)),
-                                 delay=setting(STORM_ZOOKEEPER_RETRY_INTERVAL, 1000) / 1000,
-                                 max_delay=setting(STORM_ZOOKEEPER_RETRY_CEILING, 30000) / 1000,
-                                 deadline=self.connect_timeout)
+                                else cfg.get(c, cfg.STORM_ZOOKEEPER_SESSION_TIMEOUT) / 1000)
+        self._retry = KazooRetry(
+            max_tries=int(cfg.get(c, cfg.STORM_ZOOKEEPER_RETRY_TIMES)),
+            delay=cfg.get(c, cfg.STORM_ZOOKEEPER_RETRY_INTERVAL) / 1000,
+            max_delay=cfg.get(c, cfg.STORM_ZOOKEEPER_RETRY_INTERVAL_CEILING) / 1000,
+            deadline=self.connect_timeout)
         self.state = "LOST"  #: last connection state seen: CONNECTED, SUSPENDED or LOST
         self._suspended = True
         self._ephemerals: dict[str, bytes] = {}

@@ -27,14 +27,10 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
-from ..config import TOPOLOGY_MAX_SPOUT_PENDING
+from .. import config as cfg
 from ..transitions import History
 from .attempt import INIT_TXID, TransactionAttempt
 
-#: Storm's key: the least milliseconds between two batches started by the coordinator.
-TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS = "topology.trident.batch.emit.interval.millis"
-#: Storm's shipped default for it (LocalCluster uses 50).
-DEFAULT_BATCH_EMIT_INTERVAL_MILLIS = 500
 #: Transactional-state keys the coordinator writes (as Storm's, so tools can read them).
 CURRENT_TX_KEY = "currtx"
 CURRENT_ATTEMPTS_KEY = "currattempts"
@@ -204,7 +200,8 @@ class MasterCoordinator:
     """
 
     def __init__(self, max_transaction_active: int = 1,
-                 emit_interval_secs: float | None = DEFAULT_BATCH_EMIT_INTERVAL_MILLIS / 1000,
+                 emit_interval_secs: float | None = (
+                     cfg.default(cfg.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS) / 1000),
                  spouts_ready: Callable[[int], bool] | None = None, history: int = 100):
         if max_transaction_active < 1:
             raise ValueError(f"max_transaction_active must be >= 1, got {max_transaction_active}")
@@ -229,9 +226,8 @@ class MasterCoordinator:
     @classmethod
     def from_conf(cls, conf: Mapping[str, Any], **kwargs: Any) -> "MasterCoordinator":
         """Read ``topology.max.spout.pending`` (unset: 1, as Storm) and the emit interval."""
-        pending = conf.get(TOPOLOGY_MAX_SPOUT_PENDING)
-        millis = conf.get(TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS,
-                          DEFAULT_BATCH_EMIT_INTERVAL_MILLIS)
+        pending = conf.get(cfg.TOPOLOGY_MAX_SPOUT_PENDING)
+        millis = cfg.get(conf, cfg.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS)
         return cls(1 if pending is None else int(pending), millis / 1000, **kwargs)
 
     def handle(self, event: Event) -> list[Instruction]:

@@ -4,125 +4,61 @@ Storm's ``TransactionalState`` and ``RotatingTransactionalState``. The master
 coordinator keeps its current txid and attempt ids here, and a partitioned spout
 the metadata of each partition's batch per txid, so a replayed txid emits the
 same batch after a worker restart. :class:`TransactionalState` is the narrow
-interface (paths relative to one state id), with a ZooKeeper backend under
-``transactional.zookeeper.root`` (Storm's key; default ``/transactional``, below
-``storm.zookeeper.root``) and an in-memory one for unit tests.
-:class:`RotatingTransactionalState` is pure logic over either.
+view of one state id over the cluster state
+(:meth:`~squall.client.cluster_state.ClusterState.tx_get` and friends, under
+``transactional.zookeeper.root``, Storm's key, below ``storm.zookeeper.root``): in
+ZooKeeper through the one kazoo client of the process (:func:`make_tx_state`), with
+its retry and error translation, or in memory for tests.
+:class:`RotatingTransactionalState` is pure logic over it.
 """
 
 from __future__ import annotations
 
-import abc
 import bisect
-import json
+import threading
 from typing import Any, Callable, Mapping
 
 from .. import config as cfg
+from ..cluster_state import ClusterState
+from ..errors import ConfigError
 
-#: Storm's key: where Trident's transactional state lives (below storm.zookeeper.root).
-TRANSACTIONAL_ZOOKEEPER_ROOT = "transactional.zookeeper.root"
 
+class TransactionalState:
+    """JSON values at slash-separated paths below one state id. Not thread-safe per instance.
 
-class TransactionalState(abc.ABC):
-    """JSON values at slash-separated paths below one state id. Not thread-safe per instance."""
+    Example::
 
-    @abc.abstractmethod
-    def set_data(self, path: str, value: Any) -> None: ...
+        st = make_tx_state("lines", conf)       # the spout's transactional id
+        st.set_data("meta/5", {"offset": 120})
+        st.get_data("meta/5"), st.list("meta")  # {"offset": 120}, ["5"]
+        st.close()
+    """
 
-    @abc.abstractmethod
+    def __init__(self, cluster_state: ClusterState, state_id: str,
+                 on_close: Callable[[], None] | None = None):
+        self.cluster_state = cluster_state
+        self.state_id = state_id
+        self._on_close = on_close
+
+    def set_data(self, path: str, value: Any) -> None:
+        self.cluster_state.tx_set(self.state_id, path, value)
+
     def get_data(self, path: str) -> Any:
         """The value, or None when the path does not exist."""
+        return self.cluster_state.tx_get(self.state_id, path)
 
-    @abc.abstractmethod
     def list(self, path: str) -> list[str]:
         """Child names of ``path`` ([] when it does not exist)."""
+        return self.cluster_state.tx_children(self.state_id, path)
 
-    @abc.abstractmethod
     def delete(self, path: str) -> None:
         """Remove ``path`` and its children; nothing happens if it is gone."""
+        self.cluster_state.tx_delete(self.state_id, path)
 
     def close(self) -> None:
-        pass
-
-
-class MemoryTransactionalState(TransactionalState):
-    """A dict per state id; ``shared`` lets two instances see one store (a 'restart' in tests)."""
-
-    def __init__(self, shared: dict[str, Any] | None = None):
-        self.data: dict[str, Any] = {} if shared is None else shared
-
-    def set_data(self, path: str, value: Any) -> None:
-        self.data[_norm(path)] = json.loads(json.dumps(value))  # as ZooKeeper would: a copy
-
-    def get_data(self, path: str) -> Any:
-        return self.data.get(_norm(path))
-
-    def list(self, path: str) -> list[str]:
-        prefix = _norm(path) + "/" if _norm(path) else ""
-        return sorted({k[len(prefix):].split("/", 1)[0] for k in self.data if k.startswith(prefix)})
-
-    def delete(self, path: str) -> None:
-        p = _norm(path)
-        for k in [k for k in self.data if k == p or k.startswith(p + "/")]:
-            del self.data[k]
-
-
-class ZkTransactionalState(TransactionalState):
-    """The state id's values in ZooKeeper (kazoo), one connection per instance."""
-
-    def __init__(self, conf: Mapping[str, Any], state_id: str, timeout: float = 15.0):
-        from kazoo.client import KazooClient
-
-        conf = cfg.layered(conf)
-        servers = conf[cfg.STORM_ZOOKEEPER_SERVERS]
-        hosts = ",".join(f"{h}:{conf[cfg.STORM_ZOOKEEPER_PORT]}" for h in servers)
-        root = conf.get(cfg.STORM_ZOOKEEPER_ROOT) or "/squall"
-        sub = conf.get(TRANSACTIONAL_ZOOKEEPER_ROOT) or "/transactional"
-        self.base = "/" + _norm(f"{root}/{sub}/{state_id}")
-        self._zk = KazooClient(hosts=hosts, timeout=timeout)
-        self._zk.start(timeout=timeout)
-        self._zk.ensure_path(self.base)
-
-    def _path(self, path: str) -> str:
-        rel = _norm(path)
-        return self.base + ("/" + rel if rel else "")
-
-    def set_data(self, path: str, value: Any) -> None:
-        full, data = self._path(path), json.dumps(value).encode()
-        if self._zk.exists(full):
-            self._zk.set(full, data)
-        else:
-            self._zk.create(full, data, makepath=True)
-
-    def get_data(self, path: str) -> Any:
-        from kazoo.exceptions import NoNodeError
-        try:
-            data, _ = self._zk.get(self._path(path))
-        except NoNodeError:
-            return None
-        return json.loads(data) if data else None
-
-    def list(self, path: str) -> list[str]:
-        from kazoo.exceptions import NoNodeError
-        try:
-            return sorted(self._zk.get_children(self._path(path)))
-        except NoNodeError:
-            return []
-
-    def delete(self, path: str) -> None:
-        from kazoo.exceptions import NoNodeError
-        try:
-            self._zk.delete(self._path(path), recursive=True)
-        except NoNodeError:
-            pass
-
-    def close(self) -> None:
-        self._zk.stop()
-        self._zk.close()
-
-
-def _norm(path: str) -> str:
-    return "/".join(p for p in path.split("/") if p)
+        on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            on_close()
 
 
 #: ``init(txid, last_state) -> state`` for :meth:`RotatingTransactionalState.get_state_or_create`.
@@ -189,14 +125,44 @@ class RotatingTransactionalState:
             self.state.delete(f"{self.subdir}/{t}")
 
 
-#: Key choosing the transactional state's backend: "zookeeper" (default) or "memory" (one
-#: process only: for tests on a single worker; nothing survives a restart).
-TRIDENT_TRANSACTIONAL_STATE = "trident.transactional.state"
-_MEMORY_STATES: dict[str, dict[str, Any]] = {}
+# The process's cluster states for transactional state, shared by every Trident component of
+# a worker: one ZooKeeper session per ensemble (not one per spout and coordinator), released
+# when the last state using it closes.
+_lock = threading.Lock()
+_shared: dict[tuple, list] = {}  # key -> [cluster state, users]
+_memory_store: Any = None
 
 
 def make_tx_state(state_id: str, conf: Mapping[str, Any]) -> TransactionalState:
-    """The transactional state ``state_id`` for a worker with topology conf ``conf``."""
-    if str(conf.get(TRIDENT_TRANSACTIONAL_STATE, "zookeeper")).lower() == "memory":
-        return MemoryTransactionalState(_MEMORY_STATES.setdefault(state_id, {}))
-    return ZkTransactionalState(conf, state_id)
+    """The transactional state ``state_id`` for a worker with topology conf ``conf``
+    (``trident.transactional.state``: ``zookeeper``, or ``memory``: this process only)."""
+    from ..cluster_state import connect_string
+    backend = str(cfg.get(conf, cfg.TRIDENT_TRANSACTIONAL_STATE)).lower()
+    if backend == "memory":
+        from ..memory_cluster_state import InMemoryClusterState, MemoryStore
+        global _memory_store
+        with _lock:
+            if _memory_store is None:
+                _memory_store = MemoryStore()
+        return TransactionalState(InMemoryClusterState(conf, store=_memory_store), state_id)
+    if backend != "zookeeper":
+        raise ConfigError(cfg.TRIDENT_TRANSACTIONAL_STATE,
+                          f"expected zookeeper or memory, got {backend!r}")
+    key = (connect_string(conf), cfg.get(conf, cfg.STORM_ZOOKEEPER_ROOT),
+           cfg.get(conf, cfg.TRANSACTIONAL_ZOOKEEPER_ROOT))
+    with _lock:
+        entry = _shared.get(key)
+        if entry is None:
+            from ..zk_cluster_state import KazooClusterState
+            entry = _shared[key] = [KazooClusterState(conf), 0]
+        entry[1] += 1
+
+    def release() -> None:
+        with _lock:
+            entry[1] -= 1
+            if entry[1] > 0 or _shared.get(key) is not entry:
+                return
+            del _shared[key]
+        entry[0].close()
+
+    return TransactionalState(entry[0], state_id, on_close=release)

@@ -258,9 +258,9 @@ def test_zookeeper_outage_fails_operations_clearly_then_resumes(zookeeper, tmp_p
 
 
 def test_trident_transactional_state_in_zookeeper_survives_a_new_connection(zk_conf):
-    from squall.client.trident.tx_state import RotatingTransactionalState, ZkTransactionalState
+    from squall.client.trident.tx_state import RotatingTransactionalState, make_tx_state
 
-    s = ZkTransactionalState(zk_conf, "wordcount-spout")
+    s = make_tx_state("wordcount-spout", zk_conf)
     try:
         s.set_data("coordinator/currtx", 7)
         r = RotatingTransactionalState(s, "partition-0")
@@ -269,7 +269,7 @@ def test_trident_transactional_state_in_zookeeper_survives_a_new_connection(zk_c
         r.cleanup_before(8)
     finally:
         s.close()
-    again = ZkTransactionalState(zk_conf, "wordcount-spout")
+    again = make_tx_state("wordcount-spout", zk_conf)
     try:
         assert again.get_data("coordinator/currtx") == 7
         assert again.list("") == ["coordinator", "partition-0"]

@@ -28,7 +28,7 @@ import pytest
 
 from squall.client.trident.line_files import OpaqueLineFiles, TransactionalLineFiles
 from squall.client.trident.state.redis_map import RedisMapState
-from squall.client.trident.tx_state import ZkTransactionalState
+from squall.client.trident.tx_state import make_tx_state
 from test_cli_cluster import Cluster, alive, started, worker_pids
 from trident_topos import word_count_recorded
 from zk_fixtures import poll_for
@@ -292,7 +292,7 @@ def trident_cluster(tmp_path, zk_conf, redis_conf):
 @pytest.fixture
 def zk_tx_state(zk_conf):
     """The topology's transactional state in ZooKeeper (the spout's id: ``lines``)."""
-    st = ZkTransactionalState(zk_conf, "lines")
+    st = make_tx_state("lines", zk_conf)
     yield st
     st.close()
 

@@ -7,15 +7,17 @@ import random
 import msgpack
 import pytest
 
+from squall.client.config import TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS
 from squall.client.transitions import InvalidTransition
 from squall.client.trident.attempt import (BATCH_STREAM, COMMIT_STREAM, SUCCESS_STREAM,
                                            TransactionAttempt, coord_stream, master_coordinator,
                                            spout_coordinator)
-from squall.client.trident.coordinator import (TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS,
-                                               Ack, Activate, AttemptStatus, Deactivate,
+from squall.client.trident.coordinator import (Ack, Activate, AttemptStatus, Deactivate,
                                                EmitBatch, EmitCommit, EmitSuccess, Fail,
                                                MasterCoordinator, PersistAttempts,
                                                PersistCurrentTx, Restore, Sync)
+
+import event_table
 
 A = TransactionAttempt
 _ids = itertools.count()
@@ -57,10 +59,7 @@ def make():
 
 
 def play(m, table):
-    for i, (event, expected) in enumerate(table):
-        got = m.handle(event)
-        assert got == expected, f"row {i}: {event} -> {got!r}, expected {expected!r}"
-        m.validate_state()
+    event_table.play(m.handle, table, after=lambda i: m.validate_state())
 
 
 # -- TransactionAttempt and names ---------------------------------------------------------

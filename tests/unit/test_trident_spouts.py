@@ -9,7 +9,8 @@ import pytest
 from squall.client.trident.line_files import (OpaqueLineFiles, TransactionalLineFiles,
                                               read_lines)
 from squall.client.trident.spout import PartitionedSpoutExecutor, partitions_for_task
-from squall.client.trident.tx_state import MemoryTransactionalState
+from squall.client.memory_cluster_state import InMemoryClusterState, MemoryStore
+from squall.client.trident.tx_state import TransactionalState
 
 Attempt = namedtuple("Attempt", "txid attempt_id")
 
@@ -41,7 +42,8 @@ def write(path, lines, mode="w"):
 
 
 def spout_parts(spout, shared, index=0, tasks=1):
-    ex = PartitionedSpoutExecutor(spout, lambda sid, conf: MemoryTransactionalState(shared))
+    ex = PartitionedSpoutExecutor(
+        spout, lambda sid, conf: TransactionalState(InMemoryClusterState(store=shared), sid))
     coord = ex.get_coordinator("wc", {}, None)
     return ex, coord, ex.get_emitter("wc", {}, Context(index, tasks))
 
@@ -64,7 +66,7 @@ def test_read_lines_leaves_a_partial_last_line(tmp_path):
 def test_transactional_txids_replay_their_exact_lines_also_after_a_restart(tmp_path):
     f = tmp_path / "in.txt"
     write(f, [f"l{i}" for i in range(5)])
-    shared: dict = {}
+    shared = MemoryStore()
     ex, coord, em = spout_parts(TransactionalLineFiles([str(f)], batch_lines=2), shared)
     assert batch(coord, em, 1) == ["l0", "l1"]
     assert batch(coord, em, 2) == ["l2", "l3"]
@@ -74,13 +76,16 @@ def test_transactional_txids_replay_their_exact_lines_also_after_a_restart(tmp_p
     assert batch(coord2, em2, 2, attempt_id=2) == ["l2", "l3"]  # ... after a restart too
     assert batch(coord2, em2, 3) == ["l4", "l5"]
     em2.success(Attempt(3, 0))
-    assert set(shared) == {f"{next(iter(em2.states))}/3"}  # older txids cleaned up
+    prefix = "/squall/transactional/"
+    stored = {p[len(prefix):].split("/", 1)[1] for p, (data, _, _) in shared.nodes.items()
+              if p.startswith(prefix) and data}
+    assert stored == {f"{next(iter(em2.states)).strip('/')}/3"}  # older txids cleaned up
 
 
 def test_opaque_batches_continue_and_a_replay_may_read_more(tmp_path):
     f = tmp_path / "in.txt"
     write(f, ["a", "b", "c"])
-    shared: dict = {}
+    shared = MemoryStore()
     ex, coord, em = spout_parts(OpaqueLineFiles([str(f)], batch_lines=2), shared)
     assert ex.committer
     assert batch(coord, em, 1) == ["a", "b"]
@@ -102,7 +107,7 @@ def test_partitions_are_dealt_over_tasks(tmp_path):
     assert partitions_for_task(files, 1, 2) == [files[1]]
     got = []
     for index in range(2):
-        _, coord, em = spout_parts(TransactionalLineFiles(files), {}, index, tasks=2)
+        _, coord, em = spout_parts(TransactionalLineFiles(files), MemoryStore(), index, tasks=2)
         got.append(sorted(batch(coord, em, 1)))
     assert got == [["a", "c"], ["b"]]
 
