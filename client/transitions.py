@@ -3,8 +3,8 @@
 A machine keeps its allowed ``(from, to)`` pairs in a table and changes state
 only through :meth:`History.check`, which records the transition or raises
 :class:`InvalidTransition` carrying the machine's recent transitions (for the
-bug report). Used by Trident's coordinator and batch tracker and the Spark
-bridge's batcher.
+bug report). Used by Trident's coordinator and batch tracker, the Spark
+bridge's batcher, and Nimbus's topology lifecycle (for its refusals).
 """
 
 from __future__ import annotations
@@ -18,20 +18,26 @@ from .errors import SquallError
 class InvalidTransition(SquallError):
     """A state machine was asked for a transition its table does not allow.
 
-    ``key`` names what changed (a txid, or ``"coordinator"``), ``history`` holds the
-    machine's most recent transitions as ``(stimulus_id, key, from, to)``, oldest first.
+    ``key`` names what changed (a txid, a topology id, or ``"coordinator"``),
+    ``from_state`` the state it was in, ``to_state`` the state (or the event) asked for,
+    ``history`` the machine's most recent transitions as ``(stimulus_id, key, from, to)``,
+    oldest first. A machine that refuses a person's request (Nimbus's topology lifecycle)
+    passes the ``message`` that says what to do instead; the gRPC edge maps this error to
+    FAILED_PRECONDITION.
     """
 
     def __init__(self, key: Hashable, from_state: Any, to_state: Any, stimulus_id: str,
-                 history: Iterable[tuple]):
+                 history: Iterable[tuple], message: str | None = None):
         self.key = key
         self.from_state = from_state
         self.to_state = to_state
         self.stimulus_id = stimulus_id
         self.history = list(history)
-        recent = "; ".join(f"{s}: {k} {a}->{b}" for s, k, a, b in self.history[-5:])
-        super().__init__(f"{key}: no transition {_name(from_state)} -> {_name(to_state)} "
-                         f"(stimulus {stimulus_id!r}; recent: {recent or 'none'})")
+        if message is None:
+            recent = "; ".join(f"{s}: {k} {a}->{b}" for s, k, a, b in self.history[-5:])
+            message = (f"{key}: no transition {_name(from_state)} -> {_name(to_state)} "
+                       f"(stimulus {stimulus_id!r}; recent: {recent or 'none'})")
+        super().__init__(message)
 
 
 def _name(state: Any) -> str:

@@ -34,7 +34,7 @@ from ..client import config as cfg
 from ..client.daemon import Daemon
 from ..client.errors import SquallError
 from ..client.topology import Topology
-from ..worker.worker import EXIT_USER_CODE
+from ..client.contract import EXIT_USER_CODE
 from .net import free_ports
 from .report import run_report
 from .topology_file import LoadedTopology, load_topology_file
@@ -237,10 +237,8 @@ class _Run:
 
     def worker_conf(self) -> dict[str, Any]:
         """The conf the workers ran with: this cluster's keys beneath the topology conf."""
-        from ..supervisor.supervisor import WORKER_INHERITED_PREFIXES
-        inherited = {k: v for k, v in self.cluster.conf.items()
-                     if k.startswith(WORKER_INHERITED_PREFIXES)}
-        return cfg.layered(inherited, self.loaded.conf, self.cluster.overrides)
+        return cfg.layered(cfg.worker_inherited(self.cluster.conf), self.loaded.conf,
+                           self.cluster.overrides)
 
     def info(self):
         return self.nimbus.topology_info(topology_id=self.topology_id)
@@ -324,7 +322,7 @@ def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any
              f"Nimbus {c.nimbus.address}{redis}, supervisor slots {c.supervisor.ports}")
         run.topology_id = c.submit(loaded.name, loaded.topology, loaded.conf, loaded.code_dir)
         echo(f"[squall local] topology {loaded.name} submitted as {run.topology_id}; "
-             f"worker logs in {c.supervisor.logs_dir}")
+             f"worker logs in {c.supervisor.files.logs_dir}")
         code = _watch(run, duration, stop, progress_every)
     finally:
         for s, h in old.items():

@@ -11,7 +11,6 @@ crashed worker stays down. ``squall local`` runs the real daemons instead
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -24,12 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from ..client import config as cfg
+from ..client.contract import (EXIT_USER_CODE, TOPOLOGY_FILE, WorkerAssignment, WorkerHeartbeat,
+                               WorkerStatus, write_status)
 from ..client.topology import Topology, assign_task_ids, executors_of, system_topology
 from ..client.topology_proto import to_bytes
-from ..worker.state import Assignment
 from .net import free_ports
-from ..worker.worker import (ASSIGNMENT_FILE, EXIT_USER_CODE, HEARTBEAT_FILE, STATUS_FILE,
-                             TOPOLOGY_FILE)
 
 log = logging.getLogger("squall.static")
 
@@ -104,11 +102,9 @@ class StaticCluster:
         for w, port in zip(worker_ids, ports):
             wdir = os.path.join(self.base_dir, f"worker-{port}")
             os.makedirs(wdir, exist_ok=True)
-            a = Assignment(self.topology_id, w, self.host, port, self.assignment, self.conf,
-                           ipc_dir, self.cli_overrides, self.code_paths)
-            with open(os.path.join(wdir, ASSIGNMENT_FILE), "w") as fh:
-                json.dump(a.to_json(), fh)
-            self.set_status_file(wdir, "ACTIVE")
+            WorkerAssignment(self.topology_id, w, self.host, port, self.assignment, self.conf,
+                             ipc_dir, self.cli_overrides, self.code_paths).write(wdir)
+            write_status(wdir, WorkerStatus.ACTIVE)
             log_path = os.path.join(wdir, "worker.log")
             logf = open(log_path, "ab")
             proc = subprocess.Popen(
@@ -127,13 +123,12 @@ class StaticCluster:
 
     # -- observe -------------------------------------------------------------------
     def heartbeats(self) -> dict[str, dict]:
+        """worker id -> its latest heartbeat.json (the contract's WorkerHeartbeat, as JSON)."""
         out = {}
         for w in self.workers:
-            try:
-                with open(os.path.join(w.dir, HEARTBEAT_FILE)) as fh:
-                    out[w.worker_id] = json.load(fh)
-            except (OSError, ValueError):
-                pass
+            hb = WorkerHeartbeat.read(w.dir)
+            if hb is not None:
+                out[w.worker_id] = hb.to_json()
         return out
 
     def task_stats(self, component: str | None = None) -> list[dict]:
@@ -188,21 +183,14 @@ class StaticCluster:
                 f"last lines of {w.log_path}:\n{self.log_tail(w)}")
 
     # -- control -------------------------------------------------------------------
-    @staticmethod
-    def set_status_file(wdir: str, status: str) -> None:
-        tmp = os.path.join(wdir, STATUS_FILE + ".tmp")
-        with open(tmp, "w") as fh:
-            fh.write(status + "\n")
-        os.replace(tmp, os.path.join(wdir, STATUS_FILE))
-
-    def set_status(self, status: str) -> None:
+    def set_status(self, status: str | WorkerStatus) -> None:
         """ACTIVE, INACTIVE or KILLED for every worker (spouts follow within ~0.2 s)."""
         for w in self.workers:
-            self.set_status_file(w.dir, status)
+            write_status(w.dir, WorkerStatus(status))
 
     def drain(self, timeout: float) -> bool:
         """Deactivate spouts and wait until no spout task has pending trees."""
-        self.set_status("INACTIVE")
+        self.set_status(WorkerStatus.INACTIVE)
         since = time.time()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -1,13 +1,14 @@
 """The topology lifecycle: a pure state machine over a topology's status.
 
 Mirrors Storm's topology status transitions (``Nimbus.TOPO_STATE_TRANSITIONS`` over
-``StormBase.status`` and ``TopologyActions``): ACTIVE <-> INACTIVE, ACTIVE|INACTIVE ->
-KILLED -> removed once the kill wait has passed, ACTIVE|INACTIVE -> REBALANCING -> back
-to the previous status with a reassignment once the rebalance wait has passed.
-:func:`transition` takes a :class:`TopologyState` (the record Nimbus keeps in ZooKeeper)
-and an event and returns the new state (``None`` once the topology is removed) plus the
-instructions the daemon carries out (:class:`Persist`, :class:`RemoveTopology`,
-:class:`Reassign`, :class:`ScheduleCheck`). There is no IO and no clock here: every time
+``StormBase.status`` and ``TopologyActions``): a submit makes it ACTIVE or INACTIVE,
+ACTIVE <-> INACTIVE, ACTIVE|INACTIVE -> KILLED -> removed once the kill wait has passed,
+ACTIVE|INACTIVE -> REBALANCING -> back to the previous status with a reassignment once
+the rebalance wait has passed. :func:`transition` takes a :class:`TopologyState` (the
+record Nimbus keeps in ZooKeeper; ``None`` before the submit) and an event and returns
+the new state (``None`` once the topology is removed) plus the instructions the daemon
+carries out (:class:`Persist`, :class:`RemoveTopology`, :class:`Reassign`,
+:class:`ScheduleCheck`). There is no IO and no clock here: every time
 comes in on the event. Unlike Storm, which re-counts the wait from the moment a new
 leader takes over, the state keeps the absolute ``transition_at`` counted from the kill
 or rebalance request, so a Nimbus restart neither extends nor shortens a kill.
@@ -20,7 +21,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from ..client.errors import SquallError
+from ..client.transitions import InvalidTransition
 
 
 class TopologyStatus(enum.Enum):
@@ -145,6 +146,26 @@ class Event:
 
 
 @dataclass(frozen=True)
+class Submit(Event):
+    """A validated submit (its package already stored): the topology begins, ``status``
+    ACTIVE or INACTIVE, and is assigned ``num_workers`` workers."""
+
+    topology_id: str
+    name: str
+    owner: str
+    status: TopologyStatus
+    now: float
+    num_workers: int
+    component_executors: dict[str, int]
+
+    def __post_init__(self) -> None:
+        if self.status not in _RUNNING:
+            raise ValueError(f"a topology is submitted active or inactive, not "
+                             f"{self.status.value}")
+        object.__setattr__(self, "component_executors", dict(self.component_executors))
+
+
+@dataclass(frozen=True)
 class Activate(Event):
     """``squall activate``: let the spouts emit again."""
 
@@ -238,18 +259,15 @@ Instruction = Persist | RemoveTopology | Reassign | ScheduleCheck
 Result = tuple[TopologyState | None, list[Instruction]]
 
 
-class InvalidTransition(SquallError):
-    """An event the topology's status does not allow; the message says what to do instead."""
-
-    def __init__(self, message: str, from_status: TopologyStatus, event: Event,
-                 topology_id: str):
-        self.from_status = from_status
-        self.event = event
-        self.topology_id = topology_id
-        super().__init__(message)
-
-
 # -- transitions --------------------------------------------------------------------------
+
+
+def _submit(state: None, event: Submit) -> Result:
+    new = TopologyState(event.topology_id, event.name, event.owner, event.status,
+                        launch_time_secs=event.now, num_workers=event.num_workers,
+                        component_executors=event.component_executors)
+    return new, [Persist(new), Reassign(new.topology_id, new.num_workers,
+                                        dict(new.component_executors))]
 
 
 def _noop(state: TopologyState, event: Event) -> Result:
@@ -325,8 +343,10 @@ def _finish_rebalance(state: TopologyState) -> Result:
 _A, _I, _K, _R = (TopologyStatus.ACTIVE, TopologyStatus.INACTIVE, TopologyStatus.KILLED,
                   TopologyStatus.REBALANCING)
 
-#: Every allowed (status, event type); anything else raises InvalidTransition.
-TRANSITIONS: dict[tuple[TopologyStatus, type[Event]], Callable[..., Result]] = {
+#: Every allowed (status, event type), ``None`` the status before a submit; anything else
+#: raises InvalidTransition.
+TRANSITIONS: dict[tuple[TopologyStatus | None, type[Event]], Callable[..., Result]] = {
+    (None, Submit): _submit,
     (_A, Activate): _noop,  # as Storm: activating an active topology is not an error
     (_A, Deactivate): _set_status(_I),
     (_A, Kill): _kill,
@@ -354,7 +374,15 @@ def _when(secs: float) -> str:
     return datetime.fromtimestamp(secs, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _refusal(state: TopologyState, event: Event) -> InvalidTransition:
+def _refusal(state: TopologyState | None, event: Event) -> InvalidTransition:
+    if state is None:
+        tid = getattr(event, "topology_id", None)
+        return InvalidTransition(tid, None, type(event).__name__, event.stimulus_id, (),
+                                 message=f"no such topology: it cannot be "
+                                         f"{_VERB.get(type(event), 'changed')}")
+    if isinstance(event, Submit):
+        return InvalidTransition(state.topology_id, state.status, "Submit", event.stimulus_id,
+                                 (), message=f"topology {state.topology_id} exists already")
     verb = _VERB[type(event)]
     at = _when(state.transition_at)
     if state.status is _K:
@@ -366,19 +394,22 @@ def _refusal(state: TopologyState, event: Event) -> InvalidTransition:
     else:
         msg = (f"topology {state.name} is being rebalanced; it cannot be {verb} until the "
                f"rebalance finishes at {at}; retry then")
-    return InvalidTransition(msg, state.status, event, state.topology_id)
+    return InvalidTransition(state.topology_id, state.status, type(event).__name__,
+                             event.stimulus_id, (), message=msg)
 
 
-def transition(state: TopologyState, event: Event) -> Result:
-    """Apply ``event`` to ``state``: ``(new state or None if removed, instructions)``.
+def transition(state: TopologyState | None, event: Event) -> Result:
+    """Apply ``event`` to ``state`` (None before a submit): ``(new state or None if removed,
+    instructions)``.
 
     The daemon executes the instructions in order. Raises :class:`InvalidTransition` for
     an event the status does not allow, ValueError for a rebalance naming an unknown
     component, TypeError for something that is not an event.
     """
-    handler = TRANSITIONS.get((state.status, type(event)))
+    status = None if state is None else state.status
+    handler = TRANSITIONS.get((status, type(event)))
     if handler is not None:
         return handler(state, event)
-    if type(event) in _VERB:
+    if isinstance(event, Event):
         raise _refusal(state, event)
     raise TypeError(f"not a lifecycle event: {event!r}")

@@ -13,41 +13,21 @@ serialize on one lock. Only the leader accepts writes (:class:`NotALeader` other
 What Nimbus reads and writes in ZooKeeper (through :class:`~squall.client.cluster_state.ClusterState`):
 
 =========================  ====================================================================
-``/supervisors/<sup-id>``  written by each supervisor (ephemeral), read here. Shape::
-
-                               {"host": str,          # host its workers are reached at
-                                "slots": [int],       # supervisor.slots.ports
-                                "used_slots": [int],  # ports running a worker now
-                                "uptime_secs": float, # since the supervisor started
-                                "time_secs": float}   # when this record was written (epoch)
-
-                           Only ``host`` and ``slots`` are required; Nimbus derives used slots
-                           from the assignments, the other keys are shown by ``squall list``.
+``/supervisors/<sup-id>``  written by each supervisor (ephemeral), read here:
+                           :class:`~squall.client.contract.SupervisorInfo`.
 ``/storms/<id>``           :meth:`TopologyState.to_json` (status values are lowercase:
                            "active", "inactive", "killed", "rebalancing").
-``/assignments/<id>``      written here, read by supervisors. Shape::
-
-                               {"topology_id": str,
-                                "workers": {"host:port": [task ids]},   # what each worker runs
-                                "slots": {"host:port": "supervisor id"},
-                                "executors": [[component, [task ids]], ...],
-                                "start_times": {"host:port": epoch secs},  # kept while unchanged
-                                "version": int}   # +1 on every write of this topology
+``/assignments/<id>``      written here, read by supervisors:
+                           :class:`~squall.client.contract.Assignment` (its ``revision``
+                           counts this topology's writes).
 ``/nimbuses/<host:port>``  ephemeral: {"host", "port", "start_time_secs", "version"}.
 =========================  ====================================================================
 
 The topology's conf and user topology are in stormdist (``GetTopologyConf``,
 ``GetUserTopology``), not in ZooKeeper, as Storm keeps them in its blob store.
 
-Worker liveness (Storm's heartbeat cache): supervisors report their workers' heartbeats
-every ``supervisor.heartbeat.frequency.secs`` (``SendSupervisorWorkerHeartbeats``); Nimbus
-keeps them in memory only (:attr:`Nimbus.heartbeats`), with the time it received a *newer*
-heartbeat (so clock skew between hosts does not matter). The monitor round treats a slot as
-dead when its supervisor's ephemeral node is gone, when its supervisor has reported before
-but not for ``nimbus.task.timeout.secs``, or when the slot was assigned more than
-``nimbus.task.launch.secs`` ago and no newer heartbeat arrived for
-``nimbus.task.timeout.secs`` (counted at the earliest from the assignment and from when this
-Nimbus began to lead, since heartbeats are not persisted). Only those slots' executors move.
+Worker liveness is :mod:`.liveness` (heartbeats in memory, never in ZooKeeper); what
+Nimbus shows (cluster summary, topology info) is :mod:`.views`.
 """
 
 from __future__ import annotations
@@ -62,10 +42,9 @@ import time
 from dataclasses import replace
 from typing import Any, Mapping
 
-from google.protobuf.message import DecodeError
-
 from ..client import config as cfg
 from ..client.cluster_state import NO_NODE, ClusterState, ClusterStateError, VersionConflict
+from ..client.contract import Assignment, SupervisorInfo, host_port
 from ..client.daemon import Daemon
 from ..client.errors import (ConfigError, InvalidRequest, InvalidTopology, NotALeader, SquallError,
                              TopologyAlreadyExists, TopologyNotFound)
@@ -73,7 +52,9 @@ from ..client.topology import Topology, assign_task_ids, executors_of, system_to
 from ..client.topology_proto import from_bytes, from_proto
 from ..proto import topology_pb2
 from . import lifecycle as lc
+from . import views
 from .code_sync import CodeSync
+from .liveness import Liveness
 from .package_store import PackageStore
 from .scheduler import NotEnoughSlots, Slot, edges_of, schedule
 
@@ -113,15 +94,8 @@ class Nimbus(Daemon):
         self.address = f"{self.host}:{self.port}"
         self.monitor_secs = float(self.conf.get(cfg.NIMBUS_MONITOR_FREQ_SECS) or 10)
         self.start_time = time.time()
-        #: Latest worker heartbeats by (supervisor id, topology id, port): (received, message);
-        #: ``received`` is when a heartbeat with a newer ``time_secs`` arrived.
-        self.heartbeats: dict[tuple[str, str, int], tuple[float, Any]] = {}
-        #: When each supervisor last reported (any SendSupervisorWorkerHeartbeats).
-        self.supervisor_reports: dict[str, float] = {}
-        self.task_timeout_secs = float(self.conf.get(cfg.NIMBUS_TASK_TIMEOUT_SECS) or 30)
-        launch = self.conf.get(cfg.NIMBUS_TASK_LAUNCH_SECS)
-        self.task_launch_secs = float(120 if launch is None else launch)
-        self._lead_start = time.time()
+        #: Worker heartbeats and supervisor reports: which slots are alive.
+        self.liveness = Liveness(self.conf, self.start_time)
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
         self._timers: list[tuple[float, str]] = []
@@ -188,7 +162,7 @@ class Nimbus(Daemon):
         if self._stopping.is_set():
             return
         log.info("Nimbus %s is the leader", self.address)
-        self._lead_start = time.time()
+        self.liveness.leading_since(time.time())
         self._leader.set()
         try:
             with self._lock:
@@ -235,15 +209,15 @@ class Nimbus(Daemon):
             except (SquallError, OSError) as e:  # one topology's trouble must not stop the rest
                 log.warning("monitor round, topology %s: %s", tid, e)
 
-    def _repair(self, tid: str, supervisors: Mapping[str, dict], now: float) -> None:
+    def _repair(self, tid: str, supervisors: Mapping[str, SupervisorInfo], now: float) -> None:
         """Assign ``tid`` if it has no workers, or move the executors of its dead slots."""
         state = self._state(tid)
         if state is None or state.status not in (lc.TopologyStatus.ACTIVE,
                                                  lc.TopologyStatus.INACTIVE):
             return
-        found = self.cluster_state.get_assignment(tid)
-        dead = self._dead_slots(found[0], supervisors, now) if found else set()
-        if found is None or not found[0].get("workers") or dead:
+        record = self._stored_assignment(tid)[0]
+        dead = self.liveness.dead_slots(record, supervisors, now) if record else set()
+        if record is None or not record.workers or dead:
             if dead:
                 log.warning("topology %s: dead worker slot(s) %s; moving their executors",
                             tid, sorted(f"{d.host}:{d.port}" for d in dead))
@@ -309,75 +283,49 @@ class Nimbus(Daemon):
         topology = from_bytes(self.package_store.read_topology(tid))
         return _executors(topology, self.package_store.read_conf(tid), component_executors)
 
+    def _stored_assignment(self, tid: str) -> tuple[Assignment | None, int]:
+        """The topology's assignment and its node version (None, NO_NODE when there is none)."""
+        found = self.cluster_state.get_assignment(tid)
+        if found is None:
+            return None, NO_NODE
+        return Assignment.from_json(found[0]), found[1]
+
     def _assign(self, tid: str, num_workers: int, component_executors: Mapping[str, int],
                 stimulus_id: str, retry: bool = True) -> None:
         """Schedule ``tid`` over the free slots and write /assignments/<id> (Storm's mkAssignments)."""
         sys_topo, executors = self._executors(tid, component_executors)
         now = time.time()
         supervisors = self._live_supervisors(now)
-        found = self.cluster_state.get_assignment(tid)
-        old, version = found if found is not None else ({}, NO_NODE)
+        old, version = self._stored_assignment(tid)
         current = _current(old)
         slots = self._free_slots(supervisors, exclude=tid) | set(current.values())
-        dead = self._dead_slots(old, supervisors, now)
+        dead = self.liveness.dead_slots(old, supervisors, now) if old else set()
         assignment = schedule(executors, slots, current, dead, num_workers=num_workers,
                               edges=edges_of(sys_topo))
         record = _assignment_record(tid, executors, assignment, old, time.time())
         try:
-            self.cluster_state.set_assignment(tid, record, expected_version=version)
+            self.cluster_state.set_assignment(tid, record.to_json(), expected_version=version)
         except VersionConflict:
             # Only the leader writes assignments; a conflict means a previous leader did.
             if not retry:
                 raise
             log.warning("topology %s: assignment changed under us; retrying once", tid)
             return self._assign(tid, num_workers, component_executors, stimulus_id, False)
-        log.info("topology %s assigned to %s (%s)", tid, sorted(record["workers"]), stimulus_id)
+        log.info("topology %s assigned to %s (%s)", tid, sorted(record.workers), stimulus_id)
 
-    def _free_slots(self, supervisors: Mapping[str, dict], exclude: str) -> set[Slot]:
+    def _free_slots(self, supervisors: Mapping[str, SupervisorInfo], exclude: str) -> set[Slot]:
         used: set[tuple[str, str]] = set()  # (supervisor id, "host:port")
         for other in self.cluster_state.assignment_ids():
             if other == exclude:
                 continue
-            found = self.cluster_state.get_assignment(other)
-            if found is not None:
-                used.update((sid, hp) for hp, sid in found[0].get("slots", {}).items())
-        return {Slot(sid, info["host"], int(port)) for sid, info in supervisors.items()
-                for port in info.get("slots", [])
-                if (sid, f"{info['host']}:{port}") not in used}
+            record = self._stored_assignment(other)[0]
+            if record is not None:
+                used.update((sid, hp) for hp, sid in record.slots.items())
+        return {Slot(sid, info.host, port) for sid, info in supervisors.items()
+                for port in info.slots if (sid, f"{info.host}:{port}") not in used}
 
-    def _live_supervisors(self, now: float) -> dict[str, dict]:
-        """Registered supervisors, less those that reported before but not for the task timeout."""
-        out = {}
-        with self._lock:
-            for sid, info in self.cluster_state.supervisors().items():
-                last = self.supervisor_reports.get(sid)
-                if last is not None and now - max(last, self._lead_start) > self.task_timeout_secs:
-                    continue
-                out[sid] = info
-        return out
-
-    def _dead_slots(self, record: Mapping[str, Any], supervisors: Mapping[str, dict],
-                    now: float | None = None) -> set[Slot]:
-        """Slots of ``record`` whose supervisor is gone or whose worker's heartbeats timed out."""
-        now = time.time() if now is None else now
-        tid = record.get("topology_id", "")
-        starts = record.get("start_times", {})
-        dead = set()
-        with self._lock:
-            for hp, sid in record.get("slots", {}).items():
-                host, port = hp.rsplit(":", 1)
-                info = supervisors.get(sid)
-                if info is None or int(port) not in info.get("slots", []):
-                    dead.add(Slot(sid, host, int(port)))
-                    continue
-                assigned = float(starts.get(hp, now))
-                if now - assigned <= self.task_launch_secs:
-                    continue
-                hb = self.heartbeats.get((sid, tid, int(port)))
-                last = max(hb[0] if hb else 0.0, assigned, self._lead_start)
-                if now - last > self.task_timeout_secs:
-                    dead.add(Slot(sid, host, int(port)))
-        return dead
+    def _live_supervisors(self, now: float) -> dict[str, SupervisorInfo]:
+        return self.liveness.live_supervisors(self.cluster_state.supervisors(), now)
 
     # --- requests (any thread) ---
     def require_leader(self) -> None:
@@ -436,7 +384,7 @@ class Nimbus(Daemon):
         except Exception as e:  # noqa: BLE001 - a malformed message can fail in many ways
             raise InvalidTopology(f"topology {name} cannot be read: {type(e).__name__}: {e}") from None
         validate(topology)
-        sys_topo, executors = _executors(topology, conf)
+        _, executors = _executors(topology, conf)
         status = {"ACTIVE": lc.TopologyStatus.ACTIVE,
                   "INACTIVE": lc.TopologyStatus.INACTIVE}.get(str(initial_status).upper())
         if status is None:
@@ -453,24 +401,30 @@ class Nimbus(Daemon):
             tid = f"{name}-{next(self._counter)}-{now}"
             while self.cluster_state.get_storm(tid) is not None:
                 tid = f"{name}-{next(self._counter)}-{now}"
-            state = lc.TopologyState(
-                tid, name, owner or getpass.getuser(), status, launch_time_secs=now,
-                num_workers=int(conf.get(cfg.TOPOLOGY_WORKERS) or 1),
-                component_executors=_counts(executors))
+            event = lc.Submit(tid, name, owner or getpass.getuser(), status, now,
+                              int(conf.get(cfg.TOPOLOGY_WORKERS) or 1), _counts(executors),
+                              stimulus_id=f"submit-{name}")
+            _, instructions = lc.transition(None, event)
+            # The code first (Storm's blob store): the topology exists once /storms has it.
             self.package_store.commit(location, tid,
                                       topology_pb.SerializeToString(deterministic=True),
                                       json.dumps(conf, sort_keys=True))
+            persisted = False
             try:
-                self.cluster_state.set_storm(tid, state.to_json())
+                for inst in instructions:
+                    try:
+                        self._execute(tid, inst, event.stimulus_id)
+                    except NotEnoughSlots as e:
+                        log.warning("topology %s: %s; the monitor assigns it once slots appear",
+                                    tid, e)
+                    if isinstance(inst, lc.Persist):
+                        persisted = True
+                        log.info("topology %s submitted as %s (%s, %d executors)", name, tid,
+                                 status.value, len(executors))
             except BaseException:
-                self.package_store.remove(tid)
+                if not persisted:  # nothing points at the stored code: drop it
+                    self.package_store.remove(tid)
                 raise
-            log.info("topology %s submitted as %s (%s, %d executors)", name, tid,
-                     status.value, len(executors))
-            try:
-                self._assign(tid, state.num_workers, state.component_executors, "submit")
-            except NotEnoughSlots as e:
-                log.warning("topology %s: %s; the monitor assigns it once slots appear", tid, e)
             return tid
 
     def _find(self, name: str) -> lc.TopologyState | None:
@@ -546,17 +500,7 @@ class Nimbus(Daemon):
         stores the forwarded worker ``errors`` (WorkerError) under /errors, one write each.
         Only the leader takes them (NotALeader otherwise)."""
         self.require_leader()  # a follower's view would go unused: the supervisor finds the leader
-        now = time.time()
-        with self._lock:
-            self.supervisor_reports[supervisor_id] = now
-            for hb in heartbeats:
-                key = (supervisor_id, hb.topology_id, int(hb.port))
-                prev = self.heartbeats.get(key)
-                if prev is not None and hb.time_secs <= prev[1].time_secs:
-                    # Not newer: a hung worker's stale file; keep the old receive time.
-                    self.heartbeats[key] = (prev[0], hb)
-                else:
-                    self.heartbeats[key] = (now, hb)
+        self.liveness.record(supervisor_id, heartbeats, time.time())
         if errors:  # outside the lock: ZooKeeper writes must not stall the loop
             self._store_errors(errors)
 
@@ -573,130 +517,25 @@ class Nimbus(Daemon):
             except ClusterStateError as exc:
                 log.warning("topology %s: cannot store a worker error: %s", we.topology_id, exc)
 
-    # --- views (any Nimbus answers) ---
+    # --- views (any Nimbus answers; nimbus/views.py) ---
     def cluster_info(self) -> dict[str, Any]:
         """Supervisors, topologies and Nimbuses, as plain dicts (Storm's getClusterInfo)."""
-        now = time.time()
-        supervisors = self.cluster_state.supervisors()
-        used: dict[str, int] = {}
-        topologies = []
-        for tid in self.cluster_state.storm_ids():
-            state = self._state(tid)
-            if state is None:
-                continue
-            found = self.cluster_state.get_assignment(tid)
-            record = found[0] if found else {}
-            for sid in record.get("slots", {}).values():
-                used[sid] = used.get(sid, 0) + 1
-            topologies.append({
-                "id": tid, "name": state.name, "status": state.status.name,
-                "num_workers": len(record.get("workers", {})),
-                "num_executors": len(record.get("executors", [])),
-                "num_tasks": sum(len(t) for _, t in record.get("executors", [])),
-                "uptime_secs": int(now - state.launch_time_secs), "owner": state.owner})
-        return {
-            "supervisors": [{"id": sid, "host": info.get("host", ""),
-                             "uptime_secs": int(info.get("uptime_secs", 0)),
-                             "num_slots": len(info.get("slots", [])),
-                             "num_used_slots": used.get(sid, 0)}
-                            for sid, info in sorted(supervisors.items())],
-            "topologies": sorted(topologies, key=lambda t: t["name"]),
-            "nimbus_uptime_secs": int(now - self.start_time),
-            "nimbuses": self.nimbuses()}
+        topologies = [t for t in map(self._state, self.cluster_state.storm_ids()) if t]
+        return views.cluster_info(self.cluster_state, topologies, self.nimbuses(),
+                                  time.time() - self.start_time)
 
     def nimbuses(self) -> list[dict[str, Any]]:
         leader = self.address if self.is_leader else self._leader_address()
-        now = time.time()
-        return [{"host": info.get("host", ""), "port": int(info.get("port", 0)),
-                 "uptime_secs": int(now - info.get("start_time_secs", now)),
-                 "is_leader": hp == leader, "version": info.get("version", "")}
-                for hp, info in sorted(self.cluster_state.nimbuses().items())]
+        return views.nimbus_rows(self.cluster_state, leader)
 
     def topology_info(self, name: str | None = None, topology_id: str | None = None
                       ) -> dict[str, Any]:
-        """One topology's executors (with host, port, uptime) and errors (Storm's getTopologyInfo).
-
-        Counters come from the latest worker heartbeats Nimbus received (zero before any).
-        """
+        """One topology's executors, component totals and errors (Storm's getTopologyInfo)."""
         state = self._by_name(name) if name is not None else self._state(topology_id or "")
         if state is None:
             raise TopologyNotFound(f"no live topology with id {topology_id!r}; `squall list` "
                                    "shows the running ones")
-        now = time.time()
-        found = self.cluster_state.get_assignment(state.topology_id)
-        record = found[0] if found else {}
-        worker_of = {t: hp for hp, tasks in record.get("workers", {}).items() for t in tasks}
-        stats = self._task_stats(state.topology_id, record)
-        executors = []
-        for comp, tasks in record.get("executors", []):
-            hp = worker_of.get(tasks[0], ":0")
-            host, port = hp.rsplit(":", 1)
-            started = record.get("start_times", {}).get(hp, now)
-            ex = {"component_id": comp, "task_start": tasks[0],
-                  "task_end": tasks[-1], "host": host, "port": int(port),
-                  "uptime_secs": int(now - started)}
-            lat_sum = lat_n = 0.0
-            for t in tasks:
-                if t not in stats:
-                    continue
-                hb_time, ts = stats[t]
-                ex["stats_time_secs"] = hb_time
-                for f in STAT_FIELDS:
-                    ex[f] = ex.get(f, 0) + getattr(ts, f)
-                if ts.HasField("complete_latency") and ts.complete_latency.n:
-                    lat_sum += ts.complete_latency.mean * ts.complete_latency.n
-                    lat_n += ts.complete_latency.n
-            if lat_n:
-                ex["complete_latency_ms"] = lat_sum / lat_n
-                ex["_latency_n"] = lat_n
-            executors.append(ex)
-        components = self._component_stats(state.topology_id, executors)
-        for ex in executors:
-            ex.pop("_latency_n", None)
-        errors = self.cluster_state.errors(state.topology_id)
-        return {"id": state.topology_id, "name": state.name, "status": state.status.name,
-                "uptime_secs": int(now - state.launch_time_secs), "owner": state.owner,
-                "executors": sorted(executors, key=lambda e: (e["component_id"],
-                                                              e["task_start"])),
-                "components": components, "errors": errors}
-
-    def _component_stats(self, tid: str, executors: list[dict]) -> list[dict[str, Any]]:
-        """Per-component totals of ``executors`` (Storm UI's component table)."""
-        try:  # the spout ids are the message's keys: no need to rebuild the topology
-            spouts = set(topology_pb2.StormTopology.FromString(
-                self.package_store.read_topology(tid)).spouts)
-        except (OSError, SquallError, DecodeError):
-            spouts = set()
-        out: dict[str, dict[str, Any]] = {}
-        for ex in executors:
-            comp = ex["component_id"]
-            c = out.setdefault(comp, {"component_id": comp,
-                                      "type": "spout" if comp in spouts else "bolt",
-                                      "num_executors": 0, "num_tasks": 0,
-                                      "complete_latency_ms": 0.0, "_n": 0.0})
-            c["num_executors"] += 1
-            c["num_tasks"] += ex["task_end"] - ex["task_start"] + 1
-            for f in STAT_FIELDS:
-                c[f] = c.get(f, 0) + ex.get(f, 0)
-            n = ex.get("_latency_n", 0)
-            if n:  # completions-weighted mean
-                c["complete_latency_ms"] = ((c["complete_latency_ms"] * c["_n"]
-                                             + ex["complete_latency_ms"] * n) / (c["_n"] + n))
-                c["_n"] += n
-        for c in out.values():
-            del c["_n"]
-        return [out[k] for k in sorted(out)]
-
-    def _task_stats(self, tid: str, record: Mapping[str, Any]) -> dict[int, tuple[float, Any]]:
-        """task -> (heartbeat time, latest TaskStats) from the heartbeats of the record's slots."""
-        out: dict[int, tuple[float, Any]] = {}
-        with self._lock:
-            for hp, sid in record.get("slots", {}).items():
-                hb = self.heartbeats.get((sid, tid, int(hp.rsplit(":", 1)[1])))
-                if hb is not None:
-                    for ts in hb[1].tasks:
-                        out[ts.task] = (hb[1].time_secs, ts)
-        return out
+        return views.topology_info(self.cluster_state, self.package_store, self.liveness, state)
 
     def topology_conf(self, topology_id: str) -> str:
         """The topology's conf as a JSON object string."""
@@ -708,10 +547,6 @@ class Nimbus(Daemon):
 
 
 # --- pure helpers ------------------------------------------------------------------
-
-#: TaskStats counters summed into executor and component summaries.
-STAT_FIELDS = ("emitted", "transferred", "executed", "acked", "failed", "pending")
-
 
 def _executors(topology: Topology, conf: Mapping[str, Any],
                component_executors: Mapping[str, int] | None = None
@@ -734,30 +569,32 @@ def _counts(executors: list[tuple[str, list[int]]]) -> dict[str, int]:
     return out
 
 
-def _current(record: Mapping[str, Any]) -> dict[tuple[int, ...], Slot]:
-    """The executor -> slot mapping of a stored assignment record."""
-    worker_of = {t: hp for hp, tasks in record.get("workers", {}).items() for t in tasks}
+def _current(record: Assignment | None) -> dict[tuple[int, ...], Slot]:
+    """The executor -> slot mapping of a stored assignment."""
+    if record is None:
+        return {}
+    worker_of = record.worker_of_task()
     out = {}
-    for _, tasks in record.get("executors", []):
+    for _, tasks in record.executors:
         hp = worker_of.get(tasks[0])
-        sid = record.get("slots", {}).get(hp) if hp else None
+        sid = record.slots.get(hp) if hp else None
         if sid is not None:
-            host, port = hp.rsplit(":", 1)
-            out[tuple(tasks)] = Slot(sid, host, int(port))
+            host, port = host_port(hp)
+            out[tuple(tasks)] = Slot(sid, host, port)
     return out
 
 
 def _assignment_record(tid: str, executors: list[tuple[str, list[int]]], assignment,
-                       old: Mapping[str, Any], now: float) -> dict[str, Any]:
-    workers: dict[str, list[int]] = {}
+                       old: Assignment | None, now: float) -> Assignment:
+    workers: dict[str, tuple[int, ...]] = {}
     slots: dict[str, str] = {}
     for slot, execs in assignment.by_slot().items():
         hp = f"{slot.host}:{slot.port}"
-        workers[hp] = sorted(t for e in execs for t in e)
+        workers[hp] = tuple(sorted(t for e in execs for t in e))
         slots[hp] = slot.supervisor_id
-    old_workers, old_starts = old.get("workers", {}), old.get("start_times", {})
+    old_workers = old.workers if old else {}
+    old_starts = old.start_times if old else {}
     starts = {hp: (old_starts[hp] if old_workers.get(hp) == tasks and hp in old_starts else now)
               for hp, tasks in workers.items()}
-    return {"topology_id": tid, "workers": workers, "slots": slots,
-            "executors": [[c, list(t)] for c, t in executors], "start_times": starts,
-            "version": int(old.get("version", 0)) + 1}
+    return Assignment(tid, workers, slots, tuple((c, tuple(t)) for c, t in executors), starts,
+                      (old.revision if old else 0) + 1)

@@ -19,10 +19,10 @@ import grpc
 from ..client.cluster_state import ClusterStateError, ZooKeeperUnavailable
 from ..client.errors import (LEADER_METADATA, InvalidTopology, NimbusError, NimbusUnavailable,
                              NotALeader, SquallError)
+from ..client.transitions import InvalidTransition
 from ..proto import nimbus_pb2 as pb
 from ..proto import nimbus_pb2_grpc as pb_grpc
 from ..proto import topology_pb2
-from .lifecycle import InvalidTransition
 from .nimbus import Nimbus
 
 log = logging.getLogger("squall.nimbus.servicer")

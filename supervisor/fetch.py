@@ -19,11 +19,8 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Mapping
 
+from ..client.contract import CONF_FILE, PACKAGE_FILE, TOPOLOGY_FILE
 from ..client.nimbus_client import NimbusClient
-from ..worker.worker import TOPOLOGY_FILE
-from .supervisor import CONF_FILE
-
-PACKAGE_FILE = "package.zip"
 
 
 def fetch_from(client: NimbusClient, topology_id: str, dest: str) -> None:

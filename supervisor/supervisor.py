@@ -2,65 +2,45 @@
 
 Python counterpart of Storm's ``Supervisor`` (its ``ReadClusterState`` sync and
 ``Slot`` state machines, collapsed into one loop as Heron's executor does).
-It registers an ephemeral ``/supervisors/<id>`` node with its slots, then
-follows ``/assignments`` through watches (which only wake the loop) and a full
-re-read every ``supervisor.monitor.frequency.secs``: it fetches each assigned
-topology into ``storm.local.dir``/supervisor/stormdist/<id>, writes every
-worker's directory (``assignment.json``, ``status``) as
-:class:`~squall.deploy.static.StaticCluster` does, and applies
+It registers an ephemeral ``/supervisors/<id>`` node with its slots
+(:class:`~squall.client.contract.SupervisorInfo`), then follows ``/assignments``
+(:class:`~squall.client.contract.Assignment`) through watches (which only wake the loop)
+and a full re-read every ``supervisor.monitor.frequency.secs``: it fetches each assigned
+topology and writes every worker's directory (:mod:`.local_files`, with the contract's
+files, as :class:`~squall.deploy.static.StaticCluster` does), and applies
 :func:`~squall.supervisor.reconcile.plan` to its own process table. Between
 full syncs a short local tick reaps dead workers and relaunches them once the
 :class:`~squall.supervisor.reconcile.RestartPolicy` backoff allows. Worker
 liveness stays on this host (``heartbeat.json``); nothing is written to
-ZooKeeper per heartbeat. Every ``supervisor.heartbeat.frequency.secs`` one
-SupervisorWorkerHeartbeats message with the running workers' heartbeats goes to
-Nimbus through ``send_heartbeats`` (default: gRPC; failures logged, never fatal).
+ZooKeeper per heartbeat. Every ``supervisor.heartbeat.frequency.secs`` the
+:mod:`.outbox` sends Nimbus the running workers' heartbeats and their errors
+(default: gRPC; failures logged, never fatal).
 """
 
 from __future__ import annotations
 
-import collections
-import json
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..client import config as cfg
 from ..client.cluster_state import ClusterState, ClusterStateError, Paths, WatchEvent
+from ..client.contract import (HEARTBEAT_FILE, Assignment, ContractError, SupervisorInfo,
+                               WorkerAssignment, WorkerHeartbeat, WorkerStatus)
 from ..client.daemon import Daemon
-from ..worker.state import Assignment
-from ..worker.worker import (ASSIGNMENT_FILE, HEARTBEAT_FILE, STATUS_FILE, TOPOLOGY_FILE,
-                             write_json_atomic)
+from .local_files import FetchTopology, LocalFiles
+from .outbox import Outbox
 from .reconcile import (KillWorker, LaunchWorker, RestartPolicy, RunningWorker, WorkerSpec,
                         plan)
 
 log = logging.getLogger("squall.supervisor")
 
-#: Storm's keys for worker liveness on the supervisor (seconds; Storm's defaults).
-SUPERVISOR_WORKER_TIMEOUT_SECS = "supervisor.worker.timeout.secs"              # 30
-SUPERVISOR_WORKER_START_TIMEOUT_SECS = "supervisor.worker.start.timeout.secs"  # 120
-SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS = "supervisor.worker.shutdown.sleep.secs"  # 3
-#: Keys of the supervisor's conf its workers get beneath the topology conf.
-WORKER_INHERITED_PREFIXES = ("storm.zookeeper.", "transactional.zookeeper.", "trident.")
-#: Worker errors kept for Nimbus while it is unreachable; older ones are dropped first.
-MAX_UNSENT_ERRORS = 200
-#: The conf file a fetcher writes next to ``topology.pb``.
-CONF_FILE = "conf.json"
-#: Where a fetcher may put the topology's code; whichever exists goes on the worker's sys.path.
-PACKAGE_NAMES = ("package", "package.zip", "package.pyz")
-#: /storms/<id> status -> the worker's ``status`` file (rebalancing pauses spouts, as in Storm).
-STATUS_FILE_VALUES = {"active": "ACTIVE", "inactive": "INACTIVE", "killed": "KILLED",
-                      "rebalancing": "INACTIVE"}
-
-FetchTopology = Callable[[str, str], None]
 Spawn = Callable[[list, str, dict], Any]
 
 
@@ -108,6 +88,23 @@ class _Proc:
     log_path: str
     worker_dir: str
 
+    # What the outbox reads of a worker (supervisor/outbox.py's Worker).
+    @property
+    def topology_id(self) -> str:
+        return self.spec.topology_id
+
+    @property
+    def port(self) -> int:
+        return self.spec.port
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def tasks(self) -> tuple[int, ...]:
+        return self.spec.tasks
+
 
 class Supervisor(Daemon):
     """One node's supervisor: ``start()`` registers and runs the sync loop in a thread.
@@ -135,36 +132,28 @@ class Supervisor(Daemon):
         self.conf = cfg.layered(conf)
         self.host = self.conf.get(cfg.STORM_LOCAL_HOSTNAME) or "127.0.0.1"
         self.ports = sorted(int(p) for p in self.conf[cfg.SUPERVISOR_SLOTS_PORTS])
-        self.local_dir = os.path.abspath(self.conf[cfg.STORM_LOCAL_DIR])
-        self.stormdist = os.path.join(self.local_dir, "supervisor", "stormdist")
-        self.workers_dir = os.path.join(self.local_dir, "workers")
-        self.logs_dir = os.path.join(self.local_dir, "logs")
-        for d in (self.stormdist, self.workers_dir, self.logs_dir):
-            os.makedirs(d, exist_ok=True)
-        self.id = self._load_id()
+        #: The local directory tree: id, topology cache, worker dirs, logs.
+        self.files = LocalFiles(self.conf[cfg.STORM_LOCAL_DIR], fetch_topology)
+        self.local_dir = self.files.local_dir
+        self.id = self.files.load_id()
         self._own_state = cluster_state is None
         if cluster_state is None:
             from ..client.zk_cluster_state import KazooClusterState
             cluster_state = KazooClusterState(self.conf)
         self.state = cluster_state
-        self.fetch_topology = fetch_topology
         self.spawn = spawn or default_spawn
         self.clock = clock
         self.policy = policy or RestartPolicy()
-        self.monitor_secs = float(self.conf.get(cfg.SUPERVISOR_MONITOR_FREQUENCY_SECS, 10))
-        self.hb_timeout = float(self.conf.get(SUPERVISOR_WORKER_TIMEOUT_SECS, 30))
-        self.start_timeout = float(self.conf.get(SUPERVISOR_WORKER_START_TIMEOUT_SECS, 120))
-        self.kill_grace = float(self.conf.get(SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS, 3))
-        self.heartbeat_secs = float(self.conf.get(cfg.SUPERVISOR_HEARTBEAT_FREQUENCY_SECS) or 5)
-        #: ``send_heartbeats(SupervisorWorkerHeartbeats)``; default: NimbusClient over gRPC.
-        self.send_heartbeats = send_heartbeats
+        self.monitor_secs = float(self.conf[cfg.SUPERVISOR_MONITOR_FREQUENCY_SECS])
+        self.hb_timeout = float(self.conf[cfg.SUPERVISOR_WORKER_TIMEOUT_SECS])
+        self.start_timeout = float(self.conf[cfg.SUPERVISOR_WORKER_START_TIMEOUT_SECS])
+        self.kill_grace = float(self.conf[cfg.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS])
+        self.heartbeat_secs = float(self.conf[cfg.SUPERVISOR_HEARTBEAT_FREQUENCY_SECS])
+        #: Worker heartbeats and errors to Nimbus; ``send_heartbeats`` default: gRPC.
+        self.outbox = Outbox(self.id, self.host, send=send_heartbeats,
+                             make_sender=self._grpc_sender)
         self.on_worker_event = on_worker_event
         self._hb_thread: threading.Thread | None = None
-        #: pid -> (newest error time, how many with that time) taken from its heartbeat.json.
-        self._error_marks: dict[int, tuple[float, int]] = {}
-        #: Errors taken from heartbeat files that Nimbus has not accepted yet (bounded).
-        self._error_outbox: collections.deque = collections.deque(maxlen=MAX_UNSENT_ERRORS)
-        self._errors_lock = threading.Lock()  # heartbeat thread (send) vs loop thread (reap)
         #: port -> the process running there (only pids this supervisor launched).
         self.procs: dict[int, _Proc] = {}
         #: What the last full sync read: port -> spec (kept while ZooKeeper is unreachable).
@@ -178,23 +167,11 @@ class Supervisor(Daemon):
         self._used_reported: list[int] | None = None
         self.state.add_listener(self._on_connection)
 
-    # -- identity and registration ----------------------------------------------------
-    def _load_id(self) -> str:
-        """The id kept in ``storm.local.dir``/supervisor/id, so a restart keeps its slots' owner."""
-        path = os.path.join(self.local_dir, "supervisor", "id")
-        try:
-            with open(path) as fh:
-                sid = fh.read().strip()
-            if sid:
-                return sid
-        except FileNotFoundError:
-            pass
-        sid = str(uuid.uuid4())
-        with open(path + ".tmp", "w") as fh:
-            fh.write(sid + "\n")
-        os.replace(path + ".tmp", path)
-        return sid
+    def _grpc_sender(self) -> Callable[[Any], None]:
+        from .fetch import grpc_heartbeat_sender
+        return grpc_heartbeat_sender(self.conf)
 
+    # -- identity and registration ----------------------------------------------------
     def used_slots(self) -> list[int]:
         return sorted(self.procs)
 
@@ -202,9 +179,8 @@ class Supervisor(Daemon):
         """Write the ephemeral supervisor node (again only when the used slots changed)."""
         used = self.used_slots()
         now = self.clock()
-        self.state.register_supervisor(self.id, {
-            "host": self.host, "slots": self.ports, "used_slots": used,
-            "uptime_secs": now - self._started_at, "time_secs": now})
+        self.state.register_supervisor(self.id, SupervisorInfo(
+            self.host, tuple(self.ports), tuple(used), now - self._started_at, now).to_json())
         self._used_reported = used
 
     # -- watches (ZooKeeper's thread: flag and wake only) ---------------------------------
@@ -259,101 +235,10 @@ class Supervisor(Daemon):
             self._wake.wait(wait)
             self._wake.clear()
 
-    # -- worker heartbeats to Nimbus (Storm 2's sendSupervisorWorkerHeartbeats) ------------
-    def worker_heartbeats(self) -> Any:
-        """One SupervisorWorkerHeartbeats message from the running workers' heartbeat.json
-        (taking their new errors into the outbox, which :meth:`report_heartbeats` sends)."""
-        from ..proto import nimbus_pb2 as pb
-        msg = pb.SupervisorWorkerHeartbeats(supervisor_id=self.id)
-        for port, p in sorted(dict(self.procs).items()):
-            hb = self._read_heartbeat(p)
-            if hb is None:
-                continue  # not started yet, or the file is left by an earlier process
-            self._take_errors(p, hb)
-            self._add_worker_heartbeat(msg, port, p, hb)
-        return msg
-
-    @staticmethod
-    def _read_heartbeat(p: _Proc) -> dict | None:
-        hb = _read_json(os.path.join(p.worker_dir, HEARTBEAT_FILE))
-        fresh = isinstance(hb, dict) and hb.get("pid") == p.proc.pid and "time" in hb
-        return hb if fresh else None
-
-    def _take_errors(self, p: _Proc, hb: dict, last: bool = False) -> None:
-        """Move the errors of ``hb`` not taken before into the outbox (``last``: the process
-        has exited, forget its mark)."""
-        from ..proto import nimbus_pb2 as pb
-        with self._errors_lock:
-            mark = self._error_marks.pop(p.proc.pid, (0.0, 0))
-            new, mark = self._unsent_errors(hb.get("errors") or [], mark)
-            if not last:
-                self._error_marks[p.proc.pid] = mark
-            for e in new:
-                self._error_outbox.append(pb.WorkerError(
-                    topology_id=p.spec.topology_id, error=pb.ErrorInfo(
-                        component=str(e.get("component", "")), error=str(e.get("error", "")),
-                        time_secs=int(e.get("time", 0)), host=self.host, port=p.spec.port,
-                        task=int(e.get("task", 0)))))
-
-    def _exited(self, p: _Proc) -> None:
-        """A worker is gone: keep what its final heartbeat reported (a crash's error) before a
-        relaunch replaces the file."""
-        hb = self._read_heartbeat(p)
-        if hb is not None:
-            self._take_errors(p, hb, last=True)
-        else:
-            with self._errors_lock:
-                self._error_marks.pop(p.proc.pid, None)
-
-    @staticmethod
-    def _unsent_errors(errors: list[dict], mark: tuple[float, int]
-                       ) -> tuple[list[dict], tuple[float, int]]:
-        """The errors after ``mark`` = (time, how many with that time were sent), and the mark
-        after them. Several errors can share a time; the worker keeps its last 20, oldest first."""
-        t, n = mark
-        new = [e for e in errors if e.get("time") == t][n:] + \
-            [e for e in errors if float(e.get("time", 0)) > t]
-        if not new:
-            return [], mark
-        last = max(float(e["time"]) for e in new)
-        return new, (last, sum(1 for e in errors if e.get("time") == last))
-
-    @staticmethod
-    def _add_worker_heartbeat(msg: Any, port: int, p: _Proc, hb: dict) -> None:
-        w = msg.worker_heartbeats.add(
-            topology_id=p.spec.topology_id, port=port, time_secs=float(hb["time"]),
-            uptime_secs=int(hb.get("uptime_secs", 0)), state=str(hb.get("state", "running")))
-        for t in p.spec.tasks:
-            w.executors.add(task_start=int(t), task_end=int(t))
-        for task, st in sorted((hb.get("tasks") or {}).items(), key=lambda kv: int(kv[0])):
-            ts = w.tasks.add(task=int(task), component=str(st.get("component", "")))
-            for f in ("emitted", "transferred", "executed", "acked", "failed",
-                      "timed_out", "pending"):
-                setattr(ts, f, int(st.get(f, 0)))
-            lat = st.get("complete_latency_ms")
-            if lat:
-                ts.complete_latency.mean = float(lat.get("mean", 0))
-                ts.complete_latency.p50 = float(lat.get("p50", 0))
-                ts.complete_latency.p99 = float(lat.get("p99", 0))
-                ts.complete_latency.n = int(lat.get("n", 0))
-
+    # -- worker heartbeats to Nimbus (supervisor/outbox.py) --------------------------------
     def report_heartbeats(self) -> None:
-        """Send one report to Nimbus; a failure is logged, never raised, and its errors go again."""
-        errors: list = []
-        try:
-            if self.send_heartbeats is None:
-                from .fetch import grpc_heartbeat_sender
-                self.send_heartbeats = grpc_heartbeat_sender(self.conf)
-            msg = self.worker_heartbeats()
-            with self._errors_lock:
-                errors = list(self._error_outbox)
-                self._error_outbox.clear()
-            msg.errors.extend(errors)
-            self.send_heartbeats(msg)
-        except Exception as e:  # noqa: BLE001 - Nimbus away must not stop the supervisor
-            with self._errors_lock:  # oldest first again; the deque's bound drops the oldest
-                self._error_outbox.extendleft(reversed(errors))
-            log.warning("supervisor %s: cannot send worker heartbeats to Nimbus: %s", self.id, e)
+        """Send one report of the running workers to Nimbus (failures logged, never raised)."""
+        self.outbox.report(list(self.procs.values()))
 
     def _heartbeat_loop(self) -> None:
         while not self._stopping.wait(self.heartbeat_secs):
@@ -380,7 +265,10 @@ class Supervisor(Daemon):
             else:
                 raise TypeError(inst)
         if full:
-            self._clean_local_files()
+            self.files.clean([s.key for s in self.desired.values()] +
+                             [p.spec.key for p in self.procs.values()],
+                             [s.topology_id for s in self.desired.values()] +
+                             [p.spec.topology_id for p in self.procs.values()])
         if self.used_slots() != self._used_reported:
             try:
                 self.register()
@@ -396,137 +284,60 @@ class Supervisor(Daemon):
             found = self.state.get_assignment(tid, watch=self._watch(paths.assignment(tid)))
             if found is None:
                 continue
-            mine = self._my_workers(found[0])
+            try:
+                assignment = Assignment.from_json(found[0])
+            except ContractError as e:
+                log.error("supervisor %s: topology %s: %s; skipping it", self.id, tid, e)
+                continue
+            mine = assignment.workers_of(self.id, self.host, self.ports)
             if not mine:
                 continue
             storm = self.state.get_storm(tid, watch=self._watch(paths.storm(tid))) or {}
-            topo_dir = self.ensure_topology(tid)
+            topo_dir = self.files.ensure_topology(tid)
             if topo_dir is None:
                 continue
-            conf = self._topology_conf(topo_dir, storm)
-            workers = {w: sorted(int(t) for t in ts) for w, ts in found[0]["workers"].items()}
-            status = STATUS_FILE_VALUES.get(str(storm.get("status", "")).lower(), "INACTIVE")
+            conf = self.files.worker_conf(topo_dir, self.conf, storm.get("name"))
+            workers = {w: sorted(ts) for w, ts in assignment.workers.items()}
+            status = WorkerStatus.for_topology(storm.get("status", ""))
             for port in mine:
                 wid = f"{self.host}:{port}"
-                mine_tasks = set(workers[wid])
-                groups = [[int(t) for t in ts] for _, ts in found[0].get("executors") or []
-                          if ts and int(ts[0]) in mine_tasks]
-                a = Assignment(tid, wid, self.host, port, workers, conf,
-                               code_paths=self._code_paths(topo_dir), executors=groups)
+                a = WorkerAssignment(tid, wid, self.host, port, workers, conf,
+                                     code_paths=self.files.code_paths(topo_dir),
+                                     executors=assignment.executors_on(wid))
                 # Restart when its own tasks, conf or code change; a new peer map travels in
                 # assignment.json, which the worker follows (as status does) without a restart.
-                payload = a.to_json()
-                spec = WorkerSpec.of(tid, port, workers[wid], payload=payload,
-                                     version_data={k: v for k, v in payload.items()
+                spec = WorkerSpec.of(tid, port, workers[wid], payload=a,
+                                     version_data={k: v for k, v in a.to_json().items()
                                                    if k != "workers"})
-                self._write_worker_dir(spec, status)
+                self.files.write_worker_dir(a, status)
                 out[port] = spec
         return out
-
-    def _my_workers(self, assignment: Mapping[str, Any]) -> list[int]:
-        """Ports of the assignment's workers that belong to this supervisor."""
-        slots = assignment.get("slots") or {}
-        ports = []
-        for wid in assignment.get("workers", {}):
-            host, _, port = wid.rpartition(":")
-            owner = slots.get(wid)
-            if (owner == self.id if owner is not None else host == self.host) \
-                    and int(port) in self.ports:
-                ports.append(int(port))
-        return sorted(ports)
-
-    def ensure_topology(self, tid: str) -> str | None:
-        """The topology's local dir, fetched first if missing; None if the fetch failed."""
-        dest = os.path.join(self.stormdist, tid)
-        if os.path.exists(os.path.join(dest, TOPOLOGY_FILE)):
-            return dest
-        if self.fetch_topology is None:
-            log.error("supervisor %s: topology %s is assigned here but no fetcher is configured",
-                      self.id, tid)
-            return None
-        # Fetch into a temporary dir and rename: a half-written dir must never look complete.
-        tmp = os.path.join(self.stormdist, f".tmp-{tid}-{uuid.uuid4().hex[:8]}")
-        os.makedirs(tmp)
-        try:
-            self.fetch_topology(tid, tmp)
-            if not os.path.exists(os.path.join(tmp, TOPOLOGY_FILE)):
-                raise FileNotFoundError(f"the fetcher wrote no {TOPOLOGY_FILE}")
-            shutil.rmtree(dest, ignore_errors=True)
-            os.replace(tmp, dest)
-        except Exception as e:  # any fetcher failure: skip this topology, retry next round
-            log.error("supervisor %s: cannot fetch topology %s: %s", self.id, tid, e)
-            shutil.rmtree(tmp, ignore_errors=True)
-            return None
-        log.info("supervisor %s: fetched topology %s into %s", self.id, tid, dest)
-        return dest
-
-    def _topology_conf(self, topo_dir: str, storm: Mapping[str, Any]) -> dict:
-        """The worker's conf: the topology conf over this node's cluster keys (as a Storm worker
-        gets the daemon conf under the topology's), so Trident finds ZooKeeper and Redis."""
-        try:
-            with open(os.path.join(topo_dir, CONF_FILE)) as fh:
-                conf = json.load(fh)
-        except FileNotFoundError:
-            conf = {}
-        cluster = {k: v for k, v in self.conf.items() if k.startswith(WORKER_INHERITED_PREFIXES)}
-        conf = {**cluster, **conf}
-        if storm.get("name") and cfg.TOPOLOGY_NAME not in conf:
-            conf[cfg.TOPOLOGY_NAME] = storm["name"]
-        return conf
-
-    @staticmethod
-    def _code_paths(topo_dir: str) -> list[str]:
-        return [p for p in (os.path.join(topo_dir, n) for n in PACKAGE_NAMES) if os.path.exists(p)]
-
-    def worker_dir(self, tid: str, port: int) -> str:
-        return os.path.join(self.workers_dir, f"{tid}-{port}")
-
-    def log_path(self, tid: str, port: int) -> str:
-        return os.path.join(self.logs_dir, f"{tid}-{port}.log")
-
-    def _write_worker_dir(self, spec: WorkerSpec, status: str) -> None:
-        wdir = self.worker_dir(spec.topology_id, spec.port)
-        os.makedirs(wdir, exist_ok=True)
-        path = os.path.join(wdir, ASSIGNMENT_FILE)
-        if _read_json(path) != spec.payload:
-            write_json_atomic(path, spec.payload)
-        status_path = os.path.join(wdir, STATUS_FILE)
-        try:
-            with open(status_path) as fh:
-                current = fh.read().strip()
-        except FileNotFoundError:
-            current = None
-        if current != status:  # rewrite only on change: the worker follows the file's mtime
-            with open(status_path + ".tmp", "w") as fh:
-                fh.write(status + "\n")
-            os.replace(status_path + ".tmp", status_path)
 
     # -- processes ----------------------------------------------------------------------
     def running(self) -> dict[int, RunningWorker]:
         """The process table as :class:`RunningWorker` s, with their latest heartbeat."""
         out = {}
         for port, p in self.procs.items():
-            hb = _read_json(os.path.join(p.worker_dir, HEARTBEAT_FILE)) or {}
-            fresh = hb.get("pid") == p.proc.pid  # a heartbeat left by an earlier process is not its
+            # A heartbeat left by an earlier process on that port is not this one's.
+            hb = WorkerHeartbeat.read(p.worker_dir, p.proc.pid)
             out[port] = RunningWorker(
                 p.spec.topology_id, port, p.proc.pid, p.spec.version, p.started_at,
-                float(hb["time"]) if fresh and "time" in hb else None,
-                str(hb.get("state", "running")) if fresh else "starting")
+                hb.time if hb else None, hb.state.value if hb else "starting")
         return out
 
     def launch(self, spec: WorkerSpec) -> None:
         tid, port = spec.key
-        wdir = self.worker_dir(tid, port)
+        wdir = self.files.worker_dir(tid, port)
         try:
             os.unlink(os.path.join(wdir, HEARTBEAT_FILE))
         except FileNotFoundError:
             pass
         cmd = [sys.executable, "-m", "squall.worker", "--topology-dir",
-               os.path.join(self.stormdist, tid), "--worker-dir", wdir, "--exit-with-parent"]
+               self.files.topology_dir(tid), "--worker-dir", wdir, "--exit-with-parent"]
         env = dict(os.environ)
-        topo_env = (spec.payload or {}).get("conf", {}).get(cfg.TOPOLOGY_ENVIRONMENT) or {}
+        topo_env = spec.payload.conf.get(cfg.TOPOLOGY_ENVIRONMENT) or {}
         env.update({str(k): str(v) for k, v in topo_env.items()})
-        log_path = self.log_path(tid, port)
+        log_path = self.files.log_path(tid, port)
         now = self.clock()
         proc = self.spawn(cmd, log_path, env)
         self.procs[port] = _Proc(spec, proc, now, log_path, wdir)
@@ -553,7 +364,7 @@ class Supervisor(Daemon):
                  self.id, inst.topology_id, inst.port, inst.pid, inst.reason)
         code = self._terminate([p.proc])[0]
         del self.procs[inst.port]
-        self._exited(p)
+        self.outbox.worker_exited(p)
         self._notify("stopped", p, code)
         if inst.failed:
             d = self.policy.on_exit(p.spec.key, self.clock(), code)
@@ -588,25 +399,11 @@ class Supervisor(Daemon):
             if code is None:
                 continue
             del self.procs[port]
-            self._exited(p)
+            self.outbox.worker_exited(p)
             d = self.policy.on_exit(p.spec.key, self.clock(), code)
             log.warning("supervisor %s: %s (pid %d); last lines of %s:\n%s",
                         self.id, d.reason, p.proc.pid, p.log_path, log_tail(p.log_path))
             self._notify("exited", p, code)
-
-    def _clean_local_files(self) -> None:
-        """Remove worker dirs and topology dirs nothing here uses any more."""
-        keep_workers = {f"{s.topology_id}-{s.port}" for s in self.desired.values()}
-        keep_workers |= {f"{p.spec.topology_id}-{port}" for port, p in self.procs.items()}
-        keep_topos = {s.topology_id for s in self.desired.values()}
-        keep_topos |= {p.spec.topology_id for p in self.procs.values()}
-        for name in os.listdir(self.workers_dir):
-            if name not in keep_workers:
-                shutil.rmtree(os.path.join(self.workers_dir, name), ignore_errors=True)
-        for name in os.listdir(self.stormdist):
-            if name not in keep_topos and not name.startswith(".tmp-"):
-                log.info("supervisor %s: removing local files of topology %s", self.id, name)
-                shutil.rmtree(os.path.join(self.stormdist, name), ignore_errors=True)
 
     # -- shutdown -----------------------------------------------------------------------
     def close_unsafe(self, reason: str) -> None:
@@ -619,9 +416,7 @@ class Supervisor(Daemon):
             self._thread.join(timeout=30)
         if self._hb_thread is not None:
             self._hb_thread.join(timeout=10)
-        close_sender = getattr(self.send_heartbeats, "close", None)
-        if close_sender is not None:
-            close_sender()
+        self.outbox.close()
         self._terminate([p.proc for p in self.procs.values()])
         self.procs.clear()
         try:
@@ -632,10 +427,3 @@ class Supervisor(Daemon):
         except ClusterStateError as e:
             log.warning("supervisor %s: could not unregister: %s", self.id, e)
 
-
-def _read_json(path: str) -> Any:
-    try:
-        with open(path) as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None

@@ -12,12 +12,12 @@ import collections
 import logging
 import time
 import traceback
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import zmq
 
 from ..client import config as cfg
+from ..client.contract import WorkerAssignment
 from ..client.topology import Topology, assign_task_ids
 from ..client.tuple import (ACKER_COMPONENT_ID, SYSTEM_COMPONENT_ID, SYSTEM_TASK_ID,
                             SYSTEM_TICK_STREAM_ID, Fields)
@@ -25,49 +25,6 @@ from .queue import Backpressure
 from .stats import TaskStats
 
 log = logging.getLogger("squall.worker")
-
-
-@dataclass
-class Assignment:
-    """What a worker is told to run (Storm's worker assignment, one worker's view).
-
-    ``workers`` maps every worker id of the topology (``host:port``) to its
-    task ids; ``worker_id`` is this one.
-    """
-
-    topology_id: str
-    worker_id: str
-    host: str
-    port: int
-    workers: dict[str, list[int]]
-    conf: dict[str, Any]
-    ipc_dir: str | None = None
-    #: -c overrides, re-applied over component conf (they win over everything).
-    cli_overrides: dict[str, Any] = field(default_factory=dict)
-    #: Directories prepended to sys.path so the topology's code imports.
-    code_paths: list[str] = field(default_factory=list)
-    #: Task groups of this worker's executors as Nimbus assigned them (after a rebalance -e
-    #: they differ from the topology's parallelism); empty: split by the parallelism.
-    executors: list[list[int]] = field(default_factory=list)
-
-    @property
-    def tasks(self) -> list[int]:
-        return self.workers[self.worker_id]
-
-    def to_json(self) -> dict:
-        return {"topology_id": self.topology_id, "worker_id": self.worker_id,
-                "host": self.host, "port": self.port,
-                "workers": {w: list(t) for w, t in self.workers.items()},
-                "conf": self.conf, "ipc_dir": self.ipc_dir, "cli_overrides": self.cli_overrides,
-                "code_paths": self.code_paths, "executors": self.executors}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "Assignment":
-        return cls(d["topology_id"], d["worker_id"], d["host"], int(d["port"]),
-                   {w: [int(t) for t in ts] for w, ts in d["workers"].items()},
-                   d["conf"], d.get("ipc_dir"), d.get("cli_overrides") or {},
-                   list(d.get("code_paths") or []),
-                   [[int(t) for t in ts] for ts in d.get("executors") or []])
 
 
 def endpoint_for(worker_id: str, my_host: str, ipc_dir: str | None, topology_id: str) -> str:
@@ -81,7 +38,7 @@ def endpoint_for(worker_id: str, my_host: str, ipc_dir: str | None, topology_id:
 class WorkerState:
     """Shared, mostly read-only state of one worker process."""
 
-    def __init__(self, topology: Topology, assignment: Assignment):
+    def __init__(self, topology: Topology, assignment: WorkerAssignment):
         self.topology = topology
         self.assignment = assignment
         self.topology_id = assignment.topology_id

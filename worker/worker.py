@@ -7,47 +7,43 @@ depths, recent errors), follow the ``status`` file (ACTIVE / INACTIVE /
 KILLED), broadcast backpressure changes to the other workers, and exit when
 told to or when user code crashed.
 
-Files in the worker directory:
+Files in the worker directory, as :mod:`squall.client.contract` defines them:
 
-* ``assignment.json`` -- :class:`~squall.worker.state.Assignment` (read).
-* ``status`` -- ``ACTIVE`` or ``INACTIVE``/``KILLED`` (read, optional).
-* ``heartbeat.json`` -- written every ``topology.stats.freq.secs`` (atomic rename).
+* ``assignment.json`` -- :class:`~squall.client.contract.WorkerAssignment` (read, and
+  followed when other workers' tasks move).
+* ``status`` -- :class:`~squall.client.contract.WorkerStatus` (read, optional).
+* ``heartbeat.json`` -- :class:`~squall.client.contract.WorkerHeartbeat`, written every
+  ``topology.stats.freq.secs`` (atomic rename).
 
-Exit codes: 0 stopped on request, :data:`EXIT_USER_CODE` user code raised,
-:data:`EXIT_PARENT_GONE` the launching process died, 1 startup failure.
+Exit codes (the contract's): 0 stopped on request, ``EXIT_USER_CODE`` user code raised,
+``EXIT_PARENT_GONE`` the launching process died, ``EXIT_STARTUP_FAILED`` startup failure.
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import os
 import signal
 import sys
 import threading
 import time
-from typing import Any
 
 import zmq
 
 from ..client import config as cfg
+from ..client.contract import (ASSIGNMENT_FILE, EXIT_PARENT_GONE, EXIT_STARTUP_FAILED,
+                               EXIT_USER_CODE, STATUS_FILE, TOPOLOGY_FILE, ContractError,
+                               HeartbeatState, WorkerAssignment, WorkerHeartbeat, WorkerStatus,
+                               read_status)
 from ..client.topology import executors_of, system_topology
 from ..client.topology_proto import from_bytes
 from .executor import Executor, executor_for
 from .frame import Codec
 from .loop import EventLoop
-from .state import Assignment, WorkerState
+from .state import WorkerState
 
 log = logging.getLogger("squall.worker")
-
-EXIT_USER_CODE = 20
-EXIT_PARENT_GONE = 21
-
-ASSIGNMENT_FILE = "assignment.json"
-TOPOLOGY_FILE = "topology.pb"
-STATUS_FILE = "status"
-HEARTBEAT_FILE = "heartbeat.json"
 
 
 def _rss_bytes() -> int:
@@ -56,13 +52,6 @@ def _rss_bytes() -> int:
             return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except OSError:
         return 0
-
-
-def write_json_atomic(path: str, data: Any) -> None:
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump(data, fh)
-    os.replace(tmp, path)
 
 
 class Worker:
@@ -79,8 +68,7 @@ class Worker:
         self.topology_dir = topology_dir
         self.worker_dir = worker_dir
         self.parent_pid = parent_pid
-        with open(os.path.join(worker_dir, ASSIGNMENT_FILE)) as fh:
-            self.assignment = Assignment.from_json(json.load(fh))
+        self.assignment = WorkerAssignment.read(worker_dir)
         for p in reversed(self.assignment.code_paths):
             if p not in sys.path:
                 sys.path.insert(0, p)
@@ -176,7 +164,7 @@ class Worker:
         sys.stderr.write(f"worker {self.ws.worker_id} of topology {self.ws.topology_id}: "
                          f"component {component!r} raised {type(exc).__name__}: {exc}\n{tb}")
         sys.stderr.flush()
-        self.write_heartbeat(state="crashed")
+        self.write_heartbeat(HeartbeatState.CRASHED)
         return EXIT_USER_CODE
 
     def _shutdown(self) -> int:
@@ -197,27 +185,24 @@ class Worker:
                             "exiting anyway", self.ws.worker_id, name)
         if self.ws.fatal is not None:
             return self._die()
-        self.write_heartbeat(state="stopped")
+        self.write_heartbeat(HeartbeatState.STOPPED)
         for s in self._peers.values():
             s.close(0)
         return 0
 
     # -- status, backpressure, heartbeat --------------------------------------------
     def _read_status(self) -> None:
-        path = os.path.join(self.worker_dir, STATUS_FILE)
-        try:
-            mtime = os.stat(path).st_mtime
-        except FileNotFoundError:
-            return
+        mtime = self._mtime(STATUS_FILE)
         if mtime == self._status_mtime:
             return
         self._status_mtime = mtime
-        with open(path) as fh:
-            status = fh.read().strip().upper()
-        active = status == "ACTIVE"
+        status = read_status(self.worker_dir)
+        if status is None:
+            return
+        active = status is WorkerStatus.ACTIVE
         if active != self.ws.active:
             log.info("worker %s: topology %s is now %s", self.ws.worker_id,
-                     self.ws.topology_id, status)
+                     self.ws.topology_id, status.value)
         self.ws.active = active
         for ex in self.executors:
             ex.queue.wake()
@@ -236,9 +221,8 @@ class Worker:
             return
         self._assignment_mtime = mtime
         try:
-            with open(os.path.join(self.worker_dir, ASSIGNMENT_FILE)) as fh:
-                new = Assignment.from_json(json.load(fh))
-        except (OSError, ValueError, KeyError) as e:
+            new = WorkerAssignment.read(self.worker_dir)
+        except (OSError, ContractError) as e:
             log.warning("worker %s: unreadable new assignment (%s); keeping the current one",
                         self.ws.worker_id, e)
             return
@@ -298,25 +282,21 @@ class Worker:
             if w != self.ws.worker_id:
                 self._send_control(w, frame)
 
-    def heartbeat(self, state: str = "running") -> dict:
+    def heartbeat(self, state: HeartbeatState = HeartbeatState.RUNNING) -> WorkerHeartbeat:
         ws = self.ws
-        return {
-            "time": time.time(), "pid": os.getpid(), "state": state,
-            "topology_id": ws.topology_id, "worker_id": ws.worker_id,
-            "uptime_secs": time.time() - ws.start_time, "active": ws.active,
-            "tasks": {str(t): s.snapshot() for t, s in ws.stats.items()},
-            "executors": {ex.name: {"queue": len(ex.queue), "queue_max": ex.queue.max_len,
-                                    "congested": ex.queue.congested} for ex in self.executors},
-            "throttled": ws.bp.throttled,
-            "dropped_frames": ws.dropped_frames, "dropped_tuples": ws.dropped_tuples,
-            "dropped_batches": ws.dropped_batches,
-            "errors": list(ws.errors), "rss_bytes": _rss_bytes(),
-        }
+        return WorkerHeartbeat(
+            time=time.time(), pid=os.getpid(), state=state, topology_id=ws.topology_id,
+            worker_id=ws.worker_id, uptime_secs=time.time() - ws.start_time, active=ws.active,
+            tasks={str(t): s.snapshot() for t, s in ws.stats.items()},
+            executors={ex.name: {"queue": len(ex.queue), "queue_max": ex.queue.max_len,
+                                 "congested": ex.queue.congested} for ex in self.executors},
+            throttled=ws.bp.throttled, dropped_frames=ws.dropped_frames,
+            dropped_tuples=ws.dropped_tuples, dropped_batches=ws.dropped_batches,
+            errors=list(ws.errors), rss_bytes=_rss_bytes())
 
-    def write_heartbeat(self, state: str = "running") -> None:
+    def write_heartbeat(self, state: HeartbeatState = HeartbeatState.RUNNING) -> None:
         try:
-            write_json_atomic(os.path.join(self.worker_dir, HEARTBEAT_FILE),
-                              self.heartbeat(state))
+            self.heartbeat(state).write(self.worker_dir)
         except (OSError, RuntimeError) as exc:  # RuntimeError: a dict changed during iteration
             log.warning("worker %s: could not write heartbeat: %s", self.ws.worker_id, exc)
 
@@ -333,9 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     parent = os.getppid() if a.exit_with_parent else None
     try:
-        with open(os.path.join(a.worker_dir, ASSIGNMENT_FILE)) as fh:
-            tid = json.load(fh).get("topology_id", "?")
-    except (OSError, ValueError):
+        tid = WorkerAssignment.read(a.worker_dir).topology_id
+    except (OSError, ContractError):
         tid = "?"
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr,
@@ -344,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         worker = Worker(a.topology_dir, a.worker_dir, parent)
     except Exception as exc:
         log.exception("worker failed to start: %s", exc)
-        return 1
+        return EXIT_STARTUP_FAILED
     signal.signal(signal.SIGTERM, lambda s, f: worker.request_stop(f"signal {s}"))
     signal.signal(signal.SIGINT, lambda s, f: worker.request_stop(f"signal {s}"))
     worker.start()

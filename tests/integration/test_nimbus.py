@@ -90,7 +90,8 @@ def test_submit_lifecycle_kill(cluster, conf, tmp_path):
     assert len(record["workers"]) == 3  # topology.workers slots
     assert set(record["slots"].values()) == {"sup-1", "sup-2"}  # spread over supervisors
     assert sorted(t for ts in record["workers"].values() for t in ts) == list(range(1, 9))
-    assert record["version"] == 1 and record["topology_id"] == tid
+    assert record["revision"] == 1 and record["topology_id"] == tid
+    assert record["version"] == 1  # the record's format (squall.client.contract.Assignment)
     assert set(record["start_times"]) == set(record["workers"])
     stormdist = tmp_path / "nimbus" / "stormdist" / tid
     assert (stormdist / "package").read_bytes() == b"PK-package-bytes" * 10
@@ -115,8 +116,10 @@ def test_submit_lifecycle_kill(cluster, conf, tmp_path):
     assert client.list().topologies[0].status == "KILLED"
     with pytest.raises(IllegalState, match="being killed"):
         client.activate("wc")
-    poll_for(lambda: state.get_storm(tid) is None, timeout=8, what="removal after kill -w 2")
-    assert state.get_assignment(tid) is None and not stormdist.exists()
+    # Removal deletes the ZooKeeper nodes (one transaction), then the local files.
+    poll_for(lambda: state.get_storm(tid) is None and not stormdist.exists(), timeout=8,
+             what="removal after kill -w 2")
+    assert state.get_assignment(tid) is None
     with pytest.raises(TopologyNotFound, match="no live topology named 'wc'"):
         client.kill("wc")
 

@@ -138,7 +138,7 @@ def test_follower_refuses_writes_naming_leader(pair):
     with pytest.raises(NotALeader, match=f"not the leader \\(the leader is {a.address}\\)") as info:
         b.record_heartbeats("sup-1", [])
     assert info.value.leader == a.address
-    assert "sup-1" not in b.supervisor_reports
+    assert "sup-1" not in b.liveness.supervisor_reports
 
     with grpc.insecure_channel(b.address) as channel:
         stub = pb_grpc.NimbusStub(channel)
@@ -166,9 +166,9 @@ def test_supervisor_heartbeats_reach_leader(pair):
             pb.WorkerHeartbeat(topology_id="t-1-1", port=6700, time_secs=12.5)]))
     finally:
         send.close()
-    assert "sup-1" in a.supervisor_reports
-    assert a.heartbeats[("sup-1", "t-1-1", 6700)][1].time_secs == 12.5
-    assert "sup-1" not in b.supervisor_reports
+    assert "sup-1" in a.liveness.supervisor_reports
+    assert a.liveness.heartbeats[("sup-1", "t-1-1", 6700)][1].time_secs == 12.5
+    assert "sup-1" not in b.liveness.supervisor_reports
 
 
 def test_unreachable_seed_is_skipped(pair):

@@ -94,7 +94,7 @@ def test_stale_worker_is_reassigned_and_only_its_executors_move(nimbus, cluster_
         b, a = slot_of(before), slot_of(after)
         assert set(a) == set(b)
         assert {t for t in b if a[t] != b[t]} == set(before["workers"][stale])
-        assert after["version"] == before["version"] + 1
+        assert after["revision"] == before["revision"] + 1
         info = nimbus.topology_info(topology_id=tid)
         assert sum(e.get("acked", 0) for e in info["executors"]) > 0  # heartbeat stats folded in
 

@@ -105,7 +105,7 @@ def test_supervisor_runs_restarts_and_stops_real_workers(cluster_state, zk_conf,
         cluster_state.remove_storm(TID)
         poll_for(lambda: not sup.procs and all(p.poll() is not None for p in popens),
                  timeout=15, what="workers stopped after the assignment went away")
-        poll_for(lambda: not os.path.exists(os.path.join(sup.stormdist, TID)), timeout=5,
+        poll_for(lambda: not os.path.exists(os.path.join(sup.files.stormdist, TID)), timeout=5,
                  what="local topology files removed")
         poll_for(lambda: cluster_state.supervisors()[sup.id]["used_slots"] == [], timeout=5,
                  what="used slots cleared")

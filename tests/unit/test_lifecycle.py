@@ -7,7 +7,10 @@ import pytest
 
 from squall.nimbus.lifecycle import (TRANSITIONS, Activate, Deactivate, InvalidTransition, Kill,
                                      Persist, Reassign, Rebalance, RemoveTopology, ScheduleCheck,
-                                     Startup, Tick, TopologyState, TopologyStatus, transition)
+                                     Startup, Submit, Tick, TopologyState, TopologyStatus,
+                                     transition)
+
+import event_table
 
 A, I, K, R = (TopologyStatus.ACTIVE, TopologyStatus.INACTIVE, TopologyStatus.KILLED,
               TopologyStatus.REBALANCING)
@@ -36,7 +39,7 @@ class Machine:
 
     def __call__(self, event):
         new, instructions = transition(self.state, event)
-        self.history.append((self.state.status, event, instructions))
+        self.history.append((self.state.status if self.state else None, event, instructions))
         self.state = new
         return instructions
 
@@ -69,10 +72,9 @@ def inactive():
 
 def play(m, table):
     """Feed each (event, expected instructions, expected status or None) row."""
-    for i, (event, expected, status) in enumerate(table):
-        got = m(event)
-        assert got == expected, f"row {i}: {event} -> {got!r}, expected {expected!r}"
+    def status_is(i, status):
         assert (m.state.status if m.state else None) == status, f"row {i}: {m.state}"
+    event_table.play(m, table, after=status_is)
 
 
 def killed(at, wait):
@@ -233,7 +235,8 @@ def test_refused_transitions_say_why(state, event, message):
     err = info.value
     assert message in str(err)
     assert "2023-11-14 22:15:30 UTC" in str(err)  # when it will be allowed again (NOW + 30)
-    assert (err.from_status, err.event, err.topology_id) == (state.status, event, TID)
+    assert (err.from_state, err.to_state, err.key) == (state.status, type(event).__name__, TID)
+    assert err.stimulus_id == event.stimulus_id
 
 
 def test_every_status_and_event_is_either_allowed_or_refused():
@@ -255,6 +258,31 @@ def test_every_status_and_event_is_either_allowed_or_refused():
 def test_not_an_event_is_a_type_error():
     with pytest.raises(TypeError, match="not a lifecycle event"):
         transition(base_state(), "kill")
+
+
+# -- submit -------------------------------------------------------------------------------
+def submit(status=A):
+    return Submit(TID, "wc", "alice", status, T0, 2, EXECUTORS, stimulus_id="submit-wc")
+
+
+@pytest.mark.parametrize("status", [A, I])
+def test_a_submit_persists_the_new_topology_then_assigns_it(status):
+    m = Machine(None)
+    play(m, [(submit(status), [Persist(base_state(status)), Reassign(TID, 2, EXECUTORS)],
+              status)])
+    m.validate_state()
+
+
+def test_a_submit_of_an_existing_topology_and_a_request_for_none_are_refused():
+    with pytest.raises(InvalidTransition, match="exists already"):
+        transition(base_state(), submit())
+    with pytest.raises(InvalidTransition, match="no such topology: it cannot be activated"):
+        transition(None, Activate(**sid("a")))
+
+
+def test_a_topology_is_submitted_active_or_inactive_only():
+    with pytest.raises(ValueError, match="not killed"):
+        submit(K)
 
 
 # -- validation ---------------------------------------------------------------------------

@@ -115,10 +115,10 @@ def test_assignment_appears_launches_only_its_own_ports(env):
     assert [p.pid for p in spawned] == [4001, 4002]
     assert sorted(sup.procs) == [6700, 6701]
     assert nimbus.supervisors()[sup.id]["used_slots"] == [6700, 6701]
-    wdir = sup.worker_dir(T, 6700)
-    assert spawned[0].cmd[-5:] == ["--topology-dir", os.path.join(sup.stormdist, T),
+    wdir = sup.files.worker_dir(T, 6700)
+    assert spawned[0].cmd[-5:] == ["--topology-dir", os.path.join(sup.files.stormdist, T),
                                    "--worker-dir", wdir, "--exit-with-parent"]
-    assert spawned[0].log_path == sup.log_path(T, 6700) != spawned[1].log_path
+    assert spawned[0].log_path == sup.files.log_path(T, 6700) != spawned[1].log_path
     with open(os.path.join(wdir, "assignment.json")) as fh:
         a = json.load(fh)
     assert a["worker_id"] == f"{HOST}:6700" and a["port"] == 6700
@@ -147,8 +147,8 @@ def test_assignment_removed_kills_workers_and_removes_files(env):
     assert alive(spawned) == []
     assert [p.signals for p in spawned] == [[signal.SIGTERM], [signal.SIGTERM]]
     assert sup.procs == {}
-    assert not os.path.exists(sup.worker_dir(T, 6700))
-    assert not os.path.exists(os.path.join(sup.stormdist, T))
+    assert not os.path.exists(sup.files.worker_dir(T, 6700))
+    assert not os.path.exists(os.path.join(sup.files.stormdist, T))
     assert nimbus.supervisors()[sup.id]["used_slots"] == []
     sup.sync()
     assert len(spawned) == 2  # no relaunch
@@ -175,7 +175,7 @@ def test_peers_moving_rewrite_the_assignment_without_a_restart(env):
     sup.sync()
     # The worker follows assignment.json itself: no process is stopped or started.
     assert [p.signals for p in spawned] == [[], []] and alive(spawned) == [4001, 4002]
-    with open(os.path.join(sup.worker_dir(T, 6700), "assignment.json")) as fh:
+    with open(os.path.join(sup.files.worker_dir(T, 6700), "assignment.json")) as fh:
         assert json.load(fh)["workers"] == moved
 
 
@@ -213,7 +213,7 @@ def test_status_follows_the_topology(env):
     sup, nimbus, spawned, _ = env
     assign(nimbus, sup.id)
     sup.sync()
-    status = os.path.join(sup.worker_dir(T, 6701), "status")
+    status = os.path.join(sup.files.worker_dir(T, 6701), "status")
     for zk, local in [("inactive", "INACTIVE"), ("active", "ACTIVE"), ("killed", "KILLED")]:
         nimbus.set_storm(T, {"name": "wc", "status": zk})
         sup.sync()
@@ -228,7 +228,7 @@ def test_hung_worker_is_killed_as_failed(env, tmp_path):
     assign(nimbus, sup.id)
     sup.sync()
     for p in spawned:
-        with open(os.path.join(sup.worker_dir(T, int(p.cmd[-2].rsplit("-", 1)[1])),
+        with open(os.path.join(sup.files.worker_dir(T, int(p.cmd[-2].rsplit("-", 1)[1])),
                                "heartbeat.json"), "w") as fh:
             json.dump({"pid": p.pid, "time": clock.now, "state": "running"}, fh)
     clock.now += 6.0
@@ -272,13 +272,13 @@ def write_heartbeat(sup, port, pid, errors, state="running"):
     hb = {"pid": pid, "time": 2000.0 + len(errors), "state": state,
           "errors": [{"time": t, "component": "split", "task": 3, "error": text}
                      for t, text in errors]}
-    with open(os.path.join(sup.worker_dir(T, port), "heartbeat.json"), "w") as fh:
+    with open(os.path.join(sup.files.worker_dir(T, port), "heartbeat.json"), "w") as fh:
         json.dump(hb, fh)
 
 
 def test_errors_are_forwarded_once_and_again_after_a_failed_send(env):
     sup, nimbus, spawned, _ = env
-    sup.send_heartbeats = send = Sender()
+    sup.outbox.send = send = Sender()
     assign(nimbus, sup.id)
     sup.sync()
     errors = [(5.0, "e1"), (5.0, "e2")]  # several errors may share a time
@@ -303,7 +303,7 @@ def test_errors_are_forwarded_once_and_again_after_a_failed_send(env):
 
 def test_error_info_names_topology_component_task_host_port_and_time(env):
     sup, nimbus, _, _ = env
-    sup.send_heartbeats = send = Sender()
+    sup.outbox.send = send = Sender()
     assign(nimbus, sup.id)
     sup.sync()
     write_heartbeat(sup, 6701, 4002, [(1700000000.75, "ValueError: x")])
@@ -316,15 +316,15 @@ def test_error_info_names_topology_component_task_host_port_and_time(env):
 
 def test_a_crashed_workers_last_errors_are_forwarded_once_even_after_its_relaunch(env):
     sup, nimbus, spawned, _ = env
-    sup.send_heartbeats = send = Sender()
+    sup.outbox.send = send = Sender()
     assign(nimbus, sup.id)
     sup.sync()
     write_heartbeat(sup, 6700, 4001, [(5.0, "RuntimeError: boom")], state="crashed")
     spawned[0].exit(70)
     sup.sync(full=False)  # reaped: its final heartbeat's errors are taken now
     assert 6700 not in sup.procs
-    os.unlink(os.path.join(sup.worker_dir(T, 6700), "heartbeat.json"))  # as a relaunch does
+    os.unlink(os.path.join(sup.files.worker_dir(T, 6700), "heartbeat.json"))  # as a relaunch does
     sup.report_heartbeats()
     sup.report_heartbeats()
     assert send.sent == [{6700: ["RuntimeError: boom"]}, {}]
-    assert sup._error_marks == {}
+    assert sup.outbox._marks == {}

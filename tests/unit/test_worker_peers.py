@@ -4,8 +4,9 @@ workers, departed workers' batches, waiting frames, congestion and sockets dropp
 from collections import deque
 
 from squall.client.components import Bolt, Spout
+from squall.client.contract import WorkerAssignment
 from squall.client.topology import TopologyBuilder, system_topology
-from squall.worker.state import Assignment, WorkerState
+from squall.worker.state import WorkerState
 from squall.worker.transfer import Transfer
 
 
@@ -31,7 +32,7 @@ def worker_state(tmp_path):
     b.set_bolt("sink", Sink(), 2).shuffle_grouping("src")
     conf = {"topology.acker.executors": 0}
     topo = system_topology(b.create_topology(), conf)
-    a = Assignment("t-1", ME, "127.0.0.1", 7001, {ME: [1, 2], OLD: [3]}, conf,
+    a = WorkerAssignment("t-1", ME, "127.0.0.1", 7001, {ME: [1, 2], OLD: [3]}, conf,
                    ipc_dir=str(tmp_path))
     return WorkerState(topo, a)
 

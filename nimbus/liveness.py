@@ -1,0 +1,107 @@
+"""Which worker slots are alive: Nimbus's in-memory heartbeat cache (Storm's ``HeartbeatCache``).
+
+Supervisors report their workers' heartbeats every ``supervisor.heartbeat.frequency.secs``
+(``SendSupervisorWorkerHeartbeats``). :class:`Liveness` keeps them in memory only, never in
+ZooKeeper, with the time a *newer* heartbeat was received (so clock skew between hosts does
+not matter), and answers two questions for the scheduler:
+
+* which supervisors are live: registered (their ephemeral node exists), less those that
+  reported before but not for ``nimbus.task.timeout.secs``;
+* which slots of an assignment are dead: their supervisor is gone or no longer offers the
+  port, or the slot was assigned more than ``nimbus.task.launch.secs`` ago and no newer
+  heartbeat arrived for ``nimbus.task.timeout.secs`` (counted at the earliest from the
+  assignment and from when this Nimbus began to lead, since heartbeats are not persisted).
+
+Thread-safe: the gRPC threads record, the leader's loop asks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Mapping
+
+from ..client import config as cfg
+from ..client.contract import Assignment, ContractError, SupervisorInfo, host_port
+from .scheduler import Slot
+
+log = logging.getLogger("squall.nimbus")
+
+
+class Liveness:
+    """Heartbeats by (supervisor id, topology id, port) and supervisors' last reports."""
+
+    def __init__(self, conf: Mapping[str, Any], now: float):
+        self.task_timeout_secs = float(cfg.get(conf, cfg.NIMBUS_TASK_TIMEOUT_SECS))
+        self.task_launch_secs = float(cfg.get(conf, cfg.NIMBUS_TASK_LAUNCH_SECS))
+        #: (supervisor id, topology id, port) -> (received, WorkerHeartbeat message);
+        #: ``received`` is when a heartbeat with a newer ``time_secs`` arrived.
+        self.heartbeats: dict[tuple[str, str, int], tuple[float, Any]] = {}
+        #: When each supervisor last reported (any SendSupervisorWorkerHeartbeats).
+        self.supervisor_reports: dict[str, float] = {}
+        #: When this Nimbus began to lead: nothing counts as silent from before then.
+        self.lead_start = now
+        self._lock = threading.Lock()
+
+    def leading_since(self, now: float) -> None:
+        self.lead_start = now
+
+    def record(self, supervisor_id: str, heartbeats: list[Any], now: float) -> None:
+        """Keep a supervisor's report of its workers' heartbeats."""
+        with self._lock:
+            self.supervisor_reports[supervisor_id] = now
+            for hb in heartbeats:
+                key = (supervisor_id, hb.topology_id, int(hb.port))
+                prev = self.heartbeats.get(key)
+                if prev is not None and hb.time_secs <= prev[1].time_secs:
+                    # Not newer: a hung worker's stale file; keep the old receive time.
+                    self.heartbeats[key] = (prev[0], hb)
+                else:
+                    self.heartbeats[key] = (now, hb)
+
+    def live_supervisors(self, registered: Mapping[str, dict], now: float
+                         ) -> dict[str, SupervisorInfo]:
+        """The registered supervisors (``/supervisors`` records) that are live; a record that
+        does not fit the contract is skipped with a warning."""
+        out = {}
+        with self._lock:
+            for sid, data in registered.items():
+                last = self.supervisor_reports.get(sid)
+                if last is not None and now - max(last, self.lead_start) > self.task_timeout_secs:
+                    continue
+                try:
+                    out[sid] = SupervisorInfo.from_json(data)
+                except ContractError as e:
+                    log.warning("supervisor %s: %s; not scheduling on it", sid, e)
+        return out
+
+    def dead_slots(self, record: Assignment, supervisors: Mapping[str, SupervisorInfo],
+                   now: float) -> set[Slot]:
+        """Slots of ``record`` whose supervisor is gone or whose worker's heartbeats timed out."""
+        dead = set()
+        with self._lock:
+            for hp, sid in record.slots.items():
+                host, port = host_port(hp)
+                info = supervisors.get(sid)
+                if info is None or port not in info.slots:
+                    dead.add(Slot(sid, host, port))
+                    continue
+                assigned = float(record.start_times.get(hp, now))
+                if now - assigned <= self.task_launch_secs:
+                    continue
+                hb = self.heartbeats.get((sid, record.topology_id, port))
+                last = max(hb[0] if hb else 0.0, assigned, self.lead_start)
+                if now - last > self.task_timeout_secs:
+                    dead.add(Slot(sid, host, port))
+        return dead
+
+    def task_stats(self, record: Assignment) -> dict[int, tuple[float, Any]]:
+        """task -> (heartbeat time, latest TaskStats) from the heartbeats of the record's slots."""
+        out: dict[int, tuple[float, Any]] = {}
+        with self._lock:
+            for hp, sid in record.slots.items():
+                hb = self.heartbeats.get((sid, record.topology_id, host_port(hp)[1]))
+                if hb is not None:
+                    for ts in hb[1].tasks:
+                        out[ts.task] = (hb[1].time_secs, ts)
+        return out

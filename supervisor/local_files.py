@@ -1,0 +1,140 @@
+"""The supervisor's files under ``storm.local.dir``: its id, the topology cache, worker dirs, logs.
+
+Storm's supervisor keeps the same things (``supervisor/stormdist/<id>`` filled by its
+localizer, a directory per worker, the workers' logs); here one class owns the layout::
+
+    <storm.local.dir>/supervisor/id                  this supervisor's id (kept across restarts)
+    <storm.local.dir>/supervisor/stormdist/<id>/     a fetched topology (contract's topology files)
+    <storm.local.dir>/workers/<id>-<port>/           a worker's directory (contract's worker files)
+    <storm.local.dir>/logs/<id>-<port>.log           a worker's stdout and stderr
+
+A topology is fetched into a temporary directory and renamed into place once complete, so a
+half-written one never looks fetched. What the worker directories hold is
+:mod:`squall.client.contract`'s.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import uuid
+from typing import Any, Callable, Iterable, Mapping
+
+from ..client import config as cfg
+from ..client.contract import (CONF_FILE, PACKAGE_NAMES, TOPOLOGY_FILE, WorkerAssignment,
+                               WorkerStatus, write_status)
+
+log = logging.getLogger("squall.supervisor")
+
+#: ``fetch_topology(topology_id, dest_dir)``: writes the topology's files into ``dest_dir``.
+FetchTopology = Callable[[str, str], None]
+
+
+class LocalFiles:
+    """The supervisor's directory tree; not thread-safe (the supervisor's loop thread uses it)."""
+
+    def __init__(self, local_dir: str, fetch_topology: FetchTopology | None):
+        self.local_dir = os.path.abspath(local_dir)
+        self.stormdist = os.path.join(self.local_dir, "supervisor", "stormdist")
+        self.workers_dir = os.path.join(self.local_dir, "workers")
+        self.logs_dir = os.path.join(self.local_dir, "logs")
+        for d in (self.stormdist, self.workers_dir, self.logs_dir):
+            os.makedirs(d, exist_ok=True)
+        self.fetch_topology = fetch_topology
+
+    def load_id(self) -> str:
+        """The supervisor's id, made once and kept, so a restart keeps its slots' owner."""
+        path = os.path.join(self.local_dir, "supervisor", "id")
+        try:
+            with open(path) as fh:
+                sid = fh.read().strip()
+            if sid:
+                return sid
+        except FileNotFoundError:
+            pass
+        sid = str(uuid.uuid4())
+        with open(path + ".tmp", "w") as fh:
+            fh.write(sid + "\n")
+        os.replace(path + ".tmp", path)
+        return sid
+
+    # -- paths ----------------------------------------------------------------------------
+    def topology_dir(self, tid: str) -> str:
+        return os.path.join(self.stormdist, tid)
+
+    def worker_dir(self, tid: str, port: int) -> str:
+        return os.path.join(self.workers_dir, f"{tid}-{port}")
+
+    def log_path(self, tid: str, port: int) -> str:
+        return os.path.join(self.logs_dir, f"{tid}-{port}.log")
+
+    # -- the topology cache -----------------------------------------------------------------
+    def ensure_topology(self, tid: str) -> str | None:
+        """The topology's local dir, fetched first if missing; None if the fetch failed (it
+        is logged, and the next round tries again)."""
+        dest = self.topology_dir(tid)
+        if os.path.exists(os.path.join(dest, TOPOLOGY_FILE)):
+            return dest
+        if self.fetch_topology is None:
+            log.error("topology %s is assigned here but no fetcher is configured", tid)
+            return None
+        # Fetch into a temporary dir and rename: a half-written dir must never look complete.
+        tmp = os.path.join(self.stormdist, f".tmp-{tid}-{uuid.uuid4().hex[:8]}")
+        os.makedirs(tmp)
+        try:
+            self.fetch_topology(tid, tmp)
+            if not os.path.exists(os.path.join(tmp, TOPOLOGY_FILE)):
+                raise FileNotFoundError(f"the fetcher wrote no {TOPOLOGY_FILE}")
+            shutil.rmtree(dest, ignore_errors=True)
+            os.replace(tmp, dest)
+        except Exception as e:  # any fetcher failure: skip this topology, retry next round
+            log.error("topology %s: cannot fetch it: %s", tid, e)
+            shutil.rmtree(tmp, ignore_errors=True)
+            return None
+        log.info("topology %s: fetched into %s", tid, dest)
+        return dest
+
+    def worker_conf(self, topo_dir: str, cluster_conf: Mapping[str, Any],
+                    name: str | None) -> dict:
+        """A worker's conf: the topology conf over this node's keys that workers inherit
+        (:data:`~squall.client.config.WORKER_INHERITED_PREFIXES`), as a Storm worker gets
+        the daemon conf under the topology's, so Trident finds ZooKeeper and Redis."""
+        try:
+            with open(os.path.join(topo_dir, CONF_FILE)) as fh:
+                conf = json.load(fh)
+        except FileNotFoundError:
+            conf = {}
+        conf = {**cfg.worker_inherited(cluster_conf), **conf}
+        if name and cfg.TOPOLOGY_NAME not in conf:
+            conf[cfg.TOPOLOGY_NAME] = name
+        return conf
+
+    @staticmethod
+    def code_paths(topo_dir: str) -> list[str]:
+        """The fetched package files that go on the worker's ``sys.path``."""
+        return [p for p in (os.path.join(topo_dir, n) for n in PACKAGE_NAMES)
+                if os.path.exists(p)]
+
+    # -- worker directories ----------------------------------------------------------------
+    def write_worker_dir(self, assignment: WorkerAssignment, status: WorkerStatus) -> str:
+        """Write the worker's assignment and status (each only when it changed: the worker
+        follows their mtimes); returns the directory."""
+        wdir = self.worker_dir(assignment.topology_id, assignment.port)
+        os.makedirs(wdir, exist_ok=True)
+        assignment.write(wdir)
+        write_status(wdir, status)
+        return wdir
+
+    def clean(self, keep_workers: Iterable[tuple[str, int]], keep_topologies: Iterable[str]) -> None:
+        """Remove worker dirs and topology dirs nothing here uses any more."""
+        keep_w = {f"{tid}-{port}" for tid, port in keep_workers}
+        keep_t = set(keep_topologies)
+        for name in os.listdir(self.workers_dir):
+            if name not in keep_w:
+                shutil.rmtree(os.path.join(self.workers_dir, name), ignore_errors=True)
+        for name in os.listdir(self.stormdist):
+            if name not in keep_t and not name.startswith(".tmp-"):
+                log.info("topology %s: removing its local files", name)
+                shutil.rmtree(os.path.join(self.stormdist, name), ignore_errors=True)

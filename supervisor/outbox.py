@@ -1,0 +1,154 @@
+"""The supervisor's reports to Nimbus: its workers' heartbeats and the errors they reported.
+
+Storm 2's ``SupervisorHeartbeat``/``sendSupervisorWorkerHeartbeats``: every
+``supervisor.heartbeat.frequency.secs`` one ``SupervisorWorkerHeartbeats`` message carries
+the fresh heartbeat (:class:`~squall.client.contract.WorkerHeartbeat`) of each running worker
+and the errors they reported since the last report. Errors wait in a bounded outbox while
+Nimbus is unreachable (the oldest go first when it is full) and are sent again after a failed
+send; a worker that exits leaves its last errors (a crash's) in the outbox before its
+relaunch overwrites the file. Nothing here writes to ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from typing import Any, Callable, Iterable, Protocol
+
+from ..client.contract import WorkerHeartbeat
+from ..proto import nimbus_pb2 as pb
+
+log = logging.getLogger("squall.supervisor")
+
+#: Worker errors kept for Nimbus while it is unreachable; older ones are dropped first.
+MAX_UNSENT_ERRORS = 200
+#: Counters of a worker heartbeat's tasks that travel to Nimbus.
+TASK_COUNTERS = ("emitted", "transferred", "executed", "acked", "failed", "timed_out", "pending")
+
+
+class Worker(Protocol):
+    """What the outbox needs of a running worker (the supervisor's process record)."""
+
+    topology_id: str
+    port: int
+    pid: int
+    worker_dir: str
+    tasks: tuple[int, ...]
+
+
+class Outbox:
+    """Builds and sends the reports; thread-safe (the supervisor's loop takes a dead worker's
+    errors while its heartbeat thread sends)."""
+
+    def __init__(self, supervisor_id: str, host: str,
+                 send: Callable[[Any], None] | None = None,
+                 make_sender: Callable[[], Callable[[Any], None]] | None = None,
+                 max_unsent: int = MAX_UNSENT_ERRORS):
+        self.supervisor_id = supervisor_id
+        self.host = host
+        #: ``send(SupervisorWorkerHeartbeats)``; made by ``make_sender`` on first use.
+        self.send = send
+        self.make_sender = make_sender
+        #: pid -> (newest error time, how many with that time) taken from its heartbeat.json.
+        self._marks: dict[int, tuple[float, int]] = {}
+        #: Errors taken from heartbeat files that Nimbus has not accepted yet (bounded).
+        self._errors: collections.deque = collections.deque(maxlen=max_unsent)
+        self._lock = threading.Lock()
+
+    @property
+    def unsent_errors(self) -> list:
+        with self._lock:
+            return list(self._errors)
+
+    def message(self, workers: Iterable[Worker]) -> Any:
+        """One SupervisorWorkerHeartbeats from the workers' fresh heartbeats (their new
+        errors move into the outbox, which :meth:`report` sends)."""
+        msg = pb.SupervisorWorkerHeartbeats(supervisor_id=self.supervisor_id)
+        for w in sorted(workers, key=lambda w: w.port):
+            hb = WorkerHeartbeat.read(w.worker_dir, w.pid)
+            if hb is None:
+                continue  # not started yet, or the file is left by an earlier process
+            self._take_errors(w, hb)
+            _add_worker_heartbeat(msg, w, hb)
+        return msg
+
+    def worker_exited(self, w: Worker) -> None:
+        """A worker is gone: keep what its final heartbeat reported (a crash's error) before
+        a relaunch replaces the file."""
+        hb = WorkerHeartbeat.read(w.worker_dir, w.pid)
+        if hb is not None:
+            self._take_errors(w, hb, last=True)
+        else:
+            with self._lock:
+                self._marks.pop(w.pid, None)
+
+    def report(self, workers: Iterable[Worker]) -> None:
+        """Send one report; a failure is logged, never raised, and its errors go again."""
+        errors: list = []
+        try:
+            if self.send is None and self.make_sender is not None:
+                self.send = self.make_sender()
+            msg = self.message(workers)
+            with self._lock:
+                errors = list(self._errors)
+                self._errors.clear()
+            msg.errors.extend(errors)
+            if self.send is not None:
+                self.send(msg)
+        except Exception as e:  # noqa: BLE001 - Nimbus away must not stop the supervisor
+            with self._lock:  # oldest first again; the deque's bound drops the oldest
+                self._errors.extendleft(reversed(errors))
+            log.warning("supervisor %s: cannot send worker heartbeats to Nimbus: %s",
+                        self.supervisor_id, e)
+
+    def close(self) -> None:
+        close = getattr(self.send, "close", None)
+        if close is not None:
+            close()
+
+    def _take_errors(self, w: Worker, hb: WorkerHeartbeat, last: bool = False) -> None:
+        """Move the errors of ``hb`` not taken before into the outbox (``last``: the process
+        has exited, forget its mark)."""
+        with self._lock:
+            mark = self._marks.pop(w.pid, (0.0, 0))
+            new, mark = unsent_errors(hb.errors, mark)
+            if not last:
+                self._marks[w.pid] = mark
+            for e in new:
+                self._errors.append(pb.WorkerError(
+                    topology_id=w.topology_id, error=pb.ErrorInfo(
+                        component=str(e.get("component", "")), error=str(e.get("error", "")),
+                        time_secs=int(e.get("time", 0)), host=self.host, port=w.port,
+                        task=int(e.get("task", 0)))))
+
+
+def unsent_errors(errors: list[dict], mark: tuple[float, int]
+                  ) -> tuple[list[dict], tuple[float, int]]:
+    """The errors after ``mark`` = (time, how many with that time were sent), and the mark
+    after them. Several errors can share a time; the worker keeps its last 20, oldest first."""
+    t, n = mark
+    new = [e for e in errors if e.get("time") == t][n:] + \
+        [e for e in errors if float(e.get("time", 0)) > t]
+    if not new:
+        return [], mark
+    last = max(float(e["time"]) for e in new)
+    return new, (last, sum(1 for e in errors if e.get("time") == last))
+
+
+def _add_worker_heartbeat(msg: Any, w: Worker, hb: WorkerHeartbeat) -> None:
+    out = msg.worker_heartbeats.add(
+        topology_id=w.topology_id, port=w.port, time_secs=hb.time,
+        uptime_secs=int(hb.uptime_secs), state=hb.state.value)
+    for t in w.tasks:
+        out.executors.add(task_start=int(t), task_end=int(t))
+    for task, st in sorted(hb.tasks.items(), key=lambda kv: int(kv[0])):
+        ts = out.tasks.add(task=int(task), component=str(st.get("component", "")))
+        for f in TASK_COUNTERS:
+            setattr(ts, f, int(st.get(f, 0)))
+        lat = st.get("complete_latency_ms")
+        if lat:
+            ts.complete_latency.mean = float(lat.get("mean", 0))
+            ts.complete_latency.p50 = float(lat.get("p50", 0))
+            ts.complete_latency.p99 = float(lat.get("p99", 0))
+            ts.complete_latency.n = int(lat.get("n", 0))
