@@ -9,6 +9,9 @@ import pytest
 
 from squall.acker.ledger import AckerLedger, TimeoutReset, TreeAcked, TreeFailed
 
+import event_table
+from event_table import calls
+
 ROOT = 0xDEADBEEF_12345678
 E1 = 0x8000_0000_0000_0001  # edge ids use all 64 bits
 E2 = 0x0F0F_F0F0_1234_5678
@@ -25,11 +28,8 @@ def ledger():
 
 
 def play(ledger, table):
-    """Feed each (event, expected instruction) row to the ledger and check its answer."""
-    for i, (event, expected) in enumerate(table):
-        op, *args = event
-        got = getattr(ledger, op)(*args)
-        assert got == expected, f"row {i}: {event} -> {got!r}, expected {expected!r}"
+    """Feed each ((op, *args), expected instruction) row to the ledger's methods."""
+    event_table.play(calls(ledger), table)
 
 
 def test_init_then_acks_xoring_to_zero_completes_once(ledger):

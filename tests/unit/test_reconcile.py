@@ -9,6 +9,9 @@ from squall.supervisor.reconcile import (RUNNING, STARTING, Changes, KillWorker,
                                          RestartDecision, RestartPolicy, RunningWorker,
                                          WorkerSpec, describe_exit, diff, plan, spec_version)
 
+import event_table
+from event_table import calls
+
 T = "wc-1-1700000000"
 U = "other-2-1700000100"
 TIMEOUT = 5.0
@@ -139,10 +142,7 @@ KEY = (T, 6700)
 
 
 def play(policy, table):
-    for i, (event, expected) in enumerate(table):
-        op, *args = event
-        got = getattr(policy, op)(*args)
-        assert got == expected, f"row {i}: {event} -> {got!r}, expected {expected!r}"
+    event_table.play(calls(policy), table)
 
 
 def test_backoff_doubles_from_half_a_second_to_the_cap(policy):

@@ -9,6 +9,8 @@ from squall.client.spark.batcher import (AckTuples, Add, Batcher, BatchState, Do
                                          UnknownBatch)
 from squall.client.transitions import InvalidTransition
 
+import event_table
+
 
 @pytest.fixture
 def make():
@@ -24,10 +26,7 @@ def make():
 
 
 def play(b, table):
-    for i, (event, expected) in enumerate(table):
-        got = b.handle(event)
-        assert got == expected, f"row {i}: {event} -> {got!r}, expected {expected!r}"
-        b.validate_state()
+    event_table.play(b.handle, table, after=lambda i: b.validate_state())
 
 
 def add(tid, now=0.0):

@@ -14,6 +14,8 @@ from squall.client.trident.batch_tracker import (AckTuple, BatchStatus, BatchTra
                                                  FinishBatch, Finished, FinishFailed, Rotate,
                                                  SendCoord, StartBatch, Tick)
 
+import event_table
+
 A = TransactionAttempt
 B = A(1, 0)
 _ids = itertools.count()
@@ -73,10 +75,7 @@ def make():
 
 
 def play(bt, table):
-    for i, (event, expected) in enumerate(table):
-        got = bt.handle(event)
-        assert got == expected, f"row {i}: {event} -> {got!r}, expected {expected!r}"
-        bt.validate_state(quiescent=False)
+    event_table.play(bt.handle, table, after=lambda i: bt.validate_state(quiescent=False))
 
 
 def test_coord_condition_counts_upstream_task_reports():
