@@ -116,7 +116,7 @@ class LocalCluster(Daemon):
         except RedisUnavailable:
             return {}
         self.redis = LocalRedis().start()
-        return {"trident.redis.host": "127.0.0.1", "trident.redis.port": self.redis.port}
+        return {cfg.TRIDENT_REDIS_HOST: "127.0.0.1", cfg.TRIDENT_REDIS_PORT: self.redis.port}
 
     def _spawn(self, cmd: list, log_path: str, env: dict) -> subprocess.Popen:
         """A worker with our stdout (components' prints show here) and stderr in its log file."""

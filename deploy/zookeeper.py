@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 
+from ..client import config as cfg
 from ..client.cluster_state import ZooKeeperUnavailable
 from .server import LocalServer, run_foreground
 
@@ -119,9 +120,9 @@ class LocalZooKeeper(LocalServer):
 
     def conf(self, root: str | None = None) -> dict:
         """The Storm config keys that point a Squall daemon at this server."""
-        conf = {"storm.zookeeper.servers": [self.host], "storm.zookeeper.port": self.port}
+        conf = {cfg.STORM_ZOOKEEPER_SERVERS: [self.host], cfg.STORM_ZOOKEEPER_PORT: self.port}
         if root is not None:
-            conf["storm.zookeeper.root"] = root
+            conf[cfg.STORM_ZOOKEEPER_ROOT] = root
         return conf
 
     def ruok(self) -> bool:

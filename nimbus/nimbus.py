@@ -70,7 +70,7 @@ class Nimbus(Daemon):
 
         nimbus = Nimbus(conf)           # connects to ZooKeeper (storm.zookeeper.*)
         nimbus.start()                  # registers in /nimbuses, runs the election
-        server = serve(nimbus, "0.0.0.0", conf["nimbus.grpc.port"])  # nimbus/servicer.py
+        server = serve(nimbus, "0.0.0.0", nimbus.port)  # nimbus/servicer.py
         ...
         server.stop(grace=1); nimbus.close(reason="signal-15")
 
