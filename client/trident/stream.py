@@ -74,15 +74,20 @@ class TridentTopology:
         self._txids.add(txid)
         return Stream(self, self._add("spout", [], spout.output_fields(), op=spout, txid=txid))
 
-    def merge(self, *streams: "Stream") -> "Stream":
-        """One stream of the tuples of all ``streams`` (which must have the same fields)."""
+    def merge(self, *streams: "Stream", output_fields: Sequence[str] | None = None) -> "Stream":
+        """One stream of the tuples of all ``streams``, named ``output_fields`` (default: the
+        first stream's fields), as Storm's ``merge``: tuples keep their values in order, so
+        streams whose fields are named differently merge as long as they have as many."""
         if len(streams) < 2:
             raise InvalidTopology("merge needs at least two streams")
-        fields = streams[0].fields
-        for s in streams[1:]:
-            if s.fields != fields:
-                raise InvalidTopology(f"merge: streams have fields {fields} and {s.fields}; "
-                                      "project them to the same fields first")
+        fields = list(streams[0].fields if output_fields is None else output_fields)
+        for s in streams:
+            if len(s.fields) != len(fields):
+                raise InvalidTopology(f"merge: a stream has {len(s.fields)} field(s) {s.fields}, "
+                                      f"the merged stream {len(fields)} {fields}; project it to "
+                                      f"{len(fields)} first")
+        if len(set(fields)) != len(fields):
+            raise InvalidTopology(f"merge: output fields {fields} name a field twice")
         return Stream(self, self._add("merge", [s.node for s in streams], fields))
 
     def build(self):

@@ -192,6 +192,19 @@ def test_map_and_flat_map_replace_the_tuple():
     assert values(emitted, "letters") == [["O"], ["X"], ["A"], ["N"], ["T"]]
 
 
+def test_a_merge_of_differently_named_streams_reads_both_by_the_first_streams_names():
+    t = TridentTopology()
+    a = t.new_stream("a", spout("line"))
+    b = t.new_stream("b", spout("sentence"))
+    out = t.merge(a, b).each(["line"], Seen(), ["seen"])
+    task = task_for(t, out)
+    task.start(1)
+    for stream, text in ((f"s{a.node.id}", "from a"), (f"s{b.node.id}", "from b")):
+        task.sub.execute(task.state, Tup([task.out.batch.to_list(), text], stream), task.out)
+    assert values(task.out.emitted) == [["from a", (("line",), ("from a",))],
+                                        ["from b", (("line",), ("from b",))]]
+
+
 def test_a_stream_used_twice_feeds_both_branches():
     t = TridentTopology()
     words = t.new_stream("words", spout("word"))

@@ -116,12 +116,16 @@ def test_a_stream_keeps_the_fields_of_its_operations():
     assert s.aggregate(Count(), ["n"]).fields == ["n"]
 
 
-def test_merge_refuses_streams_with_different_fields():
+def test_merge_takes_the_first_streams_field_names_as_storm_does():
     t = TridentTopology()
     a = t.new_stream("a", lines())
     b = t.new_stream("b", lines(fields=["word"]))
-    with pytest.raises(InvalidTopology, match=r"\['line'\] and \['word'\]"):
-        t.merge(a, b)
+    assert t.merge(a, b).fields == ["line"]
+    assert t.merge(a, b, output_fields=["text"]).fields == ["text"]
+    pair = t.new_stream("c", lines(fields=["x", "y"]))
+    with pytest.raises(InvalidTopology, match=r"a stream has 2 field\(s\) \['x', 'y'\], the "
+                                              r"merged stream 1 \['line'\]; project it"):
+        t.merge(a, pair)
     with pytest.raises(InvalidTopology, match="at least two"):
         t.merge(a)
 
