@@ -68,6 +68,8 @@ class ComponentDef:
     inputs: list[InputDef] = field(default_factory=list)
     #: True for components the runtime provides (the acker).
     system: bool = False
+    #: Optional parts of Squall it needs (client/extras.py), from ``requires_extras``.
+    extras: tuple[str, ...] = ()
 
     @property
     def task_count(self) -> int:
@@ -241,7 +243,8 @@ class TopologyBuilder:
                                       "create them in open()/prepare()", component=cid) from None
             components[cid] = ComponentDef(
                 cid, comp.kind, serialized=serialized, parallelism=comp.parallelism,
-                num_tasks=comp.num_tasks, conf=conf, streams=streams, inputs=list(comp.inputs))
+                num_tasks=comp.num_tasks, conf=conf, streams=streams, inputs=list(comp.inputs),
+                extras=tuple(sorted(set(getattr(obj, "requires_extras", ())))))
         topology = Topology(components)
         validate(topology)
         for cid, obj in self._objects.items():

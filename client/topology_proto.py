@@ -51,6 +51,7 @@ def _common_to_pb(c: ComponentDef, out: pb.ComponentCommon) -> None:
     out.parallelism_hint = c.parallelism
     out.num_tasks = 0 if c.num_tasks is None else c.num_tasks
     out.json_conf = json.dumps(c.conf, sort_keys=True)
+    out.required_extras.extend(c.extras)
 
 
 def _object_to_pb(c: ComponentDef, out: pb.ComponentObject) -> None:
@@ -90,7 +91,8 @@ def _component_from_pb(cid: str, kind: str, obj: pb.ComponentObject,
         conf=json.loads(common.json_conf) if common.json_conf else {},
         streams={s: StreamDef(list(sd.fields), sd.direct) for s, sd in common.streams.items()},
         inputs=[InputDef(i.source.component, i.source.stream, _grouping_from_pb(i.grouping))
-                for i in common.inputs])
+                for i in common.inputs],
+        extras=tuple(common.required_extras))
 
 
 def from_proto(msg: pb.StormTopology) -> Topology:

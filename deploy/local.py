@@ -106,11 +106,14 @@ class LocalCluster(Daemon):
     def _start_redis(self) -> dict[str, Any]:
         """A private Redis for Trident state when Debian's redis-server is installed and the
         overrides name no Redis of their own."""
+        from ..client.extras import missing
         from ..client.trident.state.base import RedisUnavailable
+
+        if any(k.startswith("trident.redis.") for k in self.overrides) or \
+                missing("trident-redis"):
+            return {}
         from .redis import LocalRedis, installation
 
-        if any(k.startswith("trident.redis.") for k in self.overrides):
-            return {}
         try:
             installation()
         except RedisUnavailable:

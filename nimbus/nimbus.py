@@ -48,6 +48,7 @@ from ..client.contract import Assignment, SupervisorInfo, host_port
 from ..client.daemon import Daemon
 from ..client.errors import (ConfigError, InvalidRequest, InvalidTopology, NotALeader, SquallError,
                              TopologyAlreadyExists, TopologyNotFound)
+from ..client.extras import MissingExtra, check_extras
 from ..client.topology import Topology, assign_task_ids, executors_of, system_topology, validate
 from ..client.topology_proto import from_bytes, from_proto
 from ..proto import topology_pb2
@@ -384,6 +385,12 @@ class Nimbus(Daemon):
         except Exception as e:  # noqa: BLE001 - a malformed message can fail in many ways
             raise InvalidTopology(f"topology {name} cannot be read: {type(e).__name__}: {e}") from None
         validate(topology)
+        for c in topology.components.values():
+            try:
+                check_extras(c.extras, f"component {c.id!r} of topology {name}",
+                             where=f"the Nimbus host {self.host}")
+            except MissingExtra as e:
+                raise InvalidTopology(str(e), component=c.id) from None
         _, executors = _executors(topology, conf)
         status = {"ACTIVE": lc.TopologyStatus.ACTIVE,
                   "INACTIVE": lc.TopologyStatus.INACTIVE}.get(str(initial_status).upper())

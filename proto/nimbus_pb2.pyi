@@ -81,10 +81,12 @@ class SubmitRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., uploaded_location: _Optional[str] = ..., json_conf: _Optional[str] = ..., topology: _Optional[_Union[_topology_pb2.StormTopology, _Mapping]] = ..., options: _Optional[_Union[SubmitOptions, _Mapping]] = ...) -> None: ...
 
 class SubmitResponse(_message.Message):
-    __slots__ = ("topology_id",)
+    __slots__ = ("topology_id", "warnings")
     TOPOLOGY_ID_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     topology_id: str
-    def __init__(self, topology_id: _Optional[str] = ...) -> None: ...
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, topology_id: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class KillRequest(_message.Message):
     __slots__ = ("name", "wait_secs")

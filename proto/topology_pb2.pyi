@@ -78,7 +78,7 @@ class ComponentObject(_message.Message):
     def __init__(self, serialized_python: _Optional[bytes] = ..., shell: _Optional[_Union[ShellComponent, _Mapping]] = ...) -> None: ...
 
 class ComponentCommon(_message.Message):
-    __slots__ = ("inputs", "streams", "parallelism_hint", "num_tasks", "json_conf")
+    __slots__ = ("inputs", "streams", "parallelism_hint", "num_tasks", "json_conf", "required_extras")
     class StreamsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -91,12 +91,14 @@ class ComponentCommon(_message.Message):
     PARALLELISM_HINT_FIELD_NUMBER: _ClassVar[int]
     NUM_TASKS_FIELD_NUMBER: _ClassVar[int]
     JSON_CONF_FIELD_NUMBER: _ClassVar[int]
+    REQUIRED_EXTRAS_FIELD_NUMBER: _ClassVar[int]
     inputs: _containers.RepeatedCompositeFieldContainer[InputDef]
     streams: _containers.MessageMap[str, StreamDef]
     parallelism_hint: int
     num_tasks: int
     json_conf: str
-    def __init__(self, inputs: _Optional[_Iterable[_Union[InputDef, _Mapping]]] = ..., streams: _Optional[_Mapping[str, StreamDef]] = ..., parallelism_hint: _Optional[int] = ..., num_tasks: _Optional[int] = ..., json_conf: _Optional[str] = ...) -> None: ...
+    required_extras: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, inputs: _Optional[_Iterable[_Union[InputDef, _Mapping]]] = ..., streams: _Optional[_Mapping[str, StreamDef]] = ..., parallelism_hint: _Optional[int] = ..., num_tasks: _Optional[int] = ..., json_conf: _Optional[str] = ..., required_extras: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SpoutSpec(_message.Message):
     __slots__ = ("spout_object", "common")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up a machine for Squall: the repo's .venv with Squall installed
-# (editable, with test extras; PySpark among its dependencies), Debian's
+# (editable, with the spark, trident-redis and test extras), Debian's
 # ZooKeeper and Redis, and a Java runtime for Spark. Idempotent; run from
 # any cwd:  bash scripts/setup.sh
 set -euo pipefail
@@ -53,9 +53,9 @@ if [[ ! -x .venv/bin/python ]]; then
   log "creating .venv with $("$PYTHON" --version 2>&1)"
   quiet "$PYTHON" -m venv .venv
 fi
-log "installing squall into .venv (pip install -e '.[test]'; pyspark is ~480 MB the first time)"
+log "installing squall into .venv (pip install -e '.[spark,trident-redis,test]'; pyspark is ~480 MB the first time)"
 quiet .venv/bin/python -m pip install --upgrade pip
-quiet .venv/bin/python -m pip install -e '.[test]'
+quiet .venv/bin/python -m pip install -e '.[spark,trident-redis,test]'
 
 # --- ZooKeeper (Debian package) -----------------------------------------
 if [[ -d /usr/share/zookeeper ]]; then

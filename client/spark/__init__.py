@@ -10,10 +10,14 @@ decides when batches close and what to ack or fail (pure, no IO, no clock);
 imported when a batch reaches Spark.
 """
 
-from .bridge import SparkBridgeBolt
-from .schema import SchemaError, StreamSchema
-from .sink import ParquetSink
-from .trident import SparkStateFactory, SparkUpdater, foreach_batch
+from ..extras import require
+
+require("spark", "the Spark bridge (squall.client.spark)")
+
+from .bridge import SparkBridgeBolt  # noqa: E402
+from .schema import SchemaError, StreamSchema  # noqa: E402
+from .sink import ParquetSink  # noqa: E402
+from .trident import SparkStateFactory, SparkUpdater, foreach_batch  # noqa: E402
 
 __all__ = ["SparkBridgeBolt", "ParquetSink", "foreach_batch", "SparkStateFactory",
            "SparkUpdater", "SchemaError", "StreamSchema"]

@@ -59,6 +59,9 @@ class SparkBridgeBolt(Bolt):
                                                   max_batch_secs=2.0)).shuffle_grouping("split")
     """
 
+    #: pyspark and pyarrow on the cluster's hosts (Nimbus checks at submit).
+    requires_extras = ("spark",)
+
     def __init__(self, fn: Callable[[Any, int], Any], types: Mapping[str, Any] | None = None,
                  max_batch_size: int = 10_000, max_batch_secs: float = 1.0,
                  max_in_flight: int = 1):

@@ -86,6 +86,8 @@ class SparkStateFactory:
 
     #: Spark calls block: the hosting component gets its own thread (see BatchBolt).
     blocking = True
+    #: pyspark and pyarrow on the cluster's hosts (the hosting component carries it).
+    requires_extras = ("spark",)
 
     def __init__(self, fn: Callable[[Any, int], Any], fields: Sequence[str],
                  types: Mapping[str, Any] | None = None):

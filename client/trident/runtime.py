@@ -298,6 +298,16 @@ class BatchBolt(Bolt):
             declarer.declare_stream(stream, [ID_FIELD, *fields])
         declarer.declare_stream(coord_stream(self.batch_group), [ID_FIELD, "count"], direct=True)
 
+    @property
+    def requires_extras(self) -> tuple[str, ...]:
+        """The extras (client/extras.py) of what it hosts: the spout, operations, states."""
+        parts: list[Any] = [getattr(self.hosted, "spout", None)]
+        for n in getattr(self.hosted, "nodes", ()):
+            state = n.state.state if n.kind == "query" else n.state  # a query names its persist
+            parts += [n.op, state]
+        return tuple(sorted({e for p in parts if p is not None
+                             for e in getattr(p, "requires_extras", ())}))
+
     def get_component_configuration(self):
         conf: dict = {cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS: TICK_SECS}
         # A state whose updates block for seconds (the Spark bridge's) gets a thread of its

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import grpc
 import pytest
@@ -181,9 +182,23 @@ def test_rebalance_changes_workers(cluster):
     assert state.get_storm(tid)["component_executors"]["record"] == 1
 
 
-def test_refusals_write_nothing(cluster):
+def test_refusals_write_nothing(cluster, monkeypatch):
     client, state = cluster.client, cluster.state
     before = zk_snapshot(state)
+
+    # A component needing an extra Nimbus's host lacks (pyspark hidden from this process,
+    # where the test's Nimbus runs), or one this Squall does not know.
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    needs = topology()
+    needs.bolts["record"].common.required_extras.append("spark")
+    with pytest.raises(InvalidRequest, match=r"component 'record' of topology spk needs "
+                                             r"squall\[spark\] \(pyspark not installed on the "
+                                             r"Nimbus host 127.0.0.1\): pip install"):
+        client.submit("spk", "", "{}", needs)
+    needs.bolts["record"].common.required_extras[:] = ["gpu"]
+    with pytest.raises(InvalidRequest, match=r"needs squall\[gpu\], which this Squall does "
+                                             "not have"):
+        client.submit("gpu", "", "{}", needs)
 
     bad = topology()
     bad.bolts["record"].common.inputs[0].source.component = "missing"

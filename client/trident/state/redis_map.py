@@ -17,13 +17,17 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, Mapping, Sequence
 
-import redis
-
 from ... import config as cfg
-from .backing import BackingMap, Codec, Key, check_lengths, encode_key
-from .base import REDIS_START_HINT, RedisUnavailable, StateError, StateType
-from .factory import MapStateFactory
-from .map_state import GLOBAL_KEY
+from ...extras import require
+
+require("trident-redis", "Trident's Redis map state (RedisMapState)")
+
+import redis  # noqa: E402
+
+from .backing import BackingMap, Codec, Key, check_lengths, encode_key  # noqa: E402
+from .base import REDIS_START_HINT, RedisUnavailable, StateError, StateType  # noqa: E402
+from .factory import MapStateFactory  # noqa: E402
+from .map_state import GLOBAL_KEY  # noqa: E402
 
 #: The config keys a Redis map state reads.
 REDIS_KEYS = (cfg.TRIDENT_REDIS_HOST, cfg.TRIDENT_REDIS_PORT, cfg.TRIDENT_REDIS_DB,
@@ -131,6 +135,9 @@ class RedisMapState(MapStateFactory):
         counts = RedisMapState.opaque({"trident.redis.port": 6380}, "word-counts")
         state = counts.make_state(topology_conf, partition_index=0, num_partitions=4)
     """
+
+    #: Components hosting it need redis-py on the cluster's hosts.
+    requires_extras = ("trident-redis",)
 
     def __init__(self, state_type: StateType, name: str, conf: Mapping[str, Any] | None = None, *,
                  cache_size: int = 1000, global_key: Key = GLOBAL_KEY):

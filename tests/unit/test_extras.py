@@ -1,0 +1,84 @@
+"""Optional parts of Squall: a missing extra is one line naming it, at import and at submit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from squall.client import extras
+from squall.client.extras import MissingExtra, check_extras, missing, require
+from squall.client.topology import TopologyBuilder
+from squall.client.topology_proto import from_proto, to_proto
+
+
+def test_missing_lists_what_is_not_importable(monkeypatch):
+    assert missing("spark") == []  # the test set-up installs every extra
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    assert missing("spark") == ["pyarrow"]
+    with pytest.raises(MissingExtra) as exc:
+        require("spark", "the Spark bridge")
+    assert str(exc.value) == ("the Spark bridge needs squall[spark] (pyarrow not installed): "
+                              "pip install 'squall[spark]'")
+    assert isinstance(exc.value, ImportError) and exc.value.extra == "spark"
+    with pytest.raises(ValueError, match="no extra 'gpu'"):
+        missing("gpu")
+    with pytest.raises(MissingExtra, match=r"needs squall\[gpu\], which this Squall does not"):
+        check_extras(["gpu"], "component 'x'")
+
+
+def test_every_extra_names_packages_that_pyproject_installs():
+    import tomllib
+    from pathlib import Path
+    with open(Path(__file__).parents[2] / "pyproject.toml", "rb") as fh:
+        declared = tomllib.load(fh)["project"]["optional-dependencies"]
+    for extra, modules in extras.EXTRAS.items():
+        names = {d.split(">")[0].split("<")[0].split("=")[0] for d in declared[extra]}
+        assert names == set(modules), (extra, names)
+
+
+@pytest.mark.parametrize("module, extra", [("squall.client.spark", "spark"),
+                                           ("squall.client.trident.state.redis_map",
+                                            "trident-redis")])
+def test_importing_an_optional_part_without_its_extra_names_the_extra(module, extra):
+    blocked = extras.EXTRAS[extra][0]
+    code = textwrap.dedent(f"""
+        import sys
+        sys.modules[{blocked!r}] = None
+        try:
+            import {module}
+        except ImportError as e:
+            print(type(e).__name__, e)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60).stdout
+    assert "MissingExtra" in out and f"needs squall[{extra}] ({blocked} not installed)" in out, out
+
+
+def test_components_carry_their_extras_to_nimbus():
+    from squall.client.spark import SparkBridgeBolt
+    from squall.client.trident.line_files import TransactionalLineFiles
+    from squall.client.trident.state.redis_map import RedisMapState
+    from squall.client.trident.stream import TridentTopology
+    from topos import NumberSpout
+
+    b = TopologyBuilder()
+    b.set_spout("numbers", NumberSpout())
+    b.set_bolt("spark", SparkBridgeBolt(print)).shuffle_grouping("numbers")
+    topo = from_proto(to_proto(b.create_topology()))
+    assert topo.components["spark"].extras == ("spark",)
+    assert topo.components["numbers"].extras == ()
+
+    t = TridentTopology()
+    (t.new_stream("lines", TransactionalLineFiles(["/nonexistent"]))
+      .group_by(["line"])
+      .persistent_aggregate(RedisMapState.transactional(None, "c"), _count(), ["n"]))
+    hosted = {c.id: c.extras for c in from_proto(to_proto(t.build())).components.values()}
+    assert [cid for cid, e in hosted.items() if e == ("trident-redis",)] == ["b1-persist"], hosted
+
+
+def _count():
+    from squall.client.trident.operation import Count
+    return Count()
