@@ -11,6 +11,8 @@ conf < ``-c key=value`` on the command line (see :func:`layered`).
 
 from __future__ import annotations
 
+import difflib
+import functools
 import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -62,6 +64,10 @@ TOPOLOGY_TICK_TUPLE_FREQ_SECS = _key(
     "topology.tick.tuple.freq.secs", _NUM, None,
     "Seconds between tick tuples sent to each bolt task (settable per component). Unset = none.",
     nullable=True)
+TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS = _key(
+    "topology.enable.message.timeouts", bool, True,
+    "Fail tuple trees not completed within topology.message.timeout.secs; false: never fail "
+    "them by timeout (spouts and ackers keep them until they complete or fail), as Storm.")
 TOPOLOGY_DEBUG = _key("topology.debug", bool, False, "Log every emitted tuple.")
 TOPOLOGY_NAME = _key("topology.name", str, None, "The topology's name.", nullable=True)
 TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS = _key(
@@ -197,6 +203,40 @@ ALIASES: dict[str, str] = {
     "topology.ackers": TOPOLOGY_ACKER_EXECUTORS,
     "topology.max.task.parallelism.pending": TOPOLOGY_MAX_SPOUT_PENDING,
 }
+
+
+#: Where Storm's keys (and Squall's) live: an unknown key there is most likely a typo; keys
+#: outside them are the topology's own settings and pass through.
+NAMESPACES = ("topology.", "storm.", "nimbus.", "supervisor.", "worker.", "drpc.", "ui.",
+              "logviewer.", "pacemaker.", "transactional.", "trident.", "backpressure.",
+              "blobstore.", "scheduler.", "task.", "executor.")
+
+
+@functools.cache
+def storm_keys() -> frozenset[str]:
+    """Every configuration key of Apache Storm 2.8 (``storm_keys.txt`` beside this module)."""
+    with open(os.path.join(os.path.dirname(__file__), "storm_keys.txt")) as fh:
+        return frozenset(line.strip() for line in fh if line.strip() and not line.startswith("#"))
+
+
+def conf_warnings(conf: Mapping[str, Any], where: str = "") -> list[str]:
+    """What to tell the user about the keys of a submitted conf: a Storm key Squall does
+    not implement (it has no effect here), or a key in Storm's or Squall's namespaces that
+    neither knows (a likely typo: the closest known key is suggested)."""
+    prefix = f"{where}: " if where else ""
+    out = []
+    for name in sorted(conf):
+        if name in _KEYS or name in ALIASES:
+            continue
+        if name in storm_keys():
+            out.append(f"{prefix}{name} is a Storm key Squall does not implement; it has no "
+                       "effect")
+        elif name.startswith(NAMESPACES):
+            close = difflib.get_close_matches(name, list(_KEYS) + list(storm_keys()), n=1,
+                                              cutoff=0.85)
+            hint = f": did you mean {close[0]}?" if close else "; it has no effect"
+            out.append(f"{prefix}{name} is not a key Squall or Storm knows{hint}")
+    return out
 
 
 def known_keys() -> Mapping[str, Key]:

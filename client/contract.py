@@ -275,6 +275,8 @@ class WorkerHeartbeat:
     worker_id: str
     uptime_secs: float = 0.0
     active: bool = True
+    #: Every peer worker answered the start-up handshake (spouts wait for it).
+    connected: bool = True
     tasks: dict[str, dict] = field(default_factory=dict)
     executors: dict[str, dict] = field(default_factory=dict)
     throttled: bool = False
@@ -290,7 +292,8 @@ class WorkerHeartbeat:
         return {"version": self.VERSION, "time": self.time, "pid": self.pid,
                 "state": self.state.value, "topology_id": self.topology_id,
                 "worker_id": self.worker_id, "uptime_secs": self.uptime_secs,
-                "active": self.active, "tasks": self.tasks, "executors": self.executors,
+                "active": self.active, "connected": self.connected, "tasks": self.tasks,
+                "executors": self.executors,
                 "throttled": self.throttled, "dropped_frames": self.dropped_frames,
                 "dropped_tuples": self.dropped_tuples, "dropped_batches": self.dropped_batches,
                 "errors": self.errors, "rss_bytes": self.rss_bytes}
@@ -302,6 +305,7 @@ class WorkerHeartbeat:
             return cls(float(d["time"]), int(d["pid"]), HeartbeatState(d["state"]),
                        str(d.get("topology_id", "")), str(d.get("worker_id", "")),
                        float(d.get("uptime_secs", 0)), bool(d.get("active", True)),
+                       bool(d.get("connected", True)),
                        dict(d.get("tasks") or {}), dict(d.get("executors") or {}),
                        bool(d.get("throttled", False)), int(d.get("dropped_frames", 0)),
                        int(d.get("dropped_tuples", 0)), int(d.get("dropped_batches", 0)),

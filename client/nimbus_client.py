@@ -10,6 +10,7 @@ tried: "cannot reach Nimbus at 127.0.0.1:6627: ...").
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Callable, Mapping
 
@@ -20,6 +21,9 @@ from ..proto import nimbus_pb2_grpc as pb_grpc
 from ..proto import topology_pb2
 from . import config as cfg
 from .errors import BY_CODE, LEADER_METADATA, NimbusError, NimbusUnavailable
+
+log = logging.getLogger("squall.client")
+
 
 def _unreachable(e: grpc.RpcError) -> bool:
     """UNAVAILABLE from the channel (connection refused, DNS), not a Nimbus's own refusal:
@@ -142,14 +146,18 @@ class NimbusClient:
     # --- submit and lifecycle ---
     def submit(self, name: str, location: str, conf_json: str,
                topology: topology_pb2.StormTopology, initial_status: str = "ACTIVE",
-               owner: str = "") -> str:
-        """Submit a topology; returns its id. ``conf_json`` is the topology conf as a JSON object."""
+               owner: str = "", warn: Callable[[str], Any] | None = None) -> str:
+        """Submit a topology; returns its id. ``conf_json`` is the topology conf as a JSON
+        object. ``warn`` gets each warning Nimbus answers with (default: logged)."""
         options = pb.SubmitOptions(
             initial_status=pb.SubmitOptions.InitialStatus.Value(initial_status.upper()),
             owner=owner)
-        return self._call("SubmitTopology", pb.SubmitRequest(
+        reply = self._call("SubmitTopology", pb.SubmitRequest(
             name=name, uploaded_location=location, json_conf=conf_json, topology=topology,
-            options=options)).topology_id
+            options=options))
+        for w in reply.warnings:
+            (warn or log.warning)(w)
+        return reply.topology_id
 
     def kill(self, name: str, wait_secs: int | None = None) -> None:
         req = pb.KillRequest(name=name)

@@ -150,6 +150,7 @@ def submit_topology(name: str, conf: Mapping[str, Any] | None,
 
                 location = nimbus.upload(path, progress=progress)
             tid = nimbus.submit(name, location, json.dumps(sent, sort_keys=True),
-                                to_proto(topology), initial_status=initial_status)
+                                to_proto(topology), initial_status=initial_status,
+                                warn=lambda w: click.echo(f"Warning: {w}", err=True))
     echo(f"Submitted topology {name} as {tid} ({initial_status.upper()})")
     return tid

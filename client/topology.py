@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import pickle
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from . import config as cfg
@@ -21,7 +21,8 @@ from . import grouping as g
 from .components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
 from .errors import InvalidTopology
 from .tuple import (ACKER_ACK_STREAM_ID, ACKER_COMPONENT_ID, ACKER_FAIL_STREAM_ID,
-                    ACKER_INIT_STREAM_ID, ACKER_RESET_TIMEOUT_STREAM_ID, DEFAULT_STREAM)
+                    ACKER_INIT_STREAM_ID, ACKER_RESET_TIMEOUT_STREAM_ID, DEFAULT_STREAM,
+                    SYSTEM_STREAM_FIELDS, SYSTEM_STREAM_ID)
 
 SPOUT = "spout"
 BOLT = "bolt"
@@ -291,6 +292,10 @@ def validate(topology: Topology) -> None:
             if not isinstance(s, str) or not s:
                 raise InvalidTopology(f"component {c.id!r} declares a stream with an empty id",
                                       component=c.id)
+            if s.startswith("__") and not c.system:
+                raise InvalidTopology(f"component {c.id!r} declares stream {s!r}: stream ids "
+                                      "starting with '__' belong to the system (as in Storm)",
+                                      component=c.id, stream=s)
             if len(set(sd.fields)) != len(sd.fields):
                 raise InvalidTopology(f"component {c.id!r} stream {s!r} declares a field twice: "
                                       f"{sd.fields}", component=c.id, stream=s)
@@ -320,6 +325,8 @@ def _validate_input(comps: Mapping[str, ComponentDef], c: ComponentDef, inp: Inp
         raise InvalidTopology(f"{where}, but there is no component {inp.component!r} "
                               f"(components: {known})", component=c.id, stream=inp.stream)
     sd = src.streams.get(inp.stream)
+    if sd is None and inp.stream == SYSTEM_STREAM_ID:
+        sd = _SYSTEM_STREAM  # every component has it (system_topology adds it)
     if sd is None:
         known = ", ".join(sorted(src.streams)) or "none"
         raise InvalidTopology(f"{where}, but {inp.component!r} declares no stream {inp.stream!r} "
@@ -354,9 +361,14 @@ def num_ackers(conf: Mapping[str, Any]) -> int:
     return int(conf.get(cfg.TOPOLOGY_WORKERS, 1)) if n is None else int(n)
 
 
+_SYSTEM_STREAM = StreamDef(list(SYSTEM_STREAM_FIELDS))
+
+
 def system_topology(topology: Topology, conf: Mapping[str, Any]) -> Topology:
-    """The topology that actually runs: the user's plus the ``__acker`` bolt (Storm's system-topology!)."""
-    comps = dict(topology.components)
+    """The topology that actually runs: the user's plus the ``__acker`` bolt, and every
+    component's ``__system`` stream (Storm's system-topology!)."""
+    comps = {cid: replace(c, streams={**c.streams, SYSTEM_STREAM_ID: _SYSTEM_STREAM})
+             for cid, c in topology.components.items()}
     n = num_ackers(conf)
     if n > 0:
         inputs = []
@@ -367,9 +379,10 @@ def system_topology(topology: Topology, conf: Mapping[str, Any]) -> Topology:
                 inputs.append(InputDef(c.id, s, g.Grouping(g.FIELDS, ["id"])))
         comps[ACKER_COMPONENT_ID] = ComponentDef(
             ACKER_COMPONENT_ID, BOLT, parallelism=n, inputs=inputs, system=True,
-            streams={s: StreamDef(["id", "time_delta_ms"], direct=True)
-                     for s in (ACKER_ACK_STREAM_ID, ACKER_FAIL_STREAM_ID,
-                               ACKER_RESET_TIMEOUT_STREAM_ID)})
+            streams={**{s: StreamDef(["id", "time_delta_ms"], direct=True)
+                        for s in (ACKER_ACK_STREAM_ID, ACKER_FAIL_STREAM_ID,
+                                  ACKER_RESET_TIMEOUT_STREAM_ID)},
+                     SYSTEM_STREAM_ID: _SYSTEM_STREAM})
     return Topology(comps)
 
 

@@ -20,6 +20,10 @@ ACKER_RESET_TIMEOUT_STREAM_ID = "__ack_reset_timeout"
 SYSTEM_COMPONENT_ID = "__system"
 SYSTEM_TASK_ID = -1
 SYSTEM_TICK_STREAM_ID = "__tick"
+#: Every component's system stream (Storm's SYSTEM_STREAM_ID, fields ["event"]): bolts may
+#: subscribe to it; nothing is emitted on it.
+SYSTEM_STREAM_ID = "__system"
+SYSTEM_STREAM_FIELDS = ("event",)
 
 
 class Fields:

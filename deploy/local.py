@@ -132,7 +132,8 @@ class LocalCluster(Daemon):
         return NimbusClient(self.conf, timeout=timeout)
 
     def submit(self, name: str, topology: Topology, topology_conf: Mapping[str, Any] | None,
-               code_dir: str, initial_status: str = "ACTIVE") -> str:
+               code_dir: str, initial_status: str = "ACTIVE",
+               warn: Callable[[str], Any] | None = None) -> str:
         """Upload ``code_dir`` and submit ``topology`` as ``name`` through gRPC; returns its id.
 
         The conf sent is what ``squall jar`` sends: ``topology.*`` keys of ``squall.yaml`` <
@@ -151,7 +152,8 @@ class LocalCluster(Daemon):
             with self.client(timeout=60.0) as nimbus:
                 location = nimbus.upload(package_file(code_dir, workdir))
                 return nimbus.submit(name, location, json.dumps(sent, sort_keys=True),
-                                     to_proto(topology), initial_status=initial_status)
+                                     to_proto(topology), initial_status=initial_status,
+                                     warn=warn)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -323,7 +325,8 @@ def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any
         redis = f", Redis {c.redis.address} (pid {c.redis.pid})" if c.redis else ""
         echo(f"[squall local] ZooKeeper {c.zookeeper.connect_string} (pid {c.zookeeper.pid}), "
              f"Nimbus {c.nimbus.address}{redis}, supervisor slots {c.supervisor.ports}")
-        run.topology_id = c.submit(loaded.name, loaded.topology, loaded.conf, loaded.code_dir)
+        run.topology_id = c.submit(loaded.name, loaded.topology, loaded.conf, loaded.code_dir,
+                                   warn=lambda w: echo(f"[squall local] warning: {w}"))
         echo(f"[squall local] topology {loaded.name} submitted as {run.topology_id}; "
              f"worker logs in {c.supervisor.files.logs_dir}")
         code = _watch(run, duration, stop, progress_every)

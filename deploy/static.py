@@ -69,7 +69,8 @@ class StaticCluster:
     def __init__(self, name: str, topology: Topology, conf: Mapping[str, Any] | None = None,
                  cli_overrides: Mapping[str, Any] | None = None,
                  code_paths: list[str] | None = None, base_dir: str | None = None,
-                 stdout: Any = None, host: str = "127.0.0.1"):
+                 stdout: Any = None, host: str = "127.0.0.1",
+                 initial_status: WorkerStatus = WorkerStatus.ACTIVE):
         self.name = name
         self.cli_overrides = cfg.normalize(dict(cli_overrides or {}))
         self.conf = cfg.layered(cfg.load_yaml(cfg.find_yaml()), conf, self.cli_overrides)
@@ -80,6 +81,7 @@ class StaticCluster:
         self.own_base = base_dir is None
         self.stdout = stdout
         self.host = host
+        self.initial_status = WorkerStatus(initial_status)
         self.topology_id = f"{name}-1-{int(time.time())}"
         self.workers: list[WorkerProc] = []
         self.assignment: dict[str, list[int]] = {}
@@ -104,7 +106,7 @@ class StaticCluster:
             os.makedirs(wdir, exist_ok=True)
             WorkerAssignment(self.topology_id, w, self.host, port, self.assignment, self.conf,
                              ipc_dir, self.cli_overrides, self.code_paths).write(wdir)
-            write_status(wdir, WorkerStatus.ACTIVE)
+            write_status(wdir, self.initial_status)
             log_path = os.path.join(wdir, "worker.log")
             logf = open(log_path, "ab")
             proc = subprocess.Popen(

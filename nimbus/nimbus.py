@@ -40,7 +40,7 @@ import logging
 import threading
 import time
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..client import config as cfg
 from ..client.cluster_state import NO_NODE, ClusterState, ClusterStateError, VersionConflict
@@ -347,14 +347,16 @@ class Nimbus(Daemon):
 
     def submit(self, name: str, location: str, conf_json: str,
                topology_pb: topology_pb2.StormTopology, initial_status: str = "ACTIVE",
-               owner: str = "") -> str:
+               owner: str = "", warn: Callable[[str], Any] | None = None) -> str:
         """Validate, store and schedule a topology; returns its id (Storm's submitTopologyWithOpts).
 
         Every check runs before anything is written to ZooKeeper or stormdist; a refused
-        submit also drops its upload from the inbox.
+        submit also drops its upload from the inbox. ``warn`` gets what the submitter should
+        tell the user (conf keys Squall does not implement or know); they are logged too.
         """
         try:
-            return self._submit(name, location, conf_json, topology_pb, initial_status, owner)
+            return self._submit(name, location, conf_json, topology_pb, initial_status, owner,
+                                warn)
         except BaseException:
             if location:  # committed uploads are gone from the inbox already
                 self.package_store.discard(location)
@@ -362,7 +364,7 @@ class Nimbus(Daemon):
 
     def _submit(self, name: str, location: str, conf_json: str,
                 topology_pb: topology_pb2.StormTopology, initial_status: str,
-                owner: str) -> str:
+                owner: str, warn: Callable[[str], Any] | None) -> str:
         if not isinstance(name, str) or not name.strip() or "/" in name or name in (".", ".."):
             raise InvalidRequest(f"invalid topology name {name!r}: give a non-empty name "
                                  "without '/'")
@@ -391,6 +393,9 @@ class Nimbus(Daemon):
                              where=f"the Nimbus host {self.host}")
             except MissingExtra as e:
                 raise InvalidTopology(str(e), component=c.id) from None
+        warnings = cfg.conf_warnings(conf, f"topology {name}") + [
+            w for c in topology.components.values()
+            for w in cfg.conf_warnings(c.conf, f"topology {name} component {c.id!r}")]
         _, executors = _executors(topology, conf)
         status = {"ACTIVE": lc.TopologyStatus.ACTIVE,
                   "INACTIVE": lc.TopologyStatus.INACTIVE}.get(str(initial_status).upper())
@@ -428,6 +433,10 @@ class Nimbus(Daemon):
                         persisted = True
                         log.info("topology %s submitted as %s (%s, %d executors)", name, tid,
                                  status.value, len(executors))
+                        for w in warnings:
+                            log.warning("topology %s: %s", tid, w)
+                            if warn is not None:
+                                warn(w)
             except BaseException:
                 if not persisted:  # nothing points at the stored code: drop it
                     self.package_store.remove(tid)

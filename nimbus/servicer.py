@@ -125,9 +125,11 @@ class NimbusServicer(pb_grpc.NimbusServicer):
     @_rpc
     def SubmitTopology(self, request, context):
         status = pb.SubmitOptions.InitialStatus.Name(request.options.initial_status)
+        warnings: list[str] = []
         tid = self.nimbus.submit(request.name, request.uploaded_location, request.json_conf,
-                                 request.topology, status, request.options.owner)
-        return pb.SubmitResponse(topology_id=tid)
+                                 request.topology, status, request.options.owner,
+                                 warn=warnings.append)
+        return pb.SubmitResponse(topology_id=tid, warnings=warnings)
 
     @_rpc
     def KillTopology(self, request, context):

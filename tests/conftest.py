@@ -20,12 +20,13 @@ def cluster(tmp_path):
     events = tmp_path / "events"
     events.mkdir()
 
-    def start(topology, conf=None, name="test"):
+    def start(topology, conf=None, name="test", initial_status="ACTIVE"):
         full = {"topology.workers": 2, "topology.stats.freq.secs": 0.2,
                 "test.events.dir": str(events)}
         full.update(conf or {})
         lc = StaticCluster(name, topology, full, code_paths=[INTEGRATION],
-                          base_dir=str(tmp_path / f"cluster{len(started)}"))
+                          base_dir=str(tmp_path / f"cluster{len(started)}"),
+                          initial_status=initial_status)
         started.append(lc)
         lc.events_dir = str(events)
         lc.start()

@@ -100,6 +100,8 @@ class Executor:
         self.stop_requested = False
         self.stopped = threading.Event()
         self.timeout_secs = float(self.conf[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS])
+        #: False: trees never fail by timeout (spout and acker keep them), as in Storm.
+        self.timeouts = bool(self.conf.get(cfg.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True))
         self.timers: list[list] = []  # [next_due, period, fn]
         #: Callables handed over by other threads (``call_soon_threadsafe``), run in order.
         self.calls: deque[Callable[[], Any]] = deque()
@@ -352,7 +354,12 @@ class _SpoutTask:
 
 
 class SpoutExecutor(Executor):
-    """Runs user spouts: next_tuple under backpressure/max-pending, ack/fail/timeout callbacks."""
+    """Runs user spouts: next_tuple under backpressure/max-pending, ack/fail/timeout callbacks.
+
+    As Storm's SpoutExecutor, a spout is opened only once its topology is first active (and
+    the worker's peers answered): a topology submitted inactive does not open its sources
+    until it is activated. ``activate``/``deactivate`` follow the status after that.
+    """
 
     def setup(self) -> None:
         comp = self.ws.topology.components[self.component_id]
@@ -360,6 +367,7 @@ class SpoutExecutor(Executor):
         self.spouts: list[_SpoutTask] = []
         self.by_task: dict[int, _SpoutTask] = {}
         self.immediate_acks: list[tuple[int, Any]] = []
+        self.opened = False
         self.activated = False
         self.empty_streak = 0
         self.wait_max = float(self.conf[cfg.TOPOLOGY_SPOUT_WAIT_MAX_MILLIS]) / 1000
@@ -369,13 +377,20 @@ class SpoutExecutor(Executor):
                 raise TypeError(f"component {self.component_id!r} is not a spout: {type(spout)}")
             st = _SpoutTask(t, spout, RotatingMap(_TIMEOUT_BUCKETS), max_pending, self.ws.stats[t])
             st.pending.expired = self._expired_cb(st)
-            ctx = self.context(t)
-            st.collector = SpoutOutputCollector(
-                self, t, build_routes(self.ws, self.component_id, t, ctx), st.pending)
-            spout.open(self.conf, ctx, st.collector)
             self.spouts.append(st)
             self.by_task[t] = st
         self.add_timer(self.timeout_secs / (_TIMEOUT_BUCKETS - 1), self._rotate)
+
+    def _open(self) -> None:
+        """Open every spout task (first activation)."""
+        log.info("topology=%s opening spout %s tasks %s", self.ws.topology_id, self.component_id,
+                 self.tasks)
+        for st in self.spouts:
+            ctx = self.context(st.task)
+            st.collector = SpoutOutputCollector(
+                self, st.task, build_routes(self.ws, self.component_id, st.task, ctx), st.pending)
+            st.spout.open(self.conf, ctx, st.collector)
+        self.opened = True
 
     def _expired_cb(self, st: _SpoutTask) -> Any:
         def expired(root: int, entry: tuple) -> None:
@@ -386,7 +401,8 @@ class SpoutExecutor(Executor):
 
     def _rotate(self) -> None:
         for st in self.spouts:
-            st.pending.rotate()
+            if self.timeouts:
+                st.pending.rotate()
             st.stats.pending = len(st.pending)
 
     def _set_active(self, active: bool) -> None:
@@ -399,6 +415,8 @@ class SpoutExecutor(Executor):
 
     def produce(self) -> int:
         if (self.ws.active and self.ws.connected) != self.activated:
+            if not self.opened:
+                self._open()
             self._set_active(self.ws.active and self.ws.connected)
         if not self.activated or self.ws.bp.throttled:
             return 0
@@ -492,8 +510,9 @@ class SpoutExecutor(Executor):
 
     def teardown(self) -> None:
         self.end_batch()
-        for st in self.spouts:
-            st.spout.close()
+        if self.opened:
+            for st in self.spouts:
+                st.spout.close()
 
 
 class AckerExecutor(Executor):
@@ -507,8 +526,9 @@ class AckerExecutor(Executor):
         self.out_resets: dict[int, list] = {}
 
     def _rotate(self) -> None:
-        for ledger in self.ledgers.values():
-            ledger.rotate()
+        if self.timeouts:  # Storm's acker does not rotate either when timeouts are off
+            for ledger in self.ledgers.values():
+                ledger.rotate()
         for t, ledger in self.ledgers.items():
             self.ws.stats[t].pending = len(ledger)
 

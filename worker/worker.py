@@ -287,6 +287,7 @@ class Worker:
         return WorkerHeartbeat(
             time=time.time(), pid=os.getpid(), state=state, topology_id=ws.topology_id,
             worker_id=ws.worker_id, uptime_secs=time.time() - ws.start_time, active=ws.active,
+            connected=ws.connected,
             tasks={str(t): s.snapshot() for t, s in ws.stats.items()},
             executors={ex.name: {"queue": len(ex.queue), "queue_max": ex.queue.max_len,
                                  "congested": ex.queue.congested} for ex in self.executors},

@@ -82,8 +82,13 @@ def zk_snapshot(state):
 def test_submit_lifecycle_kill(cluster, conf, tmp_path):
     client, state = cluster.client, cluster.state
     location = client.upload(b"PK-package-bytes" * 10, progress=lambda s, t: None)
-    tid = client.submit("wc", location, json.dumps({"topology.workers": 3}), topology())
+    warned = []
+    tid = client.submit("wc", location, json.dumps({"topology.workers": 3,
+                                                    "topology.worker.childopts": "-Xmx2g"}),
+                        topology(), warn=warned.append)
     assert tid.startswith("wc-1-")
+    assert warned == ["topology wc: topology.worker.childopts is a Storm key Squall does not "
+                      "implement; it has no effect"]
     stored = state.get_storm(tid)
     assert stored["name"] == "wc" and stored["status"] == "active"
     assert stored["component_executors"] == {"numbers": 2, "record": 3, "__acker": 3}

@@ -311,3 +311,43 @@ class TimedNumberSpout(NumberSpout):
 
     def fail(self, msg_id):
         self.rec("fail", f"{msg_id} {time.time()}")
+
+
+class LifecycleSpout(NumberSpout):
+    """NumberSpout that records ``open``, ``activate`` and ``deactivate``."""
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.rec("open")
+
+    def activate(self):
+        self.rec("activate")
+
+    def deactivate(self):
+        self.rec("deactivate")
+
+
+class HoldThenAck(Bolt):
+    """Holds every tuple ``test.hold.secs`` (checked on ticks), then acks it; never resets
+    its timeout. Records ``prepare`` and ``got <n>``."""
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.rec = Recorder(conf, context)
+        self.hold = float(conf.get("test.hold.secs", 3))
+        self.held = []
+        self.rec("prepare")
+
+    def execute(self, tup):
+        if tup.is_tick:
+            now = time.monotonic()
+            due = [t for t0, t in self.held if now - t0 >= self.hold]
+            self.held = [(t0, t) for t0, t in self.held if now - t0 < self.hold]
+            for t in due:
+                self.collector.ack(t)
+            return
+        self.rec("got", tup.values[0])
+        self.held.append((time.monotonic(), tup))
+
+    def get_component_configuration(self):
+        return {"topology.tick.tuple.freq.secs": 0.2}

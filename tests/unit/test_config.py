@@ -200,3 +200,24 @@ def test_find_yaml_prefers_env(monkeypatch, tmp_path):
     assert cfg.find_yaml() == "squall.yaml"
     monkeypatch.setenv("SQUALL_CONF", "/etc/squall/custom.yaml")
     assert cfg.find_yaml() == "/etc/squall/custom.yaml"
+
+
+def test_conf_warnings_name_storm_keys_squall_lacks_and_likely_typos():
+    conf = {"topology.worker.childopts": "-Xmx1g", "topology.max.spout.pendng": 5,
+            "topology.workers": 2, "topology.ackers": 1, "wordcount.sentences": 10,
+            "spark.master": "local[2]", "trident.redis.hots": "h", "topology.my.own": 1}
+    assert cfg.conf_warnings(conf, "topology wc") == [
+        "topology wc: topology.max.spout.pendng is not a key Squall or Storm knows: did you "
+        "mean topology.max.spout.pending?",
+        "topology wc: topology.my.own is not a key Squall or Storm knows; it has no effect",
+        "topology wc: topology.worker.childopts is a Storm key Squall does not implement; it "
+        "has no effect",
+        "topology wc: trident.redis.hots is not a key Squall or Storm knows: did you mean "
+        "trident.redis.host?"]
+    assert cfg.conf_warnings(cfg.defaults()) == []  # every Squall key is known
+
+
+def test_storm_keys_are_storms():
+    keys = cfg.storm_keys()
+    assert len(keys) > 450 and "topology.message.timeout.secs" in keys
+    assert "topology.executor.threaded" not in keys  # Squall's own

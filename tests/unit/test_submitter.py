@@ -97,8 +97,9 @@ class FakeNimbus:
         progress(len(self.uploaded), len(self.uploaded))
         return "loc-1"
 
-    def submit(self, name, location, conf_json, topology, initial_status="ACTIVE"):
+    def submit(self, name, location, conf_json, topology, initial_status="ACTIVE", warn=None):
         self.submitted = (name, location, json.loads(conf_json), topology, initial_status)
+        warn("topology.worker.childopts is a Storm key Squall does not implement")
         return f"{name}-1-1700000000"
 
 
@@ -125,7 +126,11 @@ def test_submit_topology_uploads_the_packed_dir_and_submits(tmp_path, monkeypatc
     assert {c.id for c in from_proto(topo_pb).spouts()} == {"sentences"}
     with zipfile.ZipFile(__import__("io").BytesIO(FakeNimbus.last.uploaded)) as zf:
         assert "topo.py" in zf.namelist()
-    assert "Submitted topology wc as wc-1-1700000000 (INACTIVE)" in capsys.readouterr().out
+    out = capsys.readouterr()
+    assert "Submitted topology wc as wc-1-1700000000 (INACTIVE)" in out.out
+    # What Nimbus warns about reaches the user, on stderr.
+    assert "Warning: topology.worker.childopts is a Storm key Squall does not implement" in \
+        out.err
 
 
 def test_run_jar_imports_module_and_calls_main(tmp_path, monkeypatch):

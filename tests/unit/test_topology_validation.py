@@ -89,6 +89,24 @@ def test_subscription_to_unknown_stream():
     assert "default" in str(err)  # lists the streams that exist
 
 
+def test_subscription_to_a_components_system_stream_is_accepted_as_in_storm():
+    b = builder_with_source()
+    b.set_bolt("split", Split()).shuffle_grouping("words")
+    b.set_bolt("watch", Sink()).shuffle_grouping("words", "__system") \
+        .fields_grouping("split", ["event"], "__system")
+    assert "watch" in b.create_topology().components
+    b.set_bolt("bad", Sink()).fields_grouping("words", ["word"], "__system")
+    err = refused(b)
+    assert "field 'word'" in str(err) and "['event']" in str(err)
+
+
+def test_a_user_stream_id_starting_with_two_underscores_is_refused():
+    b = TopologyBuilder()
+    b.set_spout("words", Src({"__mine": (["word"], False)}))
+    err = refused(b)
+    assert err.stream == "__mine" and "belong to the system" in str(err)
+
+
 @pytest.mark.parametrize("method", ["fields_grouping", "partial_key_grouping"])
 def test_key_grouping_on_undeclared_field(method):
     b = builder_with_source()
@@ -268,7 +286,9 @@ def test_system_topology_adds_one_acker_per_worker_by_default():
     assert ("words", "__ack_init") in subs
     assert {("split", "__ack_ack"), ("split", "__ack_fail"),
             ("split", "__ack_reset_timeout")} <= subs
-    assert all(sd.direct for sd in acker.streams.values())
+    assert all(sd.direct for s, sd in acker.streams.items() if s.startswith("__ack"))
+    # Every component, the acker included, has Storm's __system stream.
+    assert all(c.streams["__system"].fields == ["event"] for c in sys_topo.components.values())
     assert "__acker" not in topo.components  # the user's topology is untouched
 
 
