@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..client import config as cfg
 from ..client.errors import NimbusUnavailable, SquallError, TopologyNotFound
+from ..deploy.topology_file import user_error
 
 Echo = Callable[[str], None]
 
@@ -47,17 +48,28 @@ def run_jar(package: str, module: str, args: list[str], config_path: str | None,
     os.environ[ENV_OVERRIDES] = json.dumps(dict(overrides))
     if package not in sys.path:
         sys.path.insert(0, package)
+    # The user's code: its mistakes are one line naming the file and line (not our traceback).
+    where = os.path.join(package, *module.split(".")) + ".py"
     try:
         mod = importlib.import_module(module)
     except ModuleNotFoundError as e:
         if e.name and module.split(".")[0] == e.name.split(".")[0]:
             raise SquallError(f"no module {module!r} in {package}") from None
+        raise user_error(where, e, f"importing {module}", code_dir=package) from None
+    except SquallError:
         raise
+    except Exception as e:
+        raise user_error(where, e, f"importing {module}", code_dir=package) from None
     main = getattr(mod, "main", None)
     if not callable(main):
         raise SquallError(f"module {module} ({getattr(mod, '__file__', package)}) has no "
                           "main(args) function to call")
-    return main(list(args))
+    try:
+        return main(list(args))
+    except SquallError:
+        raise
+    except Exception as e:
+        raise user_error(where, e, f"running {module}.main", code_dir=package) from None
 
 
 # --- topology requests -----------------------------------------------------------------

@@ -37,15 +37,16 @@ class LoadedTopology:
     report: Callable[[dict], None] | None = None
 
 
-def user_error(path: str, exc: BaseException, doing: str) -> SquallError:
-    """One line for an exception raised by the user's file: where (the deepest frame in
-    ``path``'s directory), what, and what we were doing."""
+def user_error(path: str, exc: BaseException, doing: str,
+               code_dir: str | None = None) -> SquallError:
+    """One line for an exception raised by the user's code: where (the deepest frame in
+    ``code_dir``, default ``path``'s directory), what, and what we were doing."""
     if isinstance(exc, SyntaxError) and exc.filename:
         where = f"{exc.filename}:{exc.lineno}"
         return SquallError(f"{where}: syntax error: {exc.msg} (while {doing})")
     if isinstance(exc, SquallError):  # ours already (an invalid topology): it names the cause
         return SquallError(f"{path}: {exc} (while {doing})")
-    code_dir = os.path.dirname(path)
+    code_dir = code_dir or os.path.dirname(path)
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if os.path.abspath(f.filename).startswith(code_dir + os.sep)]
     where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else path

@@ -147,7 +147,16 @@ def test_run_jar_imports_module_and_calls_main(tmp_path, monkeypatch):
         commands.run_jar(str(tmp_path), "zzjar_nomain", [], None, {})
     with pytest.raises(SquallError, match="no module 'zzjar_missing'"):
         commands.run_jar(str(tmp_path), "zzjar_missing", [], None, {})
-    for m in ("zzjar_ok", "zzjar_nomain"):
+    # The user's mistakes are one line naming the file and line.
+    (tmp_path / "zzjar_syntax.py").write_text("def main(args):\n    return (\n")
+    (tmp_path / "zzjar_raises.py").write_text("def main(args):\n    return {}['k']\n")
+    with pytest.raises(SquallError, match=r"zzjar_syntax.py:2: syntax error: '\(' was never "
+                                          r"closed \(while importing zzjar_syntax\)"):
+        commands.run_jar(str(tmp_path), "zzjar_syntax", [], None, {})
+    with pytest.raises(SquallError, match=r"zzjar_raises.py:2: KeyError: 'k' \(while running "
+                                          r"zzjar_raises.main\)"):
+        commands.run_jar(str(tmp_path), "zzjar_raises", [], None, {})
+    for m in ("zzjar_ok", "zzjar_nomain", "zzjar_raises"):
         sys.modules.pop(m, None)
 
 
