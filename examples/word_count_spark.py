@@ -16,8 +16,10 @@ the worker's SparkSession), -c wordcount.spark.fail_batch=N (batch N raises once
 replay).
 
 The bridge appends, so the output is at-least-once: a worker killed between Spark's write
-and the acks can write a batch twice. For output written exactly once, see the Trident
-version in squall.client.spark.foreach_batch (ParquetSink overwriting batch_id=<txid>).
+and the acks can write a batch twice, and a replayed sentence (its batch failed or timed
+out) writes again those of its words that were in a batch already written, so the report's
+exact check may then say NO. For output written exactly once, see the Trident version in
+squall.client.spark.foreach_batch (ParquetSink overwriting batch_id=<txid>).
 """
 
 from __future__ import annotations

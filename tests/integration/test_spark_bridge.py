@@ -153,9 +153,13 @@ def test_trident_batch_that_failed_after_writing_is_written_once(cluster, tmp_pa
 
 
 # --- the example, with fn raising for one batch ---------------------------------------------------
-def test_example_totals_are_exact_when_fn_raises_for_one_batch(tmp_path, spark):
+def test_example_loses_no_word_when_fn_raises_for_one_batch(tmp_path, spark):
     """examples/word_count_spark.py on worker processes: batch 2 raises (before writing), its
-    tuples are failed and replayed, the error is reported, and the totals are exact."""
+    tuples are failed and their sentences replayed, the error is reported, and no word is
+    lost. The bridge is at-least-once: a replayed sentence whose other words were in a batch
+    that was written has those words written again, so a word may count more than once, by
+    at most the words of the replayed sentences. (How often a sentence straddles batch 2's
+    boundary depends on timing: batches close at 10,000 words, or after 2 s.)"""
     import importlib
     import sys
 
@@ -175,12 +179,17 @@ def test_example_totals_are_exact_when_fn_raises_for_one_batch(tmp_path, spark):
     try:
         lc.wait_for(lambda: lc.total("acked", "sentences") >= 2000, timeout=180,
                     what="all 2000 sentences acked")
-        assert lc.total("failed", "sentences") >= 1  # batch 2's sentences, replayed
+        replayed = lc.total("failed", "sentences")
+        assert replayed >= 1  # batch 2's sentences, replayed
         errors = [e["error"] for hb in lc.heartbeats().values() for e in hb.get("errors", [])]
         assert any("batch 2: fn raised" in e and "fails once" in e for e in errors), errors
     finally:
         lc.stop(drain_secs=0, grace=15)
-    assert totals(spark, out) == expected_words(2000)
+    got, expected = totals(spark, out), expected_words(2000)
+    lost = {w: n for w, n in expected.items() if got.get(w, 0) < n}
+    assert not lost and set(got) == set(expected), lost
+    words_per_sentence = sum(expected.values()) // 2000
+    assert sum(got.values()) - sum(expected.values()) <= replayed * words_per_sentence
     assert (out / "_failed_once_2").exists()
 
 
