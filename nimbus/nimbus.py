@@ -352,7 +352,7 @@ class Nimbus(Daemon):
 
         Every check runs before anything is written to ZooKeeper or stormdist; a refused
         submit also drops its upload from the inbox. ``warn`` gets what the submitter should
-        tell the user (conf keys Squall does not implement or know); they are logged too.
+        tell the user (conf keys Squall does not implement or know); they are logged at info.
         """
         try:
             return self._submit(name, location, conf_json, topology_pb, initial_status, owner,
@@ -434,7 +434,7 @@ class Nimbus(Daemon):
                         log.info("topology %s submitted as %s (%s, %d executors)", name, tid,
                                  status.value, len(executors))
                         for w in warnings:
-                            log.warning("topology %s: %s", tid, w)
+                            log.info("topology %s: %s", tid, w)  # the submitter shows it
                             if warn is not None:
                                 warn(w)
             except BaseException:
