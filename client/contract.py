@@ -347,21 +347,22 @@ def write_status(worker_dir: str, status: WorkerStatus) -> bool:
     True if it was written."""
     if read_status(worker_dir) == status:
         return False
-    path = os.path.join(worker_dir, STATUS_FILE)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as fh:
-        fh.write(status.value + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(os.path.join(worker_dir, STATUS_FILE), status.value + "\n")
     return True
 
 
 # --- atomic files ----------------------------------------------------------------------------
-def write_json_atomic(path: str, data: Any) -> None:
-    """Write JSON to a temporary file beside ``path`` and rename it over ``path``."""
+def write_text_atomic(path: str, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path`` and rename it over ``path``: a
+    reader sees the old file or the new one, never half of one."""
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "w") as fh:
-        json.dump(data, fh)
+        fh.write(text)
     os.replace(tmp, path)
+
+
+def write_json_atomic(path: str, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data))
 
 
 def read_json(path: str) -> Any:

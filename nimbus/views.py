@@ -15,7 +15,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from ..client.cluster_state import ClusterState
-from ..client.contract import Assignment, ContractError, host_port
+from ..client.contract import Assignment, ContractError, SupervisorInfo, host_port
 from ..client.errors import SquallError
 from ..proto import topology_pb2
 from .lifecycle import TopologyState
@@ -55,11 +55,14 @@ def cluster_info(state: ClusterState, topologies: list[TopologyState],
             "num_tasks": sum(len(ts) for _, ts in record.executors) if record else 0,
             "uptime_secs": int(now - t.launch_time_secs), "owner": t.owner})
     supervisors = []
-    for sid, info in sorted(state.supervisors().items()):
-        supervisors.append({"id": sid, "host": info.get("host", ""),
-                            "uptime_secs": int(info.get("uptime_secs", 0)),
-                            "num_slots": len(info.get("slots", [])),
-                            "num_used_slots": used.get(sid, 0)})
+    for sid, data in sorted(state.supervisors().items()):
+        try:
+            info = SupervisorInfo.from_json(data)
+        except ContractError:  # shown, with what is known, rather than failing the view
+            info = SupervisorInfo(str(data.get("host", "?")) if isinstance(data, dict) else "?",
+                                  ())
+        supervisors.append({"id": sid, "host": info.host, "uptime_secs": int(info.uptime_secs),
+                            "num_slots": len(info.slots), "num_used_slots": used.get(sid, 0)})
     return {"supervisors": supervisors, "topologies": sorted(rows, key=lambda t: t["name"]),
             "nimbus_uptime_secs": int(uptime_secs), "nimbuses": nimbuses}
 
