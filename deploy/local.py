@@ -31,10 +31,10 @@ import time
 from typing import Any, Callable, Mapping
 
 from ..client import config as cfg
+from ..client.contract import EXIT_USER_CODE
 from ..client.daemon import Daemon
 from ..client.errors import SquallError
 from ..client.topology import Topology
-from ..client.contract import EXIT_USER_CODE
 from .net import free_ports
 from .report import run_report
 from .topology_file import LoadedTopology, load_topology_file
