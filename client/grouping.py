@@ -12,6 +12,8 @@ rather than Python's per-process randomized ``hash``.
 
 from __future__ import annotations
 
+import copy
+import pickle
 import random
 import zlib
 from dataclasses import dataclass, field
@@ -34,15 +36,42 @@ KINDS = (SHUFFLE, FIELDS, ALL, GLOBAL, NONE, DIRECT, LOCAL_OR_SHUFFLE, PARTIAL_K
 
 @dataclass
 class Grouping:
-    """A subscription's grouping: ``kind`` plus ``fields`` or a custom grouping object."""
+    """A subscription's grouping: ``kind`` plus ``fields`` or a custom grouping.
+
+    A custom grouping is the user's object (``custom``) where the topology was built, and
+    only its pickled bytes (``serialized``) once read back from the wire: Nimbus never
+    unpickles what a client sends; a worker, which runs the user's code anyway, does.
+    """
 
     kind: str
     fields: list[str] = field(default_factory=list)
     custom: Any = None
+    serialized: bytes | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"unknown grouping {self.kind!r}; one of {KINDS}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Grouping):
+            return NotImplemented
+        if (self.kind, self.fields) != (other.kind, other.fields):
+            return False
+        if self.custom is not None and other.custom is not None:
+            return bool(self.custom == other.custom)
+        return self.custom_bytes() == other.custom_bytes()
+
+    def custom_bytes(self) -> bytes | None:
+        """The custom grouping pickled (what travels in the topology), or None."""
+        if self.serialized is None and self.custom is not None:
+            return pickle.dumps(self.custom, protocol=pickle.HIGHEST_PROTOCOL)
+        return self.serialized
+
+    def new_custom(self) -> Any:
+        """A fresh copy of the custom grouping object, one per emitting task (worker only)."""
+        if self.serialized is not None:
+            return pickle.loads(self.serialized)
+        return copy.deepcopy(self.custom)
 
 
 class CustomStreamGrouping:
@@ -215,7 +244,7 @@ class CustomRouter:
 def make_router(spec: Grouping, targets: Sequence[int], output_fields: Sequence[str], *,
                 local_tasks: frozenset[int] | set[int] = frozenset(), task_id: int = 0,
                 context: Any = None, stream: tuple[str, str] = ("", ""),
-                copy_custom: Callable[[Any], Any] | None = None):
+                fresh_custom: bool = True):
     """Build the router for one subscription of one emitting task.
 
     ``targets`` are the subscriber's task ids, ``output_fields`` the emitting
@@ -238,7 +267,7 @@ def make_router(spec: Grouping, targets: Sequence[int], output_fields: Sequence[
     if kind == DIRECT:
         return DirectRouter(targets)
     if kind == CUSTOM:
-        grouping = copy_custom(spec.custom) if copy_custom else spec.custom
+        grouping = spec.new_custom() if fresh_custom else spec.custom
         grouping.prepare(context, stream, sorted(targets))
         return CustomRouter(grouping, task_id)
     raise TypeError(kind)

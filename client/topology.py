@@ -349,7 +349,11 @@ def _validate_input(comps: Mapping[str, ComponentDef], c: ComponentDef, inp: Inp
                               "subscribe with direct_grouping()", component=c.id, stream=inp.stream)
     if kind == g.CUSTOM:
         obj = inp.grouping.custom
-        if not callable(getattr(obj, "choose_tasks", None)) or \
+        if obj is None:  # read from the wire: only its bytes, unpickled in workers alone
+            if not inp.grouping.serialized:
+                raise InvalidTopology(f"{where} with an empty custom grouping",
+                                      component=c.id, stream=inp.stream)
+        elif not callable(getattr(obj, "choose_tasks", None)) or \
                 not callable(getattr(obj, "prepare", None)):
             raise InvalidTopology(f"{where} with a custom grouping that lacks prepare() and "
                                   "choose_tasks()", component=c.id, stream=inp.stream)

@@ -1,13 +1,14 @@
 """Topology <-> protobuf (``proto/topology.proto``): the form shipped to Nimbus and workers.
 
 Component objects and custom groupings travel pickled; component conf travels
-as JSON, as Storm's ``json_conf`` does.
+as JSON, as Storm's ``json_conf`` does. Reading a message back never unpickles: a
+custom grouping keeps its bytes (a worker unpickles them when it builds its routers),
+so Nimbus can read and validate any client's topology without running its code.
 """
 
 from __future__ import annotations
 
 import json
-import pickle
 
 from ..proto import topology_pb2 as pb
 from . import grouping as g
@@ -24,7 +25,7 @@ def _grouping_to_pb(spec: g.Grouping) -> pb.Grouping:
     elif spec.kind in (g.FIELDS, g.PARTIAL_KEY):
         getattr(out, spec.kind).fields.extend(spec.fields)
     else:
-        out.custom_serialized = pickle.dumps(spec.custom, protocol=pickle.HIGHEST_PROTOCOL)
+        out.custom_serialized = spec.custom_bytes() or b""
     return out
 
 
@@ -35,7 +36,7 @@ def _grouping_from_pb(msg: pb.Grouping) -> g.Grouping:
     if kind in (g.FIELDS, g.PARTIAL_KEY):
         return g.Grouping(kind, list(getattr(msg, kind).fields))
     if kind == "custom_serialized":
-        return g.Grouping(g.CUSTOM, custom=pickle.loads(msg.custom_serialized))
+        return g.Grouping(g.CUSTOM, serialized=msg.custom_serialized)
     raise InvalidTopology(f"unknown grouping kind {kind!r} in serialized topology")
 
 

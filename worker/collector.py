@@ -325,7 +325,6 @@ class BasicOutputCollector:
 
 def build_routes(ws: Any, component: str, task: int, context: Any) -> dict[str, Route]:
     """Routers for every declared stream of ``component`` as emitted by ``task``."""
-    import copy
     comp = ws.topology.components[component]
     routes: dict[str, Route] = {}
     for stream, sd in comp.streams.items():
@@ -338,8 +337,7 @@ def build_routes(ws: Any, component: str, task: int, context: Any) -> dict[str, 
                 continue
             routers.append(g.make_router(inp.grouping, targets, sd.fields,
                                          local_tasks=ws.local_tasks, task_id=task,
-                                         context=context, stream=(component, stream),
-                                         copy_custom=copy.deepcopy))
+                                         context=context, stream=(component, stream)))
         routes[stream] = Route(stream, ws.fields[(component, stream)], routers, sd.direct,
                                frozenset(direct_targets))
     return routes

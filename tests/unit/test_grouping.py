@@ -3,6 +3,7 @@
 import enum
 import json
 import os
+import pickle
 import random
 import subprocess
 import sys
@@ -171,18 +172,26 @@ class EvenOnly(CustomStreamGrouping):
 def test_custom_grouping_is_prepared_with_sorted_targets_and_chooses():
     custom = EvenOnly()
     r = make_router(g.Grouping(g.CUSTOM, custom=custom), [14, 11, 13, 12], ["v"],
-                    task_id=5, context="ctx", stream=("src", "default"))
+                    task_id=5, context="ctx", stream=("src", "default"), fresh_custom=False)
     assert custom.prepared == ("ctx", ("src", "default"), [11, 12, 13, 14])
     assert r.choose(["x"]) == [12, 14]
     assert custom.calls == [(5, ["x"])]
 
 
-def test_custom_grouping_copy_hook_gives_each_emitter_its_own_object():
+def test_custom_grouping_gives_each_emitter_its_own_object():
     custom = EvenOnly()
-    r = make_router(g.Grouping(g.CUSTOM, custom=custom), TARGETS, ["v"], task_id=1,
-                    copy_custom=lambda obj: EvenOnly())
-    r.choose(["x"])
+    r1 = make_router(g.Grouping(g.CUSTOM, custom=custom), TARGETS, ["v"], task_id=1)
+    r2 = make_router(g.Grouping(g.CUSTOM, custom=custom), TARGETS, ["v"], task_id=2)
+    r1.choose(["x"])
     assert not hasattr(custom, "calls")
+    assert r1.grouping is not r2.grouping and r2.grouping.calls == []
+
+
+def test_custom_grouping_read_from_the_wire_is_unpickled_only_when_a_router_is_made():
+    spec = g.Grouping(g.CUSTOM, serialized=pickle.dumps(EvenOnly()))
+    assert spec.custom is None  # the bytes alone: what Nimbus holds
+    r = make_router(spec, TARGETS, ["v"], task_id=1)
+    assert isinstance(r.grouping, EvenOnly)
 
 
 def test_direct_router_chooses_nothing():

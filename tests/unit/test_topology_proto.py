@@ -1,13 +1,15 @@
 """Topology <-> protobuf bytes: everything a worker needs survives the round trip."""
 
+import pickle
+
 import pytest
 
 from squall.client import grouping as g
 from squall.client.components import Bolt, Spout
 from squall.client.errors import InvalidTopology
 from squall.client.topology import ComponentDef, ShellSpec, Topology, TopologyBuilder, \
-    system_topology
-from squall.client.topology_proto import from_bytes, to_bytes, to_proto
+    system_topology, validate
+from squall.client.topology_proto import from_bytes, from_proto, to_bytes, to_proto
 
 
 class Numbers(Spout):
@@ -88,7 +90,7 @@ def test_round_trip_covers_every_grouping_kind():
     kinds = {i.grouping.kind for c in back.components.values() for i in c.inputs}
     assert kinds == set(g.KINDS)
     sink = back.components["sink"]
-    assert sink.inputs[-1].grouping.custom == ModGrouping(3)
+    assert sink.inputs[-1].grouping.new_custom() == ModGrouping(3)
     assert back.components["numbers"].streams["targeted"].direct is True
     assert back.components["numbers"].streams["errors"].direct is False
 
@@ -124,6 +126,30 @@ def test_round_tripped_custom_grouping_routes():
     spec = back.components["sink"].inputs[-1].grouping
     router = g.make_router(spec, [30, 10, 20], ["n", "parity"])
     assert [router.choose([n, 0]) for n in range(4)] == [[10], [20], [30], [10]]
+
+
+class _Planted:
+    """Unpickling this writes a file: the proof that something ran code."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_reading_a_topology_runs_none_of_its_pickles(tmp_path):
+    """Nimbus reads (and validates) any client's topology: neither a custom grouping's
+    pickle nor a component's may run there."""
+    planted = tmp_path / "ran"
+    msg = to_proto(every_grouping_topology())
+    msg.bolts["sink"].common.inputs[-1].grouping.custom_serialized = \
+        pickle.dumps(_Planted(str(planted)))
+    msg.bolts["echo"].bolt_object.serialized_python = pickle.dumps(_Planted(str(planted)))
+    back = from_proto(msg)
+    validate(back)
+    assert not planted.exists()
+    assert back.components["sink"].inputs[-1].grouping.custom is None
 
 
 def test_system_components_are_not_shipped():
