@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import functools
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -99,8 +100,19 @@ TOPOLOGY_STATS_FREQ_SECS = _key(
     "topology.stats.freq.secs", _NUM, 1.0,
     "Seconds between a worker's heartbeat/stats file writes.")
 TOPOLOGY_FALL_BACK_ON_PICKLE = _key(
-    "topology.fall.back.on.java.serialization", bool, True,
-    "Serialize tuple values msgpack cannot encode with pickle (Storm's Java-serialization fallback).")
+    "topology.fall.back.on.java.serialization", bool, False,
+    "Pickle tuple values msgpack cannot encode and no serializer is registered for (Storm's "
+    "Java-serialization fallback). Off by default: unpickling runs code, so workers accept "
+    "pickled values only over encrypted worker traffic; prefer topology.serializers.")
+TOPOLOGY_SERIALIZERS = _key(
+    "topology.serializers", dict, None,
+    "Tuple value types beyond msgpack's: {'module.Class': 'module.Serializer'} (an object with "
+    "pack(obj) and unpack(value)) or {'module.Class': ['module.pack', 'module.unpack']}.",
+    nullable=True)
+TOPOLOGY_MAX_FRAME_BYTES = _key(
+    "topology.max.frame.bytes", int, 16 * 1024 * 1024,
+    "Largest frame between workers; bigger batches are split, a bigger single tuple is "
+    "dropped (its tree fails and replays) and a bigger incoming message is refused.")
 TOPOLOGY_ENVIRONMENT = _key("topology.environment", dict, None,
                             "Environment variables for worker processes.", nullable=True)
 TOPOLOGY_SHUTDOWN_DRAIN_SECS = _key(
@@ -294,10 +306,35 @@ def validate(conf: Mapping[str, Any]) -> None:
     pending = conf.get(TOPOLOGY_MAX_SPOUT_PENDING)
     if pending is not None and pending < 1:
         raise ConfigError(TOPOLOGY_MAX_SPOUT_PENDING, f"must be >= 1 or unset, got {pending}")
+    frame = conf.get(TOPOLOGY_MAX_FRAME_BYTES)
+    if frame is not None and not 64 * 1024 <= frame <= 1024 ** 3:
+        raise ConfigError(TOPOLOGY_MAX_FRAME_BYTES, f"must be 64 KiB..1 GiB, got {frame}")
+    _check_serializers(conf.get(TOPOLOGY_SERIALIZERS))
     lo, hi = conf.get(BACKPRESSURE_LOW_WATERMARK), conf.get(BACKPRESSURE_HIGH_WATERMARK)
     if lo is not None and hi is not None and not 0 < lo < hi <= 1:
         raise ConfigError(BACKPRESSURE_HIGH_WATERMARK,
                           f"water marks need 0 < low ({lo}) < high ({hi}) <= 1")
+
+
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
+#: Ext codes 16..127 are free for registered types.
+MAX_SERIALIZERS = 112
+
+
+def _check_serializers(spec: Any) -> None:
+    """The shape of ``topology.serializers`` (names only: nothing is imported here)."""
+    if not spec:
+        return
+    if len(spec) > MAX_SERIALIZERS:
+        raise ConfigError(TOPOLOGY_SERIALIZERS, f"at most {MAX_SERIALIZERS} types, got {len(spec)}")
+    for cls, ser in spec.items():
+        names = [ser] if isinstance(ser, str) else ser
+        shape = isinstance(ser, str) or (isinstance(ser, list) and len(ser) == 2)
+        if not shape or not all(isinstance(n, str) and _DOTTED.fullmatch(n)
+                                for n in [cls, *names]):
+            raise ConfigError(TOPOLOGY_SERIALIZERS,
+                              f"entry {cls!r}: {ser!r} is not 'module.Serializer' or "
+                              "['module.pack', 'module.unpack'] for a 'module.Class'")
 
 
 def normalize(conf: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import pickle
 import random
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import msgpack
 

@@ -31,6 +31,7 @@ from typing import Any, Mapping
 from . import config as cfg
 from .errors import SquallError
 from .topology import Topology, TopologyBuilder
+from .values import entries_from_conf
 
 #: Environment variable naming the package ``squall jar`` runs (a dir, .zip or .pyz).
 ENV_PACKAGE = "SQUALL_PACKAGE"
@@ -96,13 +97,15 @@ def submission_conf(yaml_conf: Mapping[str, Any], topology_conf: Mapping[str, An
     """(conf for talking to Nimbus, conf sent with the topology), both validated.
 
     The first is every layer over the defaults; the second the ``topology.*`` keys of
-    ``squall.yaml`` < the topology conf < the overrides.
+    ``squall.yaml`` < the topology conf < the overrides. The serializers it names are
+    imported here, so a misspelt one fails at submit rather than in every worker.
     """
     full = cfg.layered(yaml_conf, topology_conf, overrides)
     sent = {k: v for k, v in cfg.normalize(yaml_conf).items() if k.startswith("topology.")}
     sent.update(cfg.normalize(topology_conf or {}))
     sent.update(overrides)
     cfg.validate(sent)
+    entries_from_conf(sent)
     return full, sent
 
 

@@ -396,6 +396,12 @@ class Nimbus(Daemon):
         warnings = cfg.conf_warnings(conf, f"topology {name}") + [
             w for c in topology.components.values()
             for w in cfg.conf_warnings(c.conf, f"topology {name} component {c.id!r}")]
+        if conf.get(cfg.TOPOLOGY_FALL_BACK_ON_PICKLE):
+            warnings.append(
+                f"topology {name}: {cfg.TOPOLOGY_FALL_BACK_ON_PICKLE} is on: workers unpickle "
+                "tuple values, and unpickling runs whatever the bytes say; they accept pickled "
+                "values only over encrypted worker traffic. Prefer registering the types in "
+                f"{cfg.TOPOLOGY_SERIALIZERS}")
         _, executors = _executors(topology, conf)
         status = {"ACTIVE": lc.TopologyStatus.ACTIVE,
                   "INACTIVE": lc.TopologyStatus.INACTIVE}.get(str(initial_status).upper())

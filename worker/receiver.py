@@ -17,9 +17,8 @@ import time
 
 import zmq
 
-from ..client import config as cfg
 from ..client.tuple import Fields, Tuple
-from .frame import BACKPRESSURE, DATA, HELLO, MAX_FRAME_BYTES, PIPE_HWM, BadFrame, decode
+from .frame import BACKPRESSURE, DATA, HELLO, PIPE_HWM, BadFrame, decode
 from .state import WorkerState
 
 log = logging.getLogger("squall.worker.receiver")
@@ -36,15 +35,15 @@ class Receiver:
         self.sock = ws.zctx.socket(zmq.PULL)
         self.sock.setsockopt(zmq.RCVHWM, PIPE_HWM)
         self.sock.setsockopt(zmq.LINGER, 0)
-        # Refuse oversized messages at the transport: a peer never sends > 256 MiB.
-        self.sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+        # Refuse oversized messages at the transport (ZeroMQ drops the connection before
+        # buffering one): a peer of this topology never sends more than topology.max.frame.bytes.
+        self.sock.setsockopt(zmq.MAXMSGSIZE, ws.max_frame_bytes)
         a = ws.assignment
         self.sock.bind(f"tcp://{a.host}:{a.port}")
         self.ipc = None
         if a.ipc_dir:
             self.ipc = f"ipc://{a.ipc_dir}/{ws.topology_id}-{a.port}.sock"
             self.sock.bind(self.ipc)
-        self.allow_pickle = bool(ws.conf.get(cfg.TOPOLOGY_FALL_BACK_ON_PICKLE, True))
         self._last_warn = 0.0
         self._suppressed = 0
         #: (src_task, stream) -> (component, fields), filled lazily.
@@ -81,7 +80,7 @@ class Receiver:
 
     def handle(self, frame: bytes) -> None:
         try:
-            msg = decode(frame, self.allow_pickle)
+            msg = decode(frame, self.ws.values)
         except BadFrame as exc:
             self._drop(f"{exc} ({len(frame)} bytes)")
             return

@@ -23,6 +23,7 @@ from ..client.tuple import (ACKER_COMPONENT_ID, SYSTEM_COMPONENT_ID, SYSTEM_TASK
                             SYSTEM_TICK_STREAM_ID, Fields)
 from .queue import Backpressure
 from .stats import TaskStats
+from ..client.values import ValueTypes
 
 log = logging.getLogger("squall.worker")
 
@@ -79,6 +80,11 @@ class WorkerState:
         self.hello_replies_due: set[str] = set()
         self.on_hello: Callable[[], None] | None = None
         self.zctx = zmq.Context.instance()
+        #: True once worker traffic is encrypted and admits only this topology's workers.
+        self.channel_authenticated = False
+        #: The tuple value types beyond msgpack's (imports the user's serializers).
+        self.values = ValueTypes.from_conf(self.conf, self.channel_authenticated)
+        self.max_frame_bytes = int(cfg.get(self.conf, cfg.TOPOLOGY_MAX_FRAME_BYTES))
         self.errors: collections.deque = collections.deque(maxlen=20)
         self.fatal: tuple[str, BaseException, str] | None = None
         #: Called (from the dying thread) when user code crashed.

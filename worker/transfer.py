@@ -41,7 +41,7 @@ class Transfer:
         self.ws = ws
         self.batch_size = int(ws.conf.get(cfg.TOPOLOGY_TRANSFER_BATCH_SIZE, 500))
         self.flush_interval = float(ws.conf.get(cfg.TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS, 1)) / 1000
-        self.codec = Codec(bool(ws.conf.get(cfg.TOPOLOGY_FALL_BACK_ON_PICKLE, True)))
+        self.codec = Codec(ws.values)
         self.task_worker = ws.task_worker
         self.out: dict[str, list] = {}
         self.socks: dict[str, zmq.Socket] = {}
@@ -76,6 +76,28 @@ class Transfer:
     def _send(self, w: str, batch: list) -> None:
         self.buffered -= len(batch)
         frame = self.codec.data(batch)
+        if len(frame) > self.ws.max_frame_bytes:
+            self._send_split(w, batch, len(frame))
+            return
+        self._send_frame(w, frame)
+
+    def _send_split(self, w: str, batch: list, size: int) -> None:
+        """A frame over topology.max.frame.bytes: send the batch in halves; a single tuple
+        that big is dropped (the receiver would refuse it) and its tree fails by timeout."""
+        if len(batch) == 1:
+            self.ws.dropped_tuples += 1
+            dest, src = batch[0][0], batch[0][1]
+            self.ws.report_error(self.ws.task_component.get(src, "?"), src,
+                                 f"a tuple of {size} bytes for task {dest} exceeds "
+                                 f"topology.max.frame.bytes ({self.ws.max_frame_bytes}); it "
+                                 "was dropped: raise the limit or send smaller values")
+            return
+        half = len(batch) // 2
+        for part in (batch[:half], batch[half:]):
+            self.buffered += len(part)
+            self._send(w, part)
+
+    def _send_frame(self, w: str, frame: bytes) -> None:
         waiting = self.blocked.get(w)
         if waiting is not None:
             waiting.append(frame)

@@ -351,3 +351,41 @@ class HoldThenAck(Bolt):
 
     def get_component_configuration(self):
         return {"topology.tick.tuple.freq.secs": 0.2}
+
+
+class Point:
+    """A tuple value msgpack cannot carry: it travels by its registered serializer."""
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __str__(self):
+        return f"P({self.x},{self.y})"
+
+
+class PointSerializer:
+    @staticmethod
+    def pack(p):
+        return [p.x, p.y]
+
+    @staticmethod
+    def unpack(v):
+        return Point(*v)
+
+
+#: The ``topology.serializers`` entry for :class:`Point`.
+POINT_SERIALIZERS = {"topos.Point": "topos.PointSerializer"}
+
+
+class PointSpout(NumberSpout):
+    """Emits ``[Point(i, -i)]`` with msg_id ``i``."""
+
+    def next_tuple(self):
+        i = self.take()
+        if i is None:
+            return
+        self.rec("emit", i)
+        self.collector.emit([Point(i, -i)], msg_id=i)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["point"])

@@ -14,7 +14,7 @@ def test_defaults():
     assert d[cfg.TOPOLOGY_MAX_SPOUT_PENDING] is None
     assert d[cfg.TOPOLOGY_DEBUG] is False
     assert d[cfg.TOPOLOGY_BACKPRESSURE_ENABLE] is True
-    assert d[cfg.TOPOLOGY_FALL_BACK_ON_PICKLE] is True
+    assert d[cfg.TOPOLOGY_FALL_BACK_ON_PICKLE] is False  # pickle is opt-in (issue 11)
     assert set(d) == set(cfg.known_keys())
     cfg.validate(d)  # the defaults themselves are valid
 

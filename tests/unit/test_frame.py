@@ -1,5 +1,6 @@
 """Worker wire frames: encode/decode round trips and strict rejection of malformed frames."""
 
+import os
 import random
 
 import msgpack
@@ -7,6 +8,9 @@ import pytest
 
 from squall.client.errors import SerializationError
 from squall.worker.frame import BACKPRESSURE, DATA, VERSION, BadFrame, Codec, decode
+from squall.client.values import ValueTypes
+
+PICKLING = ValueTypes(pickle_out=True, pickle_in=True)
 
 MAX_U64 = (1 << 64) - 1
 
@@ -30,20 +34,20 @@ def test_tuple_values_arrive_as_lists():
 
 def test_set_round_trips_via_pickle_fallback():
     values = [{"b", "a"}, {"nested": frozenset({1, 2})}]
-    msg = decode(Codec(pickle_fallback=True).data([[1, 2, "default", values, None]]))
+    msg = decode(Codec(PICKLING).data([[1, 2, "default", values, None]]), PICKLING)
     assert msg[2][0][3] == values
     assert type(msg[2][0][3][0]) is set
 
 
-def test_without_pickle_fallback_set_is_refused_naming_type():
+def test_by_default_a_set_is_refused_naming_its_type_and_the_remedy():
     with pytest.raises(SerializationError) as info:
-        Codec(pickle_fallback=False).data([[1, 2, "default", [{"a"}], None]])
-    assert "set" in str(info.value)
-    assert "topology.fall.back.on.java.serialization" in str(info.value)
+        Codec().data([[1, 2, "default", [{"a"}], None]])
+    assert "builtins.set" in str(info.value)
+    assert "topology.serializers" in str(info.value)
 
 
 def test_codec_usable_after_serialization_error():
-    codec = Codec(pickle_fallback=False)
+    codec = Codec()
     with pytest.raises(SerializationError):
         codec.data([[1, 2, "default", [{"a"}], None]])
     assert decode(codec.data([[1, 2, "default", ["ok"], None]]))[2][0][3] == ["ok"]
@@ -51,7 +55,7 @@ def test_codec_usable_after_serialization_error():
 
 def test_unpicklable_value_is_a_serialization_error():
     with pytest.raises(SerializationError) as info:
-        Codec().data([[1, 2, "default", [lambda: None], None]])
+        Codec(PICKLING).data([[1, 2, "default", [lambda: None], None]])
     assert "function" in str(info.value)
 
 
@@ -98,8 +102,22 @@ def test_bad_frame_message_says_what_is_wrong():
         decode(BAD_FRAMES["unknown kind"])
 
 
-def test_pickled_values_are_refused_when_the_fallback_is_off():
-    frame = Codec(pickle_fallback=True).data([[1, 2, "default", [{1, 2}], None]])
-    assert decode(frame)[2][0][3] == [{1, 2}]
+class _Planted:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (os.mkdir, (self.path,))
+
+
+@pytest.mark.parametrize("values", [ValueTypes(), ValueTypes(pickle_out=True)],
+                         ids=["default", "fallback on, channel not authenticated"])
+def test_a_pickled_value_is_refused_and_never_run(tmp_path, values):
+    """The frame a stranger sends a worker port: it must not run (issue 11's first hole)."""
+    planted = tmp_path / "ran"
+    frame = Codec(PICKLING).data([[1, 2, "default", [_Planted(str(planted))], None]])
     with pytest.raises(BadFrame, match="pickled value refused"):
-        decode(frame, allow_pickle=False)
+        decode(frame, values)
+    assert not planted.exists()
+    decode(frame, PICKLING)  # the same frame where pickle is allowed: it does run
+    assert planted.exists()

@@ -1,5 +1,6 @@
 """Topology <-> protobuf bytes: everything a worker needs survives the round trip."""
 
+import os
 import pickle
 
 import pytest
@@ -135,7 +136,7 @@ class _Planted:
         self.path = path
 
     def __reduce__(self):
-        return (open, (self.path, "w"))
+        return (os.mkdir, (self.path,))
 
 
 def test_reading_a_topology_runs_none_of_its_pickles(tmp_path):
