@@ -175,6 +175,79 @@ STORM_ZOOKEEPER_RETRY_INTERVAL_CEILING = _key(
     "storm.zookeeper.retry.intervalceiling.millis", _NUM, 30000,
     "Longest wait between two retries, milliseconds.")
 
+# --- security: ZooKeeper ACLs, TLS, authorization, bounds (SECURITY.md) ---------------
+STORM_ZOOKEEPER_AUTH_SCHEME = _key(
+    "storm.zookeeper.auth.scheme", str, "digest",
+    "ZooKeeper auth scheme of the daemons (only digest is supported).")
+STORM_ZOOKEEPER_AUTH_PAYLOAD = _key(
+    "storm.zookeeper.auth.payload", str, None,
+    "user:password the daemons authenticate to ZooKeeper with; every znode Squall creates is "
+    "then readable and writable by that identity only. Unset = open ACLs (insecure).",
+    nullable=True)
+STORM_ZOOKEEPER_TOPOLOGY_AUTH_SCHEME = _key(
+    "storm.zookeeper.topology.auth.scheme", str, "digest",
+    "ZooKeeper auth scheme of a topology's workers (only digest is supported).")
+STORM_ZOOKEEPER_TOPOLOGY_AUTH_PAYLOAD = _key(
+    "storm.zookeeper.topology.auth.payload", str, None,
+    "user:password a topology's workers use in ZooKeeper (Trident's transactional state); "
+    "set by the supervisor, derived from the cluster's payload and the topology name.",
+    nullable=True)
+NIMBUS_BIND_HOST = _key(
+    "nimbus.bind.host", str, "0.0.0.0",
+    "Address Nimbus's gRPC server listens on; a non-loopback address needs TLS "
+    "(squall.tls.*) unless Nimbus is started with --insecure.")
+SQUALL_TLS_CA_FILE = _key(
+    "squall.tls.ca.file", str, None,
+    "PEM CA certificate every daemon and client trusts (deploy/make-certs.sh makes one).",
+    nullable=True)
+SQUALL_TLS_CERT_FILE = _key(
+    "squall.tls.cert.file", str, None,
+    "PEM certificate this daemon or user presents; its CN is the principal, its OU values "
+    "the principal's groups.", nullable=True)
+SQUALL_TLS_KEY_FILE = _key("squall.tls.key.file", str, None,
+                           "PEM private key of squall.tls.cert.file.", nullable=True)
+NIMBUS_AUTHORIZER = _key(
+    "nimbus.authorizer", str, "simple",
+    "Who may do what at Nimbus: simple (Storm's SimpleACLAuthorizer; needs TLS) or none.")
+NIMBUS_ADMINS = _key("nimbus.admins", list, [], "Principals allowed every operation.")
+NIMBUS_ADMINS_GROUPS = _key("nimbus.admins.groups", list, [],
+                            "Groups whose members are admins.")
+NIMBUS_USERS = _key("nimbus.users", list, None,
+                    "Principals allowed to submit topologies; unset = any authenticated user.",
+                    nullable=True)
+NIMBUS_SUPERVISOR_USERS = _key(
+    "nimbus.supervisor.users", list, [],
+    "Principals of supervisors: only they may send heartbeats and download packages.")
+TOPOLOGY_USERS = _key("topology.users", list, [],
+                      "Principals besides the owner allowed to manage the topology.")
+TOPOLOGY_GROUPS = _key("topology.groups", list, [],
+                       "Groups whose members may manage the topology.")
+SQUALL_SECRET_KEYS = _key(
+    "squall.secret.keys", list, [],
+    "Extra conf keys whose values are redacted wherever a conf is shown (keys containing "
+    "password, secret, token, credential or payload always are).")
+NIMBUS_INBOX_JAR_EXPIRATION_SECS = _key(
+    "nimbus.inbox.jar.expiration.secs", _NUM, 3600,
+    "Seconds an unfinished or unsubmitted upload stays in Nimbus's inbox.")
+NIMBUS_INBOX_MAX_BYTES = _key("nimbus.inbox.max.bytes", int, 2 * 1024 ** 3,
+                              "Bytes of uploads Nimbus holds at once, all principals.")
+NIMBUS_INBOX_MAX_UPLOADS = _key("nimbus.inbox.max.uploads", int, 64,
+                                "Open uploads Nimbus holds at once, all principals.")
+NIMBUS_INBOX_MAX_UPLOADS_PER_USER = _key("nimbus.inbox.max.uploads.per.user", int, 8,
+                                         "Open uploads one principal may hold at once.")
+NIMBUS_TOPOLOGIES_MAX = _key("nimbus.topologies.max", int, 500,
+                             "Live topologies a cluster accepts.")
+NIMBUS_TOPOLOGIES_PER_USER_MAX = _key("nimbus.topologies.per.user.max", int, 100,
+                                      "Live topologies one principal may own.")
+NIMBUS_SLOTS_PER_TOPOLOGY = _key("nimbus.slots.perTopology", int, 256,
+                                 "Most workers (slots) one topology may ask for.")
+NIMBUS_EXECUTORS_PER_TOPOLOGY = _key("nimbus.executors.perTopology", int, 4096,
+                                     "Most executors (and tasks) one topology may have.")
+STORM_MESSAGING_CURVE = _key(
+    "storm.messaging.curve", bool, True,
+    "Encrypt and authenticate worker-to-worker traffic with CurveZMQ (a key pair per "
+    "topology); off only for measurements on a trusted network.")
+
 # --- Trident (client/trident/) -----------------------------------------------------------
 TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS = _key(
     "topology.trident.batch.emit.interval.millis", _NUM, 500,

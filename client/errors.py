@@ -134,15 +134,33 @@ class InvalidRequest(NimbusError):
     grpc_code = "INVALID_ARGUMENT"
 
 
-class PackageTooLarge(NimbusError):
-    """The package is over ``nimbus.package.max.bytes``."""
+class LimitExceeded(NimbusError):
+    """A bound of the cluster is reached: inbox bytes or uploads, topologies, workers,
+    executors (the message names the key that sets it)."""
 
     grpc_code = "RESOURCE_EXHAUSTED"
+
+
+class PackageTooLarge(LimitExceeded):
+    """The package is over ``nimbus.package.max.bytes``."""
 
     def __init__(self, message: str, limit: int | None = None):
         #: The configured limit in bytes (server side only).
         self.limit = limit
         super().__init__(message)
+
+
+class Unauthenticated(NimbusError):
+    """The caller presented no valid credentials (no client certificate, or one Nimbus's CA
+    did not sign)."""
+
+    grpc_code = "UNAUTHENTICATED"
+
+
+class PermissionDenied(NimbusError):
+    """The authenticated principal may not do this (Storm's AuthorizationException)."""
+
+    grpc_code = "PERMISSION_DENIED"
 
 
 class IllegalState(NimbusError):
@@ -176,5 +194,6 @@ LEADER_METADATA = "squall-leader"
 #: gRPC status code name -> the class the client raises for it.
 BY_CODE: dict[str, type[NimbusError]] = {
     cls.grpc_code: cls for cls in (TopologyNotFound, TopologyAlreadyExists, InvalidRequest,
-                                   PackageTooLarge, IllegalState, NimbusUnavailable)
+                                   LimitExceeded, Unauthenticated, PermissionDenied,
+                                   IllegalState, NimbusUnavailable)
 }

@@ -30,7 +30,7 @@ from typing import Any, Mapping
 
 from . import config as cfg
 from .errors import SquallError
-from .topology import Topology, TopologyBuilder
+from .topology import Topology, TopologyBuilder, topology_name_problem
 from .values import entries_from_conf
 
 #: Environment variable naming the package ``squall jar`` runs (a dir, .zip or .pyz).
@@ -127,6 +127,9 @@ def submit_topology(name: str, conf: Mapping[str, Any] | None,
         raise SquallError("submit_topology needs the package being run: start this code with "
                           "`squall jar PACKAGE MODULE [ARGS...]` (for one machine without a "
                           "cluster, use `squall local FILE`)")
+    problem = topology_name_problem(name)
+    if problem:
+        raise SquallError(f"invalid topology name {name!r}: {problem}")
     if isinstance(topology, TopologyBuilder):
         topology = topology.create_topology()
     if not isinstance(topology, Topology):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import unicodedata
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
@@ -174,9 +175,47 @@ class BoltDeclarer(_Declarer):
         return self._sub(component, stream, g.Grouping(g.CUSTOM, custom=grouping))
 
 
+#: Longest topology name, component id or stream id, in UTF-8 bytes: a topology id
+#: (name-counter-secs) is a file name and a znode name on every host.
+MAX_NAME_BYTES = 128
+#: Characters Storm refuses in a topology name (Nimbus.validateTopologyName).
+DISALLOWED_NAME_CHARS = ("/", ".", ":", "\\")
+
+
+def _control_chars(text: str) -> bool:
+    return any(unicodedata.category(ch)[0] == "C" for ch in text)
+
+
+def topology_name_problem(name: Any) -> str | None:
+    """Why ``name`` cannot name a topology, or None (Storm's rules plus a length bound)."""
+    if not isinstance(name, str) or not name.strip():
+        return "give a non-empty name"
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        return f"it is longer than {MAX_NAME_BYTES} bytes"
+    bad = [c for c in DISALLOWED_NAME_CHARS if c in name]
+    if bad:
+        return f"it contains {' '.join(repr(c) for c in bad)} (names may not contain / . : \\)"
+    if _control_chars(name):
+        return "it contains a control or unprintable character"
+    if name != name.strip():
+        return "it starts or ends with whitespace"
+    return None
+
+
+def _id_problem(kind: str, value: Any) -> str | None:
+    if not isinstance(value, str) or not value:
+        return f"{kind} must be a non-empty string, got {value!r}"
+    if len(value.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        return f"{kind} {value[:40]!r}... is longer than {MAX_NAME_BYTES} bytes"
+    if _control_chars(value):
+        return f"{kind} {value!r} contains a control or unprintable character"
+    return None
+
+
 def _check_id(component_id: Any) -> None:
-    if not isinstance(component_id, str) or not component_id:
-        raise InvalidTopology(f"component id must be a non-empty string, got {component_id!r}")
+    problem = _id_problem("component id", component_id)
+    if problem:
+        raise InvalidTopology(problem)
     if component_id.startswith("__"):
         raise InvalidTopology(f"component id {component_id!r} is reserved: ids starting with "
                               "'__' belong to system components", component=component_id)
@@ -289,9 +328,9 @@ def validate(topology: Topology) -> None:
             raise InvalidTopology(f"spout {c.id!r} declares no output stream: declare one in "
                                   "declare_output_fields()", component=c.id)
         for s, sd in c.streams.items():
-            if not isinstance(s, str) or not s:
-                raise InvalidTopology(f"component {c.id!r} declares a stream with an empty id",
-                                      component=c.id)
+            problem = _id_problem("stream id", s)
+            if problem:
+                raise InvalidTopology(f"component {c.id!r}: {problem}", component=c.id)
             if s.startswith("__") and not c.system:
                 raise InvalidTopology(f"component {c.id!r} declares stream {s!r}: stream ids "
                                       "starting with '__' belong to the system (as in Storm)",

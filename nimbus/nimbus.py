@@ -46,15 +46,17 @@ from ..client import config as cfg
 from ..client.cluster_state import NO_NODE, ClusterState, ClusterStateError, VersionConflict
 from ..client.contract import Assignment, SupervisorInfo, host_port
 from ..client.daemon import Daemon
-from ..client.errors import (ConfigError, InvalidRequest, InvalidTopology, NotALeader, SquallError,
-                             TopologyAlreadyExists, TopologyNotFound)
+from ..client.errors import (ConfigError, InvalidRequest, InvalidTopology, LimitExceeded,
+                             NotALeader, SquallError, TopologyAlreadyExists, TopologyNotFound)
 from ..client.extras import MissingExtra, check_extras
-from ..client.topology import Topology, assign_task_ids, executors_of, system_topology, validate
+from ..client.topology import (Topology, assign_task_ids, executors_of, system_topology,
+                               topology_name_problem, validate)
 from ..client.topology_proto import from_bytes, from_proto
 from ..proto import topology_pb2
 from . import lifecycle as lc
 from . import views
 from .code_sync import CodeSync
+from .index import TopologyIndex
 from .liveness import Liveness
 from .package_store import PackageStore
 from .scheduler import NotEnoughSlots, Slot, edges_of, schedule
@@ -97,6 +99,8 @@ class Nimbus(Daemon):
         self.start_time = time.time()
         #: Worker heartbeats and supervisor reports: which slots are alive.
         self.liveness = Liveness(self.conf, self.start_time)
+        #: Names, owners and assignments of live topologies, kept while leading.
+        self.index = TopologyIndex()
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
         self._timers: list[tuple[float, str]] = []
@@ -168,6 +172,7 @@ class Nimbus(Daemon):
         try:
             with self._lock:
                 self._timers.clear()
+                self.index.rebuild(self.cluster_state)
                 self._for_each_storm(lambda tid: lc.Startup(now=time.time(),
                                                             stimulus_id="leader-startup"))
             next_monitor = time.monotonic() + self.monitor_secs
@@ -184,6 +189,8 @@ class Nimbus(Daemon):
                         self._wake.wait(max(0.01, min(wait, 1.0)))
         finally:
             self._leader.clear()
+            with self._lock:
+                self.index.clear()
             log.info("Nimbus %s stops leading", self.address)
 
     # --- timers and monitor (loop thread, lock held) ---
@@ -195,8 +202,9 @@ class Nimbus(Daemon):
 
     def _monitor(self) -> None:
         """Storm's ``doRebalance``/``mkAssignments`` round: due transitions, unassigned topologies,
-        and slots whose supervisor is gone."""
+        and slots whose supervisor is gone; abandoned uploads expire."""
         now = time.time()
+        self.package_store.expire()
         self._for_each_storm(lambda tid: lc.Tick(now=now, stimulus_id="monitor"))
         try:
             supervisors = self._live_supervisors(now)
@@ -261,9 +269,11 @@ class Nimbus(Daemon):
     def _execute(self, tid: str, inst: lc.Instruction, stimulus_id: str) -> None:
         if isinstance(inst, lc.Persist):
             self.cluster_state.set_storm(tid, inst.state.to_json())
+            self.index.put_state(inst.state)
             log.info("topology %s is %s (%s)", tid, inst.state.status.value, stimulus_id)
         elif isinstance(inst, lc.RemoveTopology):
             self.cluster_state.remove_storm(inst.topology_id)
+            self.index.remove(inst.topology_id)
             self.package_store.remove(inst.topology_id)
             self._timers = [t for t in self._timers if t[1] != inst.topology_id]
             heapq.heapify(self._timers)
@@ -312,14 +322,17 @@ class Nimbus(Daemon):
                 raise
             log.warning("topology %s: assignment changed under us; retrying once", tid)
             return self._assign(tid, num_workers, component_executors, stimulus_id, False)
+        self.index.put_assignment(tid, record)
         log.info("topology %s assigned to %s (%s)", tid, sorted(record.workers), stimulus_id)
 
     def _free_slots(self, supervisors: Mapping[str, SupervisorInfo], exclude: str) -> set[Slot]:
         used: set[tuple[str, str]] = set()  # (supervisor id, "host:port")
-        for other in self.cluster_state.assignment_ids():
-            if other == exclude:
-                continue
-            record = self._stored_assignment(other)[0]
+        if self.index.ready:
+            records = [a for t, a in self.index.assignments().items() if t != exclude]
+        else:
+            records = [self._stored_assignment(t)[0]
+                       for t in self.cluster_state.assignment_ids() if t != exclude]
+        for record in records:
             if record is not None:
                 used.update((sid, hp) for hp, sid in record.slots.items())
         return {Slot(sid, info.host, port) for sid, info in supervisors.items()
@@ -365,9 +378,11 @@ class Nimbus(Daemon):
     def _submit(self, name: str, location: str, conf_json: str,
                 topology_pb: topology_pb2.StormTopology, initial_status: str,
                 owner: str, warn: Callable[[str], Any] | None) -> str:
-        if not isinstance(name, str) or not name.strip() or "/" in name or name in (".", ".."):
-            raise InvalidRequest(f"invalid topology name {name!r}: give a non-empty name "
-                                 "without '/'")
+        owner = owner or getpass.getuser()
+        problem = topology_name_problem(name)
+        if problem:
+            shown = str(name)[:60] + ("..." if len(str(name)) > 60 else "")
+            raise InvalidRequest(f"invalid topology name {shown!r}: {problem}")
         try:
             conf = json.loads(conf_json) if conf_json else {}
         except ValueError as e:
@@ -387,6 +402,7 @@ class Nimbus(Daemon):
         except Exception as e:  # noqa: BLE001 - a malformed message can fail in many ways
             raise InvalidTopology(f"topology {name} cannot be read: {type(e).__name__}: {e}") from None
         validate(topology)
+        self._check_size(name, conf, topology)
         for c in topology.components.values():
             try:
                 check_extras(c.extras, f"component {c.id!r} of topology {name}",
@@ -414,12 +430,13 @@ class Nimbus(Daemon):
                 raise TopologyAlreadyExists(
                     f"topology {name!r} is already running (id {live.topology_id}); kill it first "
                     "or pick another name", name, live.topology_id)
+            self._check_count(name, owner)
             self.package_store.check_ready(location)
             now = int(time.time())
             tid = f"{name}-{next(self._counter)}-{now}"
             while self.cluster_state.get_storm(tid) is not None:
                 tid = f"{name}-{next(self._counter)}-{now}"
-            event = lc.Submit(tid, name, owner or getpass.getuser(), status, now,
+            event = lc.Submit(tid, name, owner, status, now,
                               int(conf.get(cfg.TOPOLOGY_WORKERS) or 1), _counts(executors),
                               stimulus_id=f"submit-{name}")
             _, instructions = lc.transition(None, event)
@@ -449,7 +466,39 @@ class Nimbus(Daemon):
                 raise
             return tid
 
+    def _check_size(self, name: str, conf: Mapping[str, Any], topology: Topology) -> None:
+        """Storm's nimbus.slots.perTopology and nimbus.executors.perTopology, from Nimbus's
+        conf (a topology cannot raise them), checked before any executor is built."""
+        workers = int(conf.get(cfg.TOPOLOGY_WORKERS) or 1)
+        max_workers = int(cfg.get(self.conf, cfg.NIMBUS_SLOTS_PER_TOPOLOGY))
+        if workers > max_workers:
+            raise LimitExceeded(f"topology {name} asks for {workers} workers; this cluster allows "
+                                f"{max_workers} per topology ({cfg.NIMBUS_SLOTS_PER_TOPOLOGY})")
+        tasks = sum(c.task_count for c in topology.components.values())
+        max_tasks = int(cfg.get(self.conf, cfg.NIMBUS_EXECUTORS_PER_TOPOLOGY))
+        if tasks > max_tasks:
+            raise LimitExceeded(f"topology {name} has {tasks} tasks; this cluster allows "
+                                f"{max_tasks} executors and tasks per topology "
+                                f"({cfg.NIMBUS_EXECUTORS_PER_TOPOLOGY})")
+
+    def _check_count(self, name: str, owner: str) -> None:
+        """nimbus.topologies.max and nimbus.topologies.per.user.max (leader, lock held)."""
+        limit = int(cfg.get(self.conf, cfg.NIMBUS_TOPOLOGIES_MAX))
+        live = self.index.count() if self.index.ready else len(self.cluster_state.storm_ids())
+        if live >= limit:
+            raise LimitExceeded(f"topology {name}: the cluster runs {live} topologies, its limit "
+                                f"({cfg.NIMBUS_TOPOLOGIES_MAX}); kill one first")
+        limit = int(cfg.get(self.conf, cfg.NIMBUS_TOPOLOGIES_PER_USER_MAX))
+        if self.index.ready and self.index.owned_by(owner) >= limit:
+            raise LimitExceeded(f"topology {name}: {owner} owns {limit} live topologies, the "
+                                f"limit per user ({cfg.NIMBUS_TOPOLOGIES_PER_USER_MAX}); kill "
+                                "one first")
+
     def _find(self, name: str) -> lc.TopologyState | None:
+        if self.index.ready:  # the leader: one read, whatever the number of topologies
+            tid = self.index.topology_id(name)
+            state = self._state(tid) if tid is not None else None
+            return state if state is not None and state.name == name else None
         for tid in self.cluster_state.storm_ids():
             state = self._state(tid)
             if state is not None and state.name == name:

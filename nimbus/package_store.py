@@ -14,7 +14,13 @@ names a path. A location containing ``..`` or ``/`` is refused as an attempt to 
 inbox (:class:`InvalidRequest`), one we did not issue (or issued before a restart) as
 unknown (:class:`TopologyNotFound`). Each chunk must start where the previous one ended,
 so a retried chunk cannot be appended twice; the total is bounded by
-``nimbus.package.max.bytes`` (:class:`PackageTooLarge`). Thread-safe.
+``nimbus.package.max.bytes`` (:class:`PackageTooLarge`).
+
+The inbox as a whole is bounded too (:class:`LimitExceeded`): ``nimbus.inbox.max.bytes``
+over every open upload, ``nimbus.inbox.max.uploads`` open uploads, and
+``nimbus.inbox.max.uploads.per.user`` per principal; an upload untouched for
+``nimbus.inbox.jar.expiration.secs`` is abandoned and deleted (:meth:`PackageStore.expire`,
+run by each :meth:`PackageStore.begin` and each monitor round). Thread-safe.
 """
 
 from __future__ import annotations
@@ -25,13 +31,14 @@ import os
 import re
 import shutil
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from ..client import config as cfg
-from ..client.errors import InvalidRequest, PackageTooLarge, TopologyNotFound
+from ..client.errors import InvalidRequest, LimitExceeded, PackageTooLarge, TopologyNotFound
 
 log = logging.getLogger("squall.nimbus.package_store")
 
@@ -47,8 +54,11 @@ _BAD_ID = re.compile(r"(^\.|/|\\|\x00)")
 class _Upload:
     path: Path
     file_name: str
+    principal: str = ""
     size: int = 0
     finished: bool = False
+    #: time.monotonic() of the last chunk (or of begin/finish).
+    touched: float = 0.0
 
 
 class PackageStore:
@@ -71,6 +81,10 @@ class PackageStore:
         limit = conf.get(cfg.NIMBUS_PACKAGE_MAX_BYTES)
         #: The package size limit in bytes.
         self.max_bytes = int(256 * 1024 * 1024 if limit is None else limit)
+        self.inbox_max_bytes = int(cfg.get(conf, cfg.NIMBUS_INBOX_MAX_BYTES))
+        self.inbox_max_uploads = int(cfg.get(conf, cfg.NIMBUS_INBOX_MAX_UPLOADS))
+        self.inbox_max_per_user = int(cfg.get(conf, cfg.NIMBUS_INBOX_MAX_UPLOADS_PER_USER))
+        self.expiration_secs = float(cfg.get(conf, cfg.NIMBUS_INBOX_JAR_EXPIRATION_SECS))
         self._uploads: dict[str, _Upload] = {}
         self._lock = threading.Lock()
         # Uploads do not survive a restart (the ids are forgotten): drop the leftovers.
@@ -79,20 +93,53 @@ class PackageStore:
         self.stormdist.mkdir(parents=True, exist_ok=True)
 
     # --- upload ---
-    def begin(self, file_name: str = "", total_size: int = 0) -> str:
-        """Open an upload and return its location id; refuse a known oversized total at once."""
+    def begin(self, file_name: str = "", total_size: int = 0, principal: str = "") -> str:
+        """Open an upload for ``principal`` and return its location id; refuse a known
+        oversized total, and a full inbox, at once."""
         if total_size < 0:
             raise InvalidRequest(f"total_size must be >= 0, got {total_size}")
         if total_size > self.max_bytes:
             raise self._too_large(total_size)
+        self.expire()
         location = f"upload-{uuid.uuid4().hex}"
-        upload = _Upload(self.inbox / location, os.path.basename(file_name or ""))
-        upload.path.touch()
+        upload = _Upload(self.inbox / location, os.path.basename(file_name or "")[:255],
+                         principal, touched=time.monotonic())
         with self._lock:
+            if len(self._uploads) >= self.inbox_max_uploads:
+                raise LimitExceeded(f"Nimbus holds {len(self._uploads)} open uploads, its limit "
+                                    f"({cfg.NIMBUS_INBOX_MAX_UPLOADS}); retry when they finish "
+                                    "or expire")
+            mine = sum(1 for u in self._uploads.values() if u.principal == principal)
+            if mine >= self.inbox_max_per_user:
+                raise LimitExceeded(f"{principal or 'this user'} holds {mine} open uploads, the "
+                                    f"limit per user ({cfg.NIMBUS_INBOX_MAX_UPLOADS_PER_USER}); "
+                                    "submit or abandon them first (abandoned ones expire after "
+                                    f"{cfg.NIMBUS_INBOX_JAR_EXPIRATION_SECS})")
+            self._check_inbox_room(total_size)
+            upload.path.touch()
             self._uploads[location] = upload
-        log.info("upload %s opened for %r (%d bytes announced)", location, upload.file_name,
-                 total_size)
+        log.info("upload %s opened by %s for %r (%d bytes announced)", location,
+                 principal or "?", upload.file_name, total_size)
         return location
+
+    def _check_inbox_room(self, more: int) -> None:
+        held = sum(u.size for u in self._uploads.values())
+        if held + more > self.inbox_max_bytes:
+            raise LimitExceeded(f"Nimbus's inbox holds {held} bytes of uploads; {more} more would "
+                                f"pass its limit ({cfg.NIMBUS_INBOX_MAX_BYTES} = "
+                                f"{self.inbox_max_bytes}); retry later")
+
+    def expire(self, now: float | None = None) -> list[str]:
+        """Delete uploads untouched for nimbus.inbox.jar.expiration.secs; returns their ids."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            old = [loc for loc, u in self._uploads.items()
+                   if now - u.touched > self.expiration_secs]
+            for loc in old:
+                self._discard(loc)
+        for loc in old:
+            log.info("upload %s expired: untouched for over %s s", loc, self.expiration_secs)
+        return old
 
     def append(self, location: str, offset: int, data: bytes) -> int:
         """Append ``data`` at ``offset`` (which must equal the bytes received so far); returns the new size.
@@ -110,9 +157,11 @@ class PackageStore:
             if upload.size + len(data) > self.max_bytes:
                 self._discard(location)
                 raise self._too_large(upload.size + len(data), at_least=True)
+            self._check_inbox_room(len(data))
             with open(upload.path, "ab") as f:
                 f.write(data)
             upload.size += len(data)
+            upload.touched = time.monotonic()
             return upload.size
 
     def finish(self, location: str) -> int:
@@ -120,6 +169,7 @@ class PackageStore:
         with self._lock:
             upload = self._get(location)
             upload.finished = True
+            upload.touched = time.monotonic()
             log.info("upload %s finished: %d bytes", location, upload.size)
             return upload.size
 

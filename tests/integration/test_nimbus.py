@@ -9,8 +9,8 @@ import grpc
 import pytest
 
 from squall.client.nimbus_client import NimbusClient
-from squall.client.errors import (IllegalState, InvalidRequest, NimbusUnavailable,
-                                         PackageTooLarge, TopologyAlreadyExists, TopologyNotFound)
+from squall.client.errors import (IllegalState, InvalidRequest, LimitExceeded,
+                                  NimbusUnavailable, TopologyAlreadyExists, TopologyNotFound)
 from squall.client.topology import TopologyBuilder
 from squall.client.topology_proto import to_proto
 from squall.deploy.net import free_port
@@ -213,7 +213,7 @@ def test_refusals_write_nothing(cluster, monkeypatch):
         client.submit("a/b", "", "{}", topology())
     with pytest.raises(InvalidRequest, match="JSON object"):
         client.submit("conf", "", "[1]", topology())
-    with pytest.raises(PackageTooLarge, match="nimbus.package.max.bytes"):
+    with pytest.raises(LimitExceeded, match="nimbus.package.max.bytes"):
         client.upload(b"x" * 10_001)
     with pytest.raises(InvalidRequest, match="outside Nimbus's inbox"):
         client.submit("trav", "../../etc/passwd", "{}", topology())

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from squall.client.errors import InvalidRequest, PackageTooLarge, TopologyNotFound
+from squall.client.errors import InvalidRequest, LimitExceeded, PackageTooLarge, TopologyNotFound
 from squall.nimbus.package_store import PackageStore
 
 
@@ -95,3 +95,47 @@ def test_size_limit(store):
     with pytest.raises(TopologyNotFound):  # the oversized upload is discarded
         store.append(loc, 60, b"x")
     assert list(store.inbox.iterdir()) == []
+
+
+def bounded(tmp_path, **limits):
+    conf = {"storm.local.dir": str(tmp_path), "nimbus.package.max.bytes": 100,
+            "nimbus.inbox.max.bytes": 150, "nimbus.inbox.max.uploads": 4,
+            "nimbus.inbox.max.uploads.per.user": 2, "nimbus.inbox.jar.expiration.secs": 60}
+    conf.update(limits)
+    return PackageStore(conf)
+
+
+def test_open_uploads_are_bounded_per_user_and_in_total(tmp_path):
+    store = bounded(tmp_path)
+    store.begin("a", 0, "alice")
+    store.begin("a", 0, "alice")
+    with pytest.raises(LimitExceeded, match="alice holds 2 open uploads.*per.user"):
+        store.begin("a", 0, "alice")
+    store.begin("b", 0, "bob")
+    store.begin("c", 0, "carol")
+    with pytest.raises(LimitExceeded, match="4 open uploads.*nimbus.inbox.max.uploads"):
+        store.begin("d", 0, "dave")
+
+
+def test_inbox_bytes_are_bounded_over_every_upload(tmp_path):
+    store = bounded(tmp_path)
+    a = store.begin("a", 0, "alice")
+    store.append(a, 0, b"x" * 100)
+    b = store.begin("b", 0, "bob")
+    with pytest.raises(LimitExceeded, match="holds 100 bytes.*nimbus.inbox.max.bytes"):
+        store.append(b, 0, b"y" * 60)
+    with pytest.raises(LimitExceeded, match="nimbus.inbox.max.bytes"):
+        store.begin("c", 60, "carol")  # announced totals count too
+    store.append(b, 0, b"y" * 50)  # what fits still goes in
+
+
+def test_abandoned_uploads_expire_and_free_their_room(tmp_path):
+    import time
+    store = bounded(tmp_path)
+    old = store.begin("a", 0, "alice")
+    store.append(old, 0, b"x" * 100)
+    assert store.expire(time.monotonic() + 30) == []
+    assert store.expire(time.monotonic() + 61) == [old]
+    assert not (tmp_path / "nimbus" / "inbox" / old).exists()
+    with pytest.raises(TopologyNotFound):
+        store.append(old, 100, b"x")

@@ -342,3 +342,26 @@ def test_executors_of_uneven_and_more_executors_than_tasks():
     assert sum(execs["a"], []) == ids["a"]
     assert sorted(len(t) for t in execs["a"]) == [2, 3]
     assert execs["b"] == [[ids["b"][0]], [ids["b"][1]]]  # no executor without a task
+
+
+@pytest.mark.parametrize("name, problem", [
+    ("", "non-empty"), ("   ", "non-empty"), ("a/b", "'/'"), ("a.b", "'.'"), ("a:b", "':'"),
+    ("a\\b", "'\\\\'"), ("a\nb", "control"), ("a\x00b", "control"), ("x" * 10_000, "128 bytes"),
+    (" wc", "whitespace"), ("é" * 65, "128 bytes"),
+])
+def test_topology_names_storm_refuses(name, problem):
+    from squall.client.topology import topology_name_problem
+    assert problem in topology_name_problem(name)
+
+
+@pytest.mark.parametrize("name", ["word-count", "wc_2", "é" * 64, "a b"])
+def test_topology_names_accepted(name):
+    from squall.client.topology import topology_name_problem
+    assert topology_name_problem(name) is None
+
+
+def test_component_and_stream_ids_are_bounded_and_printable():
+    with pytest.raises(InvalidTopology, match="control"):
+        TopologyBuilder().set_spout("s\nx", Src())
+    with pytest.raises(InvalidTopology, match="128 bytes"):
+        TopologyBuilder().set_spout("x" * 200, Src())

@@ -1,0 +1,127 @@
+"""Nimbus's bounds (issue 11, 6): names, topologies, workers, executors, and a submit whose
+cost does not grow with the number of live topologies."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from squall.client.errors import InvalidRequest, LimitExceeded
+from squall.client.nimbus_client import NimbusClient
+from squall.client.topology import TopologyBuilder
+from squall.client.topology_proto import to_proto
+from squall.deploy.net import free_port
+from squall.nimbus.nimbus import Nimbus
+from squall.nimbus.servicer import serve
+from topos import NumberSpout, RecordingBolt
+
+pytestmark = pytest.mark.integration
+
+
+def topology(parallelism=1):
+    b = TopologyBuilder()
+    b.set_spout("numbers", NumberSpout(), parallelism)
+    b.set_bolt("record", RecordingBolt(), 1).shuffle_grouping("numbers")
+    return to_proto(b.create_topology())
+
+
+@pytest.fixture
+def nimbus(zk_conf, tmp_path):
+    conf = dict(zk_conf, **{"nimbus.grpc.port": free_port(), "storm.local.dir": str(tmp_path),
+                            "nimbus.topologies.max": 6, "nimbus.topologies.per.user.max": 4,
+                            "nimbus.slots.perTopology": 8, "nimbus.executors.perTopology": 64})
+    n = Nimbus(conf).start()
+    server = None
+    try:
+        assert n.wait_for_leadership(10)
+        server = serve(n, "127.0.0.1", conf["nimbus.grpc.port"])
+        with NimbusClient(conf, timeout=10) as client:
+            n.client = client
+            yield n
+    finally:
+        if server is not None:
+            server.stop(grace=None).wait(5)
+        n.close(reason="test")
+
+
+@pytest.mark.parametrize("name, why", [
+    ("x" * 10_000, "longer than 128 bytes"), ("wc\nrm", "control"), ("a.b", "'.'"),
+    ("a:b", "':'"), ("a\\b", "'\\\\\\\\'"), ("a/b", "'/'"), ("", "non-empty"),
+])
+def test_bad_names_are_invalid_argument(nimbus, name, why):
+    with pytest.raises(InvalidRequest, match=why):
+        nimbus.client.submit(name, "", "{}", topology())
+    assert nimbus.cluster_state.storm_ids() == []
+
+
+def test_workers_and_executors_per_topology_are_bounded(nimbus):
+    with pytest.raises(LimitExceeded, match="100000 workers.*nimbus.slots.perTopology"):
+        nimbus.client.submit("many-workers", "", '{"topology.workers": 100000}', topology())
+    with pytest.raises(LimitExceeded, match="100001 tasks.*nimbus.executors.perTopology"):
+        nimbus.client.submit("many-tasks", "", "{}", topology(parallelism=100_000))
+    # The topology's own conf cannot lift Nimbus's bound.
+    with pytest.raises(LimitExceeded):
+        nimbus.client.submit("lift", "", '{"topology.workers": 9, "nimbus.slots.perTopology": '
+                             '1000}', topology())
+    assert nimbus.cluster_state.storm_ids() == []
+
+
+def test_topologies_are_bounded_per_user_and_per_cluster(nimbus):
+    for i in range(4):
+        nimbus.client.submit(f"alice-{i}", "", "{}", topology(), owner="alice")
+    with pytest.raises(LimitExceeded, match="alice owns 4 live topologies"):
+        nimbus.client.submit("alice-4", "", "{}", topology(), owner="alice")
+    for i in range(2):
+        nimbus.client.submit(f"bob-{i}", "", "{}", topology(), owner="bob")
+    with pytest.raises(LimitExceeded, match="runs 6 topologies.*nimbus.topologies.max"):
+        nimbus.client.submit("carol-0", "", "{}", topology(), owner="carol")
+    nimbus.client.kill("alice-0", wait_secs=0)
+    from zk_fixtures import poll_for
+    poll_for(lambda: len(nimbus.cluster_state.storm_ids()) == 5, timeout=10,
+             what="alice-0 removed")
+    nimbus.client.submit("carol-0", "", "{}", topology(), owner="carol")
+
+
+class Counting:
+    """Counts the cluster-state calls the creating thread makes through it (not the
+    Nimbus loop's monitor rounds)."""
+
+    def __init__(self, inner):
+        self.inner, self.calls, self.thread = inner, 0, threading.get_ident()
+
+    def __getattr__(self, name):
+        attr = getattr(self.inner, name)
+        if not callable(attr):
+            return attr
+
+        def counted(*a, **kw):
+            if threading.get_ident() == self.thread:
+                self.calls += 1
+            return attr(*a, **kw)
+        return counted
+
+
+def test_a_submit_costs_the_same_with_one_or_many_live_topologies(zk_conf, tmp_path):
+    """The cost is counted in ZooKeeper calls, not timed: it used to grow with every live
+    topology (each submit read them all to find the name and the used slots)."""
+    conf = dict(zk_conf, **{"storm.local.dir": str(tmp_path), "nimbus.topologies.max": 100,
+                            "nimbus.topologies.per.user.max": 100})
+    n = Nimbus(conf).start()
+    try:
+        assert n.wait_for_leadership(10)
+        counting = n.cluster_state = Counting(n.cluster_state)
+
+        def cost(name):
+            before = counting.calls
+            n.submit(name, "", "{}", topology(), owner="u")
+            return counting.calls - before
+
+        first = cost("t-0")
+        for i in range(1, 40):
+            n.submit(f"t-{i}", "", "{}", topology(), owner="u")
+        assert cost("t-40") == first
+    finally:
+        n.cluster_state = n.cluster_state.inner if isinstance(n.cluster_state, Counting) \
+            else n.cluster_state
+        n.close(reason="test")
