@@ -64,6 +64,9 @@ class Paths:
     ``<transactional root>/<state id>/<path>``  Trident's transactional state (JSON values;
                                    ``transactional.zookeeper.root``, default ``/transactional``)
     Names are URL-quoted into one path segment (``/`` cannot split them).
+    With ``storm.zookeeper.auth.payload`` (``zk_auth.py``) every node is the cluster's digest
+    only, except below the transactional root: it lets each recorded topology CREATE, and a
+    topology's states are its own digest's and the cluster's.
     """
 
     STORMS, ASSIGNMENTS, SUPERVISORS = "/storms", "/assignments", "/supervisors"
@@ -177,6 +180,10 @@ class ClusterState(abc.ABC):
     def close(self) -> None:
         """Release the connection; this instance's ephemeral nodes disappear."""
 
+    def _allow_topology(self, name: str) -> None:
+        """Let the workers of topology ``name`` create their states under the transactional
+        root (with ACLs, a ZooKeeper grant to their identity; nothing to do otherwise)."""
+
     # --- connection state ---
     @property
     def suspended(self) -> bool:
@@ -196,7 +203,10 @@ class ClusterState(abc.ABC):
 
     # --- topologies (StormBase) ---
     def set_storm(self, storm_id: str, base: Mapping[str, Any]) -> None:
-        """Create or overwrite the topology's status record."""
+        """Create or overwrite the topology's status record; first, its workers (named by
+        ``base["name"]``) may create transactional state (:meth:`_allow_topology`)."""
+        if base.get("name"):
+            self._allow_topology(str(base["name"]))
         self._write(self.paths.storm(storm_id), encode(dict(base)), None)
 
     def get_storm(self, storm_id: str, watch: Watch | None = None) -> dict | None:

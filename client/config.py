@@ -218,6 +218,9 @@ NIMBUS_USERS = _key("nimbus.users", list, None,
 NIMBUS_SUPERVISOR_USERS = _key(
     "nimbus.supervisor.users", list, [],
     "Principals of supervisors: only they may send heartbeats and download packages.")
+NIMBUS_DAEMON_USERS = _key(
+    "nimbus.daemon.users", list, [],
+    "Principals of the Nimbuses: a follower copies topologies from the leader as one.")
 TOPOLOGY_USERS = _key("topology.users", list, [],
                       "Principals besides the owner allowed to manage the topology.")
 TOPOLOGY_GROUPS = _key("topology.groups", list, [],
@@ -243,6 +246,13 @@ NIMBUS_SLOTS_PER_TOPOLOGY = _key("nimbus.slots.perTopology", int, 256,
                                  "Most workers (slots) one topology may ask for.")
 NIMBUS_EXECUTORS_PER_TOPOLOGY = _key("nimbus.executors.perTopology", int, 4096,
                                      "Most executors (and tasks) one topology may have.")
+TOPOLOGY_CURVE_PUBLIC_KEY = _key(
+    "topology.curve.public.key", str, None,
+    "The topology's CurveZMQ public key (Z85); set by Nimbus at submit.", nullable=True)
+TOPOLOGY_CURVE_SECRET_KEY = _key(
+    "topology.curve.secret.key", str, None,
+    "The topology's CurveZMQ secret key (Z85); set by Nimbus at submit, handed to the "
+    "topology's workers by their supervisors, redacted everywhere else.", nullable=True)
 STORM_MESSAGING_CURVE = _key(
     "storm.messaging.curve", bool, True,
     "Encrypt and authenticate worker-to-worker traffic with CurveZMQ (a key pair per "
@@ -278,9 +288,18 @@ TRIDENT_REDIS_TIMEOUT_SECS = _key("trident.redis.timeout.secs", _NUM, 5,
 WORKER_INHERITED_PREFIXES = ("storm.zookeeper.", "transactional.zookeeper.", "trident.")
 
 
-def worker_inherited(conf: Mapping[str, Any]) -> dict[str, Any]:
-    """The keys of a daemon's ``conf`` that its workers inherit."""
-    return {k: v for k, v in conf.items() if k.startswith(WORKER_INHERITED_PREFIXES)}
+def worker_inherited(conf: Mapping[str, Any], topology_name: str | None = None) -> dict[str, Any]:
+    """The keys of a daemon's ``conf`` that the workers of topology ``topology_name`` inherit.
+
+    Never the cluster's ZooKeeper password (user code could rewrite ``/assignments`` with
+    it): workers get their topology's own identity instead (``zk_auth.worker_auth``:
+    ``storm.zookeeper.topology.auth.payload`` and the cluster's digest id), or none
+    without a topology name."""
+    from .zk_auth import worker_auth  # zk_auth imports this module
+    out = {k: v for k, v in conf.items() if k.startswith(WORKER_INHERITED_PREFIXES)}
+    out.pop(STORM_ZOOKEEPER_AUTH_PAYLOAD, None)
+    out.update(worker_auth(conf, topology_name))
+    return out
 
 
 #: Storm keys renamed here, old name -> new name.
@@ -408,6 +427,28 @@ def _check_serializers(spec: Any) -> None:
             raise ConfigError(TOPOLOGY_SERIALIZERS,
                               f"entry {cls!r}: {ser!r} is not 'module.Serializer' or "
                               "['module.pack', 'module.unpack'] for a 'module.Class'")
+
+
+#: Key fragments whose values are secrets (case-insensitive), besides squall.secret.keys.
+SECRET_FRAGMENTS = ("password", "secret", "token", "credential", "payload")
+REDACTED = "<redacted>"
+
+
+def is_secret_key(key: str, extra: Iterable[str] = ()) -> bool:
+    low = key.lower()
+    return key in extra or any(f in low for f in SECRET_FRAGMENTS)
+
+
+def redact(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """``conf`` with the values of secret keys replaced (what a conf shows anywhere: the
+    API, ``squall`` output, logs, the UI). Nested maps are redacted too."""
+    extra = frozenset(conf.get(SQUALL_SECRET_KEYS) or ())
+
+    def walk(m: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: (REDACTED if k != SQUALL_SECRET_KEYS and is_secret_key(str(k), extra)
+                    and v is not None
+                    else walk(v) if isinstance(v, Mapping) else v) for k, v in m.items()}
+    return walk(conf)
 
 
 def normalize(conf: Mapping[str, Any]) -> dict[str, Any]:

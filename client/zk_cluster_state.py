@@ -6,7 +6,8 @@ bounded in time and retried on transient errors with ``KazooRetry``; a
 connection listener that tells SUSPENDED (stop acting as leader) from LOST
 (the session and its ephemerals are gone: re-create them once reconnected);
 and the one context manager, :meth:`KazooClusterState._translate`, where
-kazoo's exceptions become Squall's.
+kazoo's exceptions become Squall's. With ``storm.zookeeper.auth.payload`` set, the
+client authenticates and every node it makes carries digest ACLs (``zk_auth.py``).
 """
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ from typing import Any, Callable, Iterator, Mapping
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (BadVersionError, ConnectionClosedError, ConnectionLoss,
-                              KazooException, NodeExistsError, NoNodeError, NotEmptyError,
-                              OperationTimeoutError, RolledBackError, SessionExpiredError)
+                              KazooException, NoAuthError, NodeExistsError, NoNodeError,
+                              NotEmptyError, OperationTimeoutError, RolledBackError,
+                              SessionExpiredError)
 from kazoo.protocol.states import EventType, KazooState
 from kazoo.retry import ForceRetryError, KazooRetry, RetryFailedError
+from kazoo.security import ACL, Permissions
 
 from . import config as cfg
+from . import zk_auth
 from .cluster_state import (NO_NODE, ClusterState, ClusterStateError,
                             NotFound, Paths, VersionConflict, Watch, WatchEvent, ZooKeeperUnavailable,
                             connect_string)
@@ -36,6 +40,10 @@ _KINDS = {EventType.CREATED: "created", EventType.DELETED: "deleted",
 _UNREACHABLE = (ConnectionLoss, SessionExpiredError, ConnectionClosedError,
                 OperationTimeoutError, RetryFailedError)
 _STOP = object()
+
+
+def _open(acls: list[ACL]) -> bool:
+    return any(a.id.scheme == "world" for a in acls)
 
 
 class KazooClusterState(ClusterState):
@@ -55,12 +63,19 @@ class KazooClusterState(ClusterState):
     errors (``storm.zookeeper.retry.*``). A passed ``client`` (unstarted or
     started) becomes this object's to start and stop; :meth:`_make_client` is
     the seam to override instead. Thread-safe: kazoo clients are.
+
+    Its ZooKeeper identity comes from the conf (:func:`~squall.client.zk_auth.identity`):
+    the cluster's (daemons) makes and locks the daemons' subtrees; a topology's (workers)
+    touches only its transactional state, and creates nothing else.
     """
 
     def __init__(self, conf: Mapping[str, Any] | None = None, client: KazooClient | None = None, *,
                  connect_timeout: float | None = None, session_timeout: float | None = None):
         super().__init__(conf)
         c = self.conf
+        #: Who this client is in ZooKeeper (ConfigError now for a bad payload or scheme).
+        self.identity = zk_auth.identity(c)
+        self._allowed: set[str] = set()  # topologies granted on the transactional root
         #: The ensemble tried, ``host:port,...``.
         self.address = connect_string(c)
         self.connect_timeout = (connect_timeout if connect_timeout is not None
@@ -92,18 +107,26 @@ class KazooClusterState(ClusterState):
             self.state, self._suspended = "CONNECTED", False
 
     def _make_client(self) -> KazooClient:
-        """Build the kazoo client (override in tests or to add auth/TLS)."""
+        """Build the kazoo client (override in tests or to add TLS)."""
         # Reconnect at least every second while ZooKeeper is away (kazoo's default backs off to an hour).
+        # default_acl covers every create: makepath parents, ephemerals, Election's nodes.
+        ident = self.identity
         return KazooClient(hosts=self.address, timeout=self.session_timeout,
-                           connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0))
+                           connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
+                           auth_data=list(ident.auth_data) or None,
+                           default_acl=list(ident.acl) or None)
 
     def _connect(self) -> None:
         with self._translate("connect", None):
             if not self._client.connected:
                 self._client.start(timeout=self.connect_timeout)
-            for subtree in Paths.SUBTREES:
-                self._retry.copy()(lambda p: self._sync(self._client.ensure_path_async(p)),
-                                   self.paths.dir(subtree))
+            if self.identity.kind == "topology":
+                return  # a worker: the daemons made the tree, and it may not write there
+            dirs = [self.paths.dir(s) for s in Paths.SUBTREES] + [self.paths.transactional_root]
+            for path in dirs:
+                self._retry.copy()(lambda p: self._sync(self._client.ensure_path_async(p)), path)
+            if self.identity.kind == "cluster":
+                self._retry.copy()(self._lock_open_tree)
 
     @contextlib.contextmanager
     def _translate(self, op: str, path: str | None) -> Iterator[None]:
@@ -117,6 +140,10 @@ class KazooClusterState(ClusterState):
             raise NotFound(f"{what}: no such node", op, path) from e
         except BadVersionError as e:
             raise VersionConflict(path or "?", None, op) from e
+        except NoAuthError as e:
+            raise ClusterStateError(
+                f"{what}: not allowed by the node's ACL for this client's identity "
+                f"({self.identity.kind}; see {cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD})", op, path) from e
         except self._client.handler.timeout_exception as e:
             raise ZooKeeperUnavailable.unreachable(
                 self.address, f"{what}: no answer within {self.connect_timeout:g} s", op, path) from e
@@ -239,6 +266,66 @@ class KazooClusterState(ClusterState):
         except (NoNodeError, BadVersionError):
             pass
         raise ForceRetryError()
+
+    # --- ACLs ---
+    def _allow_topology(self, name: str) -> None:
+        if self.identity.kind != "cluster" or name in self._allowed:
+            return
+        z, path = self._client, self.paths.transactional_root
+        grant = zk_auth.topology_acl(self.identity.payload, name)
+
+        def attempt():
+            self._sync(z.ensure_path_async(path))
+            acls, stat = self._sync(z.get_acls_async(path))
+            if grant in acls:
+                return
+            try:  # at the ACL version read: another Nimbus may be adding its grant too
+                self._sync(z.set_acls_async(path, list(acls) + [grant], version=stat.aversion))
+                log.info("topology %s may create transactional state in %s", name, path)
+            except BadVersionError:
+                raise ForceRetryError() from None
+        self._call("allow", path, attempt)
+        self._allowed.add(name)
+
+    def _lock_open_tree(self) -> None:
+        """Lock the nodes a cluster left open while it ran without auth (an upgrade).
+
+        Runs when the root (``/storms`` for root ``/``) is world-readable, and locks it last,
+        so an interrupted run is redone at the next start. Which topology owns each state
+        under the transactional root was never recorded: every live topology gets ALL on
+        them, so running Trident topologies resume (new states are each topology's own).
+        """
+        z, p, acl = self._client, self.paths, list(self.identity.acl)
+        tops = ([p.root] if p.root else  # root "/": only our own trees, /storms last
+                [p.leader_lock, p.transactional_root] + [p.dir(s) for s in Paths.SUBTREES[::-1]])
+        if not _open(self._sync(z.get_acls_async(tops[-1]))[0]):
+            return
+        names = sorted({s["name"] for s in map(self.get_storm, self.storm_ids())
+                        if s and s.get("name")})
+        payload = self.identity.payload
+        tx_root = acl + [zk_auth.topology_acl(payload, n) for n in names]
+        tx_states = acl + [zk_auth.topology_acl(payload, n, Permissions.ALL) for n in names]
+        locked: list[str] = []
+
+        def lock(path: str, own: list[ACL]) -> None:
+            below = own
+            if path == p.transactional_root:
+                own, below = tx_root, tx_states
+            try:
+                for child in self._sync(z.get_children_async(path)):
+                    lock(path + "/" + child, below)
+                if _open(self._sync(z.get_acls_async(path))[0]):
+                    self._sync(z.set_acls_async(path, own))
+                    locked.append(path)
+            except NoNodeError:
+                pass  # gone meanwhile (an ephemeral), or never made (the leader lock)
+
+        for top in tops:
+            lock(top, acl)
+        log.warning("%d ZooKeeper nodes were open to anyone (the cluster ran without %s); "
+                    "locked them: %s%s. Transactional states among them are shared by the "
+                    "live topologies %s", len(locked), cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD,
+                    ", ".join(locked[:5]), ", ..." if len(locked) > 5 else "", names)
 
     def leader_election(self, identifier: str):
         """kazoo's ``Election`` on the leader lock. Its ``run(func)`` leaves leadership when func

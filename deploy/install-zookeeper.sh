@@ -3,34 +3,43 @@
 #
 #   sudo bash deploy/install-zookeeper.sh [CLIENT_PORT [CLIENT_PORT_ADDRESS]]
 #
-# CLIENT_PORT defaults to 2181 and CLIENT_PORT_ADDRESS to 0.0.0.0 (every
-# interface, so that the other hosts of the cluster can connect).
+# CLIENT_PORT defaults to 2181 and CLIENT_PORT_ADDRESS to 127.0.0.1 (this host
+# only); for a cluster, pass the host's private address, which the others reach.
 #
 # - Installs Debian's `zookeeper` package when its jars are missing
 #   (apt-get update runs only then). Needs root or sudo.
 # - Writes /etc/squall/zookeeper/zoo.cfg and log4j.properties, data in
 #   /var/lib/squall/zookeeper (owned by the package's `zookeeper` user).
+# - Makes the cluster's ZooKeeper credentials once: a random squall:<password> in
+#   /etc/squall/zookeeper/credentials (mode 0600, kept on re-runs), and prints the
+#   `storm.zookeeper.auth.payload:` line for squall.yaml on the cluster's hosts.
 # - With systemd: writes /etc/systemd/system/squall-zookeeper.service (java
 #   with the Debian jars, the command deploy/zookeeper.py builds), enables and
 #   (re)starts it, and waits for `ruok` -> `imok`.
 # - Without systemd (containers): prints how to run ZooKeeper in the
 #   foreground instead.
 #
-# Idempotent: run it again to change the port or address.
+# Idempotent: run it again to change the port or address. DESTDIR=DIR stages
+# the files under DIR instead (tests): no apt-get, no service, no sudo.
 #
-# SECURITY: ZooKeeper has no authentication here. With the default address
-# 0.0.0.0, firewall the client port so that only the cluster's hosts reach it,
-# or pass the host's private address as CLIENT_PORT_ADDRESS.
+# SECURITY: Squall's daemons authenticate with those credentials, and every znode
+# they create carries a digest ACL for them alone (a topology's workers get an
+# identity of their own), so a client without them can neither read nor write
+# Squall's state. ZooKeeper still accepts any connection, and its traffic,
+# digest credentials included, is not encrypted: listen on a private address
+# and firewall the client port so that only the cluster's hosts reach it.
 set -euo pipefail
 
 PORT="${1:-2181}"
-ADDRESS="${2:-0.0.0.0}"
+ADDRESS="${2:-127.0.0.1}"
+DESTDIR="${DESTDIR:-}"
 
 JAVA_DIR=/usr/share/java
 ZK_JAR="$JAVA_DIR/zookeeper.jar"
 LOGGING_JARS=("$JAVA_DIR/slf4j-log4j12.jar" "$JAVA_DIR/log4j-1.2.jar")
 MAIN_CLASS=org.apache.zookeeper.server.quorum.QuorumPeerMain
 CONF_DIR=/etc/squall/zookeeper
+CRED_FILE="$CONF_DIR/credentials"
 DATA_DIR=/var/lib/squall/zookeeper
 UNIT=squall-zookeeper.service
 UNIT_FILE="/etc/systemd/system/$UNIT"
@@ -46,7 +55,7 @@ fi
 [[ -n $ADDRESS && $ADDRESS != *[[:space:]]* ]] || die "CLIENT_PORT_ADDRESS must be an address, got '$ADDRESS'"
 
 SUDO=()
-if [[ $(id -u) -ne 0 ]]; then
+if [[ -z $DESTDIR && $(id -u) -ne 0 ]]; then
   command -v sudo >/dev/null 2>&1 || die "run as root or install sudo"
   SUDO=(sudo)
 fi
@@ -85,6 +94,8 @@ write_file() {
 # --- package -----------------------------------------------------------------
 if [[ -f $ZK_JAR ]] && command -v java >/dev/null 2>&1; then
   log "zookeeper package present ($ZK_JAR)"
+elif [[ -n $DESTDIR ]]; then
+  log "zookeeper package missing; not installed for a DESTDIR"
 else
   log "installing Debian's zookeeper package with apt-get"
   quiet env DEBIAN_FRONTEND=noninteractive apt-get update
@@ -92,28 +103,28 @@ else
   [[ -f $ZK_JAR ]] || die "$ZK_JAR still missing after installing zookeeper"
   command -v java >/dev/null 2>&1 || die "java still missing after installing zookeeper"
 fi
-JAVA="$(command -v java)"
+JAVA="$(command -v java || echo /usr/bin/java)"
 CLASSPATH="$ZK_JAR"
 for jar in "${LOGGING_JARS[@]}"; do
   if [[ -f $jar ]]; then CLASSPATH="$CLASSPATH:$jar"; fi
 done
 
 # --- configuration and data directory ----------------------------------------
-as_root install -d -m 0755 /etc/squall "$CONF_DIR" /var/lib/squall
-if getent passwd "$ZK_USER" >/dev/null; then
+as_root install -d -m 0755 "$DESTDIR/etc/squall" "$DESTDIR$CONF_DIR" "$DESTDIR/var/lib/squall"
+if [[ -z $DESTDIR ]] && getent passwd "$ZK_USER" >/dev/null; then
   as_root install -d -m 0750 -o "$ZK_USER" -g "$(id -gn "$ZK_USER")" "$DATA_DIR"
 else
   ZK_USER=root
-  as_root install -d -m 0750 "$DATA_DIR"
+  as_root install -d -m 0750 "$DESTDIR$DATA_DIR"
 fi
 
-write_file "$CONF_DIR/zoo.cfg" 0644 <<EOF
+write_file "$DESTDIR$CONF_DIR/zoo.cfg" 0644 <<EOF
 # Written by deploy/install-zookeeper.sh: a standalone ZooKeeper for Squall.
 tickTime=2000
 dataDir=$DATA_DIR
 clientPort=$PORT
-# 0.0.0.0 = every interface. ZooKeeper has no authentication here:
-# firewall port $PORT so that only the cluster's hosts can reach it.
+# Squall's znodes are readable by its credentials only, but ZooKeeper accepts
+# any connection and does not encrypt: keep port $PORT to the cluster's hosts.
 clientPortAddress=$ADDRESS
 maxClientCnxns=0
 admin.enableServer=false
@@ -123,12 +134,29 @@ autopurge.snapRetainCount=3
 autopurge.purgeInterval=24
 EOF
 
-write_file "$CONF_DIR/log4j.properties" 0644 <<'EOF'
+write_file "$DESTDIR$CONF_DIR/log4j.properties" 0644 <<'EOF'
 log4j.rootLogger=INFO, CONSOLE
 log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
 log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
 log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} - %-5p [%t:%C{1}@%L] - %m%n
 EOF
+
+# --- credentials: made once, kept (a new password would lock Squall out of its nodes) ---
+if as_root test -s "$DESTDIR$CRED_FILE"; then
+  PAYLOAD="$(as_root cat "$DESTDIR$CRED_FILE")"
+  [[ $PAYLOAD =~ ^[^:[:space:]]+:[^[:space:]]+$ ]] || die "$CRED_FILE does not hold user:password"
+  as_root chmod 0600 "$DESTDIR$CRED_FILE"
+  log "$CRED_FILE kept"
+else
+  PAYLOAD="squall:$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+  tmp="$(mktemp)"   # mode 0600
+  printf '%s\n' "$PAYLOAD" >"$tmp"
+  as_root install -m 0600 "$tmp" "$DESTDIR$CRED_FILE"
+  rm -f "$tmp"
+  log "wrote $CRED_FILE (the cluster's ZooKeeper credentials)"
+fi
+log "put this line in squall.yaml on every host of the cluster (and keep it secret):"
+echo "storm.zookeeper.auth.payload: \"$PAYLOAD\""
 
 EXEC=("$JAVA" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1
       "-Dzookeeper.log.dir=$DATA_DIR"
@@ -140,6 +168,10 @@ CHECK_HOST="$ADDRESS"
 if [[ $CHECK_HOST == 0.0.0.0 ]]; then CHECK_HOST=127.0.0.1; fi
 
 # --- no systemd: say how to run it by hand -----------------------------------
+if [[ -n $DESTDIR ]]; then
+  log "files staged under $DESTDIR: no service installed"
+  exit 0
+fi
 if [[ ! -d /run/systemd/system ]]; then
   log "systemd is not running here (container?): no service installed"
   cat <<EOF

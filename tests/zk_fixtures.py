@@ -6,7 +6,9 @@ Fixtures (registered through ``tests/conftest.py``):
                    free loopback port (tick 500 ms) and stopped by pid at the end; the test is skipped,
                    with the reason, only if Debian's ``zookeeper`` package (or java) is not installed.
 ``zk_conf``        a conf dict pointing at it with a unique ``storm.zookeeper.root``
-                   (``/squall-test-<hex>``) and short timeouts; give it to daemons under test.
+                   (``/squall-test-<hex>``), a random ``storm.zookeeper.auth.payload`` (every
+                   node gets digest ACLs, as on a real cluster) and short timeouts; give it
+                   to daemons under test.
 ``cluster_state``  a connected :class:`~squall.client.zk_cluster_state.KazooClusterState` on
                    ``zk_conf``, closed at teardown; if the test failed, ZooKeeper's log tail is printed.
 
@@ -78,7 +80,8 @@ def zookeeper():
 def zk_conf(zookeeper) -> dict:
     """Conf for this test: the session's ZooKeeper, a root of its own, short timeouts."""
     conf = zookeeper.conf(root=f"/squall-test-{uuid.uuid4().hex[:12]}")
-    conf.update({"storm.zookeeper.connection.timeout": 10_000,
+    conf.update({"storm.zookeeper.auth.payload": f"squall:{uuid.uuid4().hex}",  # locked ZK
+                 "storm.zookeeper.connection.timeout": 10_000,
                  "storm.zookeeper.session.timeout": int(TEST_SESSION_TIMEOUT * 1000),
                  "storm.zookeeper.retry.interval": 100,
                  "storm.zookeeper.retry.intervalceiling.millis": 1000})

@@ -8,7 +8,8 @@ view of one state id over the cluster state
 (:meth:`~squall.client.cluster_state.ClusterState.tx_get` and friends, under
 ``transactional.zookeeper.root``, Storm's key, below ``storm.zookeeper.root``): in
 ZooKeeper through the one kazoo client of the process (:func:`make_tx_state`), with
-its retry and error translation, or in memory for tests.
+its retry and error translation, or in memory for tests. In a locked ZooKeeper a worker
+authenticates as its topology, whose nodes no other topology can read.
 :class:`RotatingTransactionalState` is pure logic over it.
 """
 
@@ -148,8 +149,11 @@ def make_tx_state(state_id: str, conf: Mapping[str, Any]) -> TransactionalState:
     if backend != "zookeeper":
         raise ConfigError(cfg.TRIDENT_TRANSACTIONAL_STATE,
                           f"expected zookeeper or memory, got {backend!r}")
+    # One session per identity too: a worker authenticates as its topology (zk_auth.py).
     key = (connect_string(conf), cfg.get(conf, cfg.STORM_ZOOKEEPER_ROOT),
-           cfg.get(conf, cfg.TRANSACTIONAL_ZOOKEEPER_ROOT))
+           cfg.get(conf, cfg.TRANSACTIONAL_ZOOKEEPER_ROOT),
+           conf.get(cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD),
+           conf.get(cfg.STORM_ZOOKEEPER_TOPOLOGY_AUTH_PAYLOAD))
     with _lock:
         entry = _shared.get(key)
         if entry is None:
