@@ -49,19 +49,21 @@ def wait_for_signal(signals: Iterable[int] = (signal.SIGINT, signal.SIGTERM)) ->
 
 
 def run_nimbus(conf: Mapping[str, Any], echo: Echo,
-               wait: Callable[[], int] = wait_for_signal) -> None:
-    """Nimbus plus its gRPC server on ``nimbus.grpc.port``, until ``wait()`` returns a signal."""
+               wait: Callable[[], int] = wait_for_signal, insecure: bool = False) -> None:
+    """Nimbus plus its gRPC server on ``nimbus.bind.host``:``nimbus.grpc.port``, until
+    ``wait()`` returns a signal."""
     nimbus = Nimbus(conf)  # connects to ZooKeeper: ZooKeeperUnavailable names the address
     reason = "error"
     try:
-        nimbus.start()
-        try:
-            server = serve(nimbus, "0.0.0.0", nimbus.port)
+        try:  # bind first: a refused address or a taken port must not take part in elections
+            server = serve(nimbus, str(cfg.get(conf, cfg.NIMBUS_BIND_HOST)), nimbus.port,
+                           insecure=insecure)
         except OSError as e:
             raise SquallError(str(e)) from None
-        echo(f"Nimbus {nimbus.address} running (ZooKeeper root "
-             f"{conf.get(cfg.STORM_ZOOKEEPER_ROOT)}); Ctrl-C stops it")
         try:
+            nimbus.start()
+            echo(f"Nimbus {nimbus.address} running (ZooKeeper root "
+                 f"{conf.get(cfg.STORM_ZOOKEEPER_ROOT)}); Ctrl-C stops it")
             signum = wait()
             reason = f"signal-{signum}"
             echo(f"Nimbus stopping ({reason})")

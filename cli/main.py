@@ -88,11 +88,15 @@ def _echo_err(s: str) -> None:
 @cli.command()
 @config_option
 @conf_option
-def nimbus(config_path: str | None, conf_pairs: tuple[str, ...]) -> None:
-    """Run Nimbus and its gRPC service (nimbus.grpc.port) until SIGINT or SIGTERM."""
+@click.option("--insecure", is_flag=True,
+              help="Listen on a non-loopback nimbus.bind.host without TLS: anyone who reaches "
+                   "the port may submit, kill and read every topology.")
+def nimbus(config_path: str | None, conf_pairs: tuple[str, ...], insecure: bool) -> None:
+    """Run Nimbus and its gRPC service (nimbus.bind.host:nimbus.grpc.port) until SIGINT or
+    SIGTERM. A non-loopback address needs squall.tls.* (SECURITY.md) or --insecure."""
     from . import daemons
     daemons.daemon_logging()
-    _run(daemons.run_nimbus, _conf(config_path, conf_pairs), echo=_echo_err)
+    _run(daemons.run_nimbus, _conf(config_path, conf_pairs), echo=_echo_err, insecure=insecure)
 
 
 @cli.command()

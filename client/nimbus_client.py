@@ -20,6 +20,7 @@ from ..proto import nimbus_pb2 as pb
 from ..proto import nimbus_pb2_grpc as pb_grpc
 from ..proto import topology_pb2
 from . import config as cfg
+from . import tls
 from .errors import BY_CODE, LEADER_METADATA, NimbusError, NimbusUnavailable
 
 log = logging.getLogger("squall.client")
@@ -55,12 +56,15 @@ class NimbusClient:
             [f"{h}:{port}" for h in (conf.get(cfg.NIMBUS_SEEDS) or ["127.0.0.1"])]
         #: Seconds each call may take.
         self.timeout = timeout
+        #: Mutual TLS with the certificate of ``squall.tls.*`` (None: plain, insecure).
+        self._credentials = tls.channel_credentials(conf) if tls.enabled(conf) else None
         self._connect(self.seeds[0])
 
     def _connect(self, address: str) -> None:
         #: ``host:port`` of the Nimbus called.
         self.address = address
-        self._channel = grpc.insecure_channel(address)
+        self._channel = (grpc.secure_channel(address, self._credentials)
+                         if self._credentials is not None else grpc.insecure_channel(address))
         self._stub = pb_grpc.NimbusStub(self._channel)
 
     def close(self) -> None:
@@ -110,8 +114,11 @@ class NimbusClient:
         if cls is NimbusUnavailable:
             if not _unreachable(e):  # the server's own (not the leader, ZooKeeper away)
                 return NimbusUnavailable(details, self.address)
-            return NimbusUnavailable(f"cannot reach Nimbus at {self.address}: {details}; is it "
-                                     "running? (check nimbus.seeds / nimbus.grpc.port)",
+            hint = ("is it running, and do its certificate and ours come from the same CA "
+                    "(squall.tls.*)?" if self._credentials is not None else
+                    "is it running? If it uses TLS, set squall.tls.* here too")
+            return NimbusUnavailable(f"cannot reach Nimbus at {self.address}: {details}; "
+                                     f"{hint} (check nimbus.seeds / nimbus.grpc.port)",
                                      self.address)
         return cls(details)
 
@@ -190,8 +197,11 @@ class NimbusClient:
         ref = pb.TopologyRef(id=topology_id) if topology_id is not None else pb.TopologyRef(name=name)
         return self._call("GetTopologyInfo", ref)
 
-    def topology_conf(self, topology_id: str) -> str:
-        return self._call("GetTopologyConf", pb.IdRequest(id=topology_id)).json_conf
+    def topology_conf(self, topology_id: str, include_secrets: bool = False) -> str:
+        """The topology's conf as JSON; secret values redacted unless ``include_secrets``
+        (which Nimbus grants supervisors and Nimbuses only)."""
+        return self._call("GetTopologyConf", pb.IdRequest(
+            id=topology_id, include_secrets=include_secrets)).json_conf
 
     def user_topology(self, topology_id: str) -> topology_pb2.StormTopology:
         """The user topology as submitted (what supervisors write as ``topology.pb``)."""

@@ -73,6 +73,6 @@ class CodeSync:
             for tid in missing:
                 store.install(tid, client.download(tid),
                               client.user_topology(tid).SerializeToString(deterministic=True),
-                              client.topology_conf(tid))
+                              client.topology_conf(tid, include_secrets=True))
                 log.info("Nimbus %s: copied topology %s from the leader %s",
                          self.nimbus.address, tid, leader)

@@ -5,24 +5,35 @@ RPC unpacks the request, calls Nimbus and packs the answer. :func:`_rpc` is the 
 errors become gRPC status codes (the table is in the proto's header): it logs the op name
 and the error, and sends the error's message as details — never a traceback; anything
 unexpected is INTERNAL with "see the Nimbus log". :func:`serve` starts a server.
+
+On a TLS server every RPC first names its caller (the client certificate's principal,
+:mod:`squall.client.tls`) and asks the :class:`~.authorizer.Authorizer` whether that
+principal may do the verb; the principal, not the request, is a topology's owner. On a
+plain server (loopback, or ``--insecure``) there are no principals and no authorization.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import ipaddress
+import json
 import logging
 from concurrent import futures
 
 import grpc
 
+from ..client import config as cfg
+from ..client import tls
 from ..client.cluster_state import ClusterStateError, ZooKeeperUnavailable
 from ..client.errors import (LEADER_METADATA, InvalidTopology, NimbusError, NimbusUnavailable,
-                             NotALeader, SquallError)
+                             NotALeader, SquallError, Unauthenticated)
+from ..client.tls import Principal
 from ..client.transitions import InvalidTransition
 from ..proto import nimbus_pb2 as pb
 from ..proto import nimbus_pb2_grpc as pb_grpc
 from ..proto import topology_pb2
+from .authorizer import Authorizer
 from .nimbus import Nimbus
 
 log = logging.getLogger("squall.nimbus.servicer")
@@ -86,31 +97,49 @@ def _opt(msg, field: str):
 class NimbusServicer(pb_grpc.NimbusServicer):
     """Serves one :class:`Nimbus`. Example: ``pb_grpc.add_NimbusServicer_to_server(NimbusServicer(n), server)``."""
 
-    def __init__(self, nimbus: Nimbus):
+    def __init__(self, nimbus: Nimbus, secure: bool = False):
         self.nimbus = nimbus
+        #: Callers present verified client certificates (a TLS port).
+        self.secure = secure
+        self.authz = Authorizer(nimbus.conf)
+
+    def _allow(self, context: grpc.ServicerContext, verb: str, name: str | None = None,
+               topology_id: str | None = None) -> Principal | None:
+        """The caller, once allowed to ``verb`` (None on a plain port: nobody is known)."""
+        if not self.secure:
+            return None
+        p = tls.principal_of(context)
+        if p is None:  # TLS with require_client_auth makes this unreachable; be strict anyway
+            raise Unauthenticated(f"{verb} needs a client certificate signed by the cluster's CA")
+        self.authz.check(verb, p, lambda: self.nimbus.topology_acl(name, topology_id))
+        return p
 
     # --- upload / download ---
     @_rpc
     def BeginFileUpload(self, request, context):
+        p = self._allow(context, "fileUpload")
         self.nimbus.require_leader()  # the submit that follows goes to the leader
         return pb.UploadLocation(location=self.nimbus.package_store.begin(
-            request.file_name, request.total_size))
+            request.file_name, request.total_size, p.name if p else ""))
 
     @_rpc
     def UploadChunk(self, request, context):
+        self._allow(context, "fileUpload")
         self.nimbus.package_store.append(request.location, request.offset, request.data)
         return topology_pb2.Empty()
 
     @_rpc
     def FinishFileUpload(self, request, context):
+        self._allow(context, "fileUpload")
         self.nimbus.package_store.finish(request.location)
         return topology_pb2.Empty()
 
     @_rpc
     def UploadPackage(self, request_iterator, context):
+        p = self._allow(context, "fileUpload")
         self.nimbus.require_leader()
         store = self.nimbus.package_store
-        location = store.begin("", 0)
+        location = store.begin("", 0, p.name if p else "")
         for chunk in request_iterator:
             store.append(location, chunk.offset, chunk.data)
         store.finish(location)
@@ -118,36 +147,43 @@ class NimbusServicer(pb_grpc.NimbusServicer):
 
     @_rpc
     def DownloadPackage(self, request, context):
+        self._allow(context, "fileDownload")
         for offset, data in self.nimbus.package_store.read_package(request.id):
             yield pb.Chunk(location=request.id, data=data, offset=offset)
 
     # --- submit and lifecycle ---
     @_rpc
     def SubmitTopology(self, request, context):
+        p = self._allow(context, "submitTopology")
         status = pb.SubmitOptions.InitialStatus.Name(request.options.initial_status)
         warnings: list[str] = []
+        # Who submitted is who authenticated; the request's owner counts only on a plain port.
+        owner = p.name if p is not None else request.options.owner
         tid = self.nimbus.submit(request.name, request.uploaded_location, request.json_conf,
-                                 request.topology, status, request.options.owner,
-                                 warn=warnings.append)
+                                 request.topology, status, owner, warn=warnings.append)
         return pb.SubmitResponse(topology_id=tid, warnings=warnings)
 
     @_rpc
     def KillTopology(self, request, context):
+        self._allow(context, "killTopology", name=request.name)
         self.nimbus.kill(request.name, _opt(request, "wait_secs"))
         return topology_pb2.Empty()
 
     @_rpc
     def Activate(self, request, context):
+        self._allow(context, "activate", name=request.name)
         self.nimbus.activate(request.name)
         return topology_pb2.Empty()
 
     @_rpc
     def Deactivate(self, request, context):
+        self._allow(context, "deactivate", name=request.name)
         self.nimbus.deactivate(request.name)
         return topology_pb2.Empty()
 
     @_rpc
     def Rebalance(self, request, context):
+        self._allow(context, "rebalance", name=request.name)
         self.nimbus.rebalance(request.name, _opt(request, "wait_secs"),
                               _opt(request, "num_workers"), dict(request.executors))
         return topology_pb2.Empty()
@@ -155,6 +191,7 @@ class NimbusServicer(pb_grpc.NimbusServicer):
     # --- views ---
     @_rpc
     def GetClusterInfo(self, request, context):
+        self._allow(context, "getClusterInfo")
         info = self.nimbus.cluster_info()
         return pb.ClusterSummary(
             supervisors=[pb.SupervisorSummary(**s) for s in info["supervisors"]],
@@ -165,8 +202,12 @@ class NimbusServicer(pb_grpc.NimbusServicer):
     @_rpc
     def GetTopologyInfo(self, request, context):
         which = request.WhichOneof("ref")
-        info = (self.nimbus.topology_info(name=request.name) if which == "name"
-                else self.nimbus.topology_info(topology_id=request.id))
+        if which == "name":
+            self._allow(context, "getTopologyInfo", name=request.name)
+            info = self.nimbus.topology_info(name=request.name)
+        else:
+            self._allow(context, "getTopologyInfo", topology_id=request.id)
+            info = self.nimbus.topology_info(topology_id=request.id)
         errors = [pb.ErrorInfo(component=e.get("component", ""), error=e.get("error", ""),
                                time_secs=int(e.get("time") or 0), host=e.get("host") or "",
                                port=int(e.get("port") or 0), task=int(e.get("task") or 0))
@@ -179,16 +220,24 @@ class NimbusServicer(pb_grpc.NimbusServicer):
 
     @_rpc
     def GetTopologyConf(self, request, context):
-        return pb.JsonConf(json_conf=self.nimbus.topology_conf(request.id))
+        self._allow(context, "getTopologyConf", topology_id=request.id)
+        conf_json = self.nimbus.topology_conf(request.id)
+        if request.include_secrets:  # what workers need; a plain port cannot tell who asks
+            self._allow(context, "getTopologyConfSecrets")  # supervisors and Nimbuses
+            return pb.JsonConf(json_conf=conf_json)
+        return pb.JsonConf(json_conf=json.dumps(cfg.redact(json.loads(conf_json)),
+                                                sort_keys=True))
 
     @_rpc
     def GetUserTopology(self, request, context):
+        self._allow(context, "getUserTopology", topology_id=request.id)
         msg = topology_pb2.StormTopology()
         msg.ParseFromString(self.nimbus.user_topology(request.id))
         return msg
 
     @_rpc
     def GetLeader(self, request, context):
+        self._allow(context, "getLeader")
         for n in self.nimbus.nimbuses():
             if n["is_leader"]:
                 return pb.NimbusSummary(**n)
@@ -196,23 +245,56 @@ class NimbusServicer(pb_grpc.NimbusServicer):
 
     @_rpc
     def SendSupervisorWorkerHeartbeats(self, request, context):
+        self._allow(context, "sendSupervisorWorkerHeartbeats")
         self.nimbus.record_heartbeats(request.supervisor_id, list(request.worker_heartbeats),
                                       list(request.errors))
         return topology_pb2.Empty()
 
 
-def serve(nimbus: Nimbus, host: str, port: int, max_workers: int = 16) -> grpc.Server:
-    """Start a gRPC server for ``nimbus`` on ``host:port``; stop it with ``server.stop(grace)``."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers,
-                                                    thread_name_prefix="nimbus-grpc"))
-    pb_grpc.add_NimbusServicer_to_server(NimbusServicer(nimbus), server)
-    address = f"{host}:{port}"
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
     try:
-        bound = server.add_insecure_port(address)
-    except RuntimeError as e:
-        raise OSError(f"Nimbus cannot listen on {address}: {e}") from None
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(nimbus: Nimbus, host: str, port: int, max_workers: int = 16,
+          insecure: bool = False) -> grpc.Server:
+    """Start a gRPC server for ``nimbus`` on ``host:port``; stop it with ``server.stop(grace)``.
+
+    With ``squall.tls.*`` in Nimbus's conf the port is mutual TLS. Without, it listens only
+    on a loopback address unless ``insecure`` (``squall nimbus --insecure``): anyone who
+    reaches a plain port may do anything. A port in use is an error (no SO_REUSEPORT: a
+    second Nimbus on one port must not start silently).
+    """
+    secure = tls.enabled(nimbus.conf)
+    address = f"{host}:{port}"
+    if not secure and not insecure and not is_loopback(host):
+        raise OSError(f"Nimbus will not listen on {address} without authentication: set "
+                      f"{cfg.SQUALL_TLS_CA_FILE}, {cfg.SQUALL_TLS_CERT_FILE} and "
+                      f"{cfg.SQUALL_TLS_KEY_FILE} (deploy/make-certs.sh makes them), bind "
+                      f"{cfg.NIMBUS_BIND_HOST} to 127.0.0.1, or start it with --insecure")
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers,
+                                                    thread_name_prefix="nimbus-grpc"),
+                         options=[("grpc.so_reuseport", 0)])
+    servicer = NimbusServicer(nimbus, secure)
+    pb_grpc.add_NimbusServicer_to_server(servicer, server)
+    try:
+        bound = (server.add_secure_port(address, tls.server_credentials(nimbus.conf)) if secure
+                 else server.add_insecure_port(address))
+    except RuntimeError:  # grpc >= 1.6x raises where older ones returned 0
+        bound = 0
     if bound == 0:
-        raise OSError(f"Nimbus cannot listen on {address} (in use?)")
+        raise OSError(f"Nimbus cannot listen on {address}: the port is in use (another "
+                      "Nimbus?) or the address is not one of this host's")
     server.start()
-    log.info("Nimbus gRPC listening on %s", address)
+    if secure:
+        log.info("Nimbus gRPC listening on %s (mutual TLS, authorizer %s)", address,
+                 "simple" if servicer.authz.enabled else "none")
+    else:
+        log.warning("Nimbus gRPC listening on %s WITHOUT authentication%s", address,
+                    "" if is_loopback(host) else " (--insecure): anyone who reaches it may "
+                    "submit, kill and read every topology")
     return server

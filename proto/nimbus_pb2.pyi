@@ -39,10 +39,12 @@ class NameRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class IdRequest(_message.Message):
-    __slots__ = ("id",)
+    __slots__ = ("id", "include_secrets")
     ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_SECRETS_FIELD_NUMBER: _ClassVar[int]
     id: str
-    def __init__(self, id: _Optional[str] = ...) -> None: ...
+    include_secrets: bool
+    def __init__(self, id: _Optional[str] = ..., include_secrets: _Optional[bool] = ...) -> None: ...
 
 class TopologyRef(_message.Message):
     __slots__ = ("name", "id")

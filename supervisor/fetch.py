@@ -27,7 +27,7 @@ def fetch_from(client: NimbusClient, topology_id: str, dest: str) -> None:
     """Write ``topology_id``'s package, topology and conf into ``dest`` using ``client``."""
     data = client.download(topology_id)
     topology = client.user_topology(topology_id)
-    conf_json = client.topology_conf(topology_id)
+    conf_json = client.topology_conf(topology_id, include_secrets=True)  # workers need them
     _write(os.path.join(dest, PACKAGE_FILE), data)
     _write(os.path.join(dest, TOPOLOGY_FILE), topology.SerializeToString(deterministic=True))
     _write(os.path.join(dest, CONF_FILE), (conf_json or "{}").encode())
@@ -62,5 +62,6 @@ def grpc_heartbeat_sender(conf: Mapping[str, Any], timeout: float = 5.0
 
 
 def _write(path: str, data: bytes) -> None:
-    with open(path, "wb") as fh:
+    # Owner-only: the conf holds the topology's secrets (its CurveZMQ key among them).
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as fh:
         fh.write(data)

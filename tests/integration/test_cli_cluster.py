@@ -1,7 +1,10 @@
 """The CLI against a real cluster: ZooKeeper, `squall nimbus` and two `squall supervisor` s of 2
 slots each, as processes on loopback (the supervisors on 127.0.0.1 and 127.0.0.2, so workers of
 different supervisors talk over tcp:// as across hosts); `squall jar` of the word count, list,
-deactivate / activate, rebalance -n, kill -w, and the one-line errors."""
+deactivate / activate, rebalance -n, kill -w, and the one-line errors.
+
+The cluster is set up as SECURITY.md says: locked ZooKeeper, and mutual TLS with a
+certificate per daemon (CN nimbus, CN supervisor) and one for the user running the CLI."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import psutil
 import pytest
 import yaml
 
+from squall.deploy.certs import CertificateAuthority
 from squall.deploy.net import free_ports
 from zk_fixtures import poll_for
 
@@ -38,7 +42,15 @@ class Cluster:
         conf.update({"nimbus.seeds": ["127.0.0.1"], "nimbus.grpc.port": self.nimbus_port,
                      "nimbus.monitor.freq.secs": 1, "supervisor.monitor.frequency.secs": 2,
                      "supervisor.worker.shutdown.sleep.secs": 2})
+        ca = CertificateAuthority(str(tmp_path / "pki"))
+        #: The user's certificate in squall.yaml; each daemon's is given with -c.
+        conf.update(ca.issue("tester").conf())
+        self.daemon_tls = {name: [f"-c{k}={v}" for k, v in ca.issue(name).conf().items()]
+                           for name in ("nimbus", "supervisor")}
+        conf["nimbus.supervisor.users"] = ["supervisor"]
         conf.update(extra_conf or {})
+        #: What the CLI reads (the user's certificate): for a test's own NimbusClient too.
+        self.conf = conf
         self.yaml = tmp_path / "squall.yaml"
         self.yaml.write_text(yaml.safe_dump(conf))
         self.env = dict(os.environ, SQUALL_CONF=str(self.yaml))
@@ -49,7 +61,8 @@ class Cluster:
 
     def start_daemon(self, name, *args):
         log = open(self.tmp / f"{name}.log", "ab")
-        self.procs[name] = subprocess.Popen(squall_cmd(*args), stdout=log, stderr=log,
+        tls = self.daemon_tls.get(args[0], [])  # the daemon's own certificate
+        self.procs[name] = subprocess.Popen(squall_cmd(*args, *tls), stdout=log, stderr=log,
                                             env=self.env, cwd=str(self.tmp))
         log.close()
 

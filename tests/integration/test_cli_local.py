@@ -76,9 +76,17 @@ def test_ctrl_c_stops_every_worker_cleanly(tmp_path):
         assert len(pids) == 2, "".join(lines)
         zk_pid, nimbus_port = daemons("".join(lines))
         # The run is a real cluster: its Nimbus answers `squall list`.
-        listed = subprocess.run(squall("list", "-c", "nimbus.seeds=[127.0.0.1]",
-                                       "-c", f"nimbus.grpc.port={nimbus_port}"),
-                                capture_output=True, text=True, timeout=30, cwd=str(tmp_path))
+        # Over mutual TLS with the run's throwaway certificate, as squall local says.
+        client_yaml = re.search(r"SQUALL_CONF=(\S+)", "".join(lines)).group(1)
+        listed = subprocess.run(squall("list"), capture_output=True, text=True, timeout=30,
+                                cwd=str(tmp_path), env=dict(os.environ, SQUALL_CONF=client_yaml))
+        with open(client_yaml) as fh:
+            assert str(nimbus_port) in fh.read()
+        plain = subprocess.run(squall("list", "-c", "nimbus.seeds=[127.0.0.1]",
+                                      "-c", f"nimbus.grpc.port={nimbus_port}"),
+                               capture_output=True, text=True, timeout=30, cwd=str(tmp_path),
+                               env=dict(os.environ, SQUALL_CONF=""))
+        assert plain.returncode == 1 and "set squall.tls.*" in plain.stderr, plain.stderr
         assert re.search(r"^word-count\s+\S+\s+ACTIVE\s+2\s", listed.stdout, re.M), \
             listed.stdout + listed.stderr
         proc.send_signal(signal.SIGINT)

@@ -118,8 +118,7 @@ def finish(proc: subprocess.Popen, timeout: float) -> tuple[int, str, str]:
 
 
 def nimbus_client(c: Cluster) -> NimbusClient:
-    return NimbusClient({"nimbus.seeds": ["127.0.0.1"], "nimbus.grpc.port": c.nimbus_port},
-                        timeout=5)
+    return NimbusClient(c.conf, timeout=5)
 
 
 def status_of(nimbus: NimbusClient, name: str) -> str | None:

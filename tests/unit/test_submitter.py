@@ -192,7 +192,8 @@ def test_fetcher_writes_package_topology_and_conf(tmp_path):
         def user_topology(self, tid):
             return proto
 
-        def topology_conf(self, tid):
+        def topology_conf(self, tid, include_secrets=False):
+            assert include_secrets  # workers need the secret values
             return '{"topology.workers": 2}'
 
     fetch.fetch_from(Client(), "wc-1-1", str(tmp_path))

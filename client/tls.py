@@ -1,0 +1,99 @@
+"""Mutual TLS for Nimbus's gRPC service: credentials from conf, principals from certificates.
+
+Every daemon and user holds a certificate signed by the cluster's CA
+(``deploy/make-certs.sh``). Nimbus requires one from every caller
+(``require_client_auth``), so the TLS handshake itself authenticates: the certificate's
+common name (CN) is the principal, its organizational units (OU) the principal's groups
+(``topology.groups``, ``nimbus.admins.groups``). Why certificates rather than tokens is in
+SECURITY.md.
+
+The three files come from ``squall.tls.ca.file``, ``squall.tls.cert.file`` and
+``squall.tls.key.file``; all three or none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import grpc
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+
+from . import config as cfg
+from .errors import ConfigError
+
+_KEYS = (cfg.SQUALL_TLS_CA_FILE, cfg.SQUALL_TLS_CERT_FILE, cfg.SQUALL_TLS_KEY_FILE)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who called: the certificate's CN and OUs."""
+
+    name: str
+    groups: frozenset[str] = frozenset()
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def enabled(conf: Mapping[str, Any]) -> bool:
+    """Whether ``conf`` configures TLS; a partial configuration is a ConfigError."""
+    given = [k for k in _KEYS if conf.get(k)]
+    if given and len(given) != len(_KEYS):
+        missing = ", ".join(k for k in _KEYS if k not in given)
+        raise ConfigError(missing, "TLS needs the CA, the certificate and its key; set "
+                                   f"{missing} too (deploy/make-certs.sh makes them)")
+    return bool(given)
+
+
+def _read(conf: Mapping[str, Any]) -> tuple[bytes, bytes, bytes]:
+    out = []
+    for key in _KEYS:
+        try:
+            with open(conf[key], "rb") as fh:
+                out.append(fh.read())
+        except OSError as e:
+            raise ConfigError(key, f"cannot read {conf[key]}: {e.strerror}") from None
+    return out[0], out[1], out[2]
+
+
+def channel_credentials(conf: Mapping[str, Any]) -> grpc.ChannelCredentials:
+    """What a client (the CLI, a supervisor, another Nimbus) presents and trusts."""
+    ca, cert, key = _read(conf)
+    return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key,
+                                        certificate_chain=cert)
+
+
+def server_credentials(conf: Mapping[str, Any]) -> grpc.ServerCredentials:
+    """Nimbus's side: its certificate, and a client certificate required from every caller."""
+    ca, cert, key = _read(conf)
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca,
+                                       require_client_auth=True)
+
+
+def principal_of_pem(pem: bytes) -> Principal:
+    """The principal a PEM certificate names (CN, OU values as groups)."""
+    cert = x509.load_pem_x509_certificate(pem)
+    subject = cert.subject
+    cns = subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    if not cns:
+        raise ValueError("certificate has no common name (CN)")
+    ous = subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)
+    return Principal(str(cns[0].value), frozenset(str(o.value) for o in ous))
+
+
+def own_principal(conf: Mapping[str, Any]) -> Principal | None:
+    """The principal this process's own certificate names (None without TLS)."""
+    if not enabled(conf):
+        return None
+    return principal_of_pem(_read(conf)[1])
+
+
+def principal_of(context: grpc.ServicerContext) -> Principal | None:
+    """The caller of one RPC, from its verified client certificate (None on an insecure port)."""
+    auth = context.auth_context()
+    pem = auth.get("x509_pem_cert")
+    if not pem:
+        return None
+    return principal_of_pem(pem[0])
