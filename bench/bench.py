@@ -217,11 +217,11 @@ def fig_pipe(quick: bool) -> dict:
 EXTRA_CONF: dict[str, Any] = {}
 
 
-def cluster(name: str, conf: dict, parallelism: int):
+def cluster(name: str, conf: dict, parallelism: int, ipc: bool = True):
     from squall.deploy.static import StaticCluster
     conf = {**conf, **EXTRA_CONF}
     return StaticCluster(name, topo.word_count(parallelism).create_topology(), conf,
-                        code_paths=CODE_PATHS, stdout=subprocess.DEVNULL)
+                        code_paths=CODE_PATHS, stdout=subprocess.DEVNULL, ipc=ipc)
 
 
 class CounterSeries:
@@ -367,11 +367,13 @@ def _gc_line(gcs: dict[str, dict]) -> str:
 # 2. throughput
 # ---------------------------------------------------------------------------------------
 
-def run_throughput(acking: bool, n: int, parallelism: int, max_pending: int) -> dict:
+def run_throughput(acking: bool, n: int, parallelism: int, max_pending: int,
+                   extra: dict | None = None, ipc: bool = True) -> dict:
     conf: dict[str, Any] = {
         "topology.workers": 2, "topology.stats.freq.secs": 0.25,
         "topology.max.spout.pending": max_pending,
         "bench.mode": "fixed", "bench.sentences": n, "bench.reliable": acking,
+        **(extra or {}),
     }
     out_dir = tempfile.mkdtemp(prefix="sqbench-tp-")
     conf["bench.out_dir"] = out_dir
@@ -385,7 +387,7 @@ def run_throughput(acking: bool, n: int, parallelism: int, max_pending: int) -> 
         series = CounterSeries(_component_sum(topo.COUNT, "executed"))
         target = float(n * WORDS_PER_SENTENCE)
     label = "acked" if acking else "unacked"
-    lc = cluster(f"bench-{label}", conf, parallelism)
+    lc = cluster(f"bench-{label}", conf, parallelism, ipc=ipc)
     res: dict[str, Any] = {"sentences": n, "acking": acking, "parallelism": parallelism,
                            "max_spout_pending": max_pending if acking else None}
     try:

@@ -354,9 +354,10 @@ def write_status(worker_dir: str, status: WorkerStatus) -> bool:
 # --- atomic files ----------------------------------------------------------------------------
 def write_text_atomic(path: str, text: str) -> None:
     """Write ``text`` to a temporary file beside ``path`` and rename it over ``path``: a
-    reader sees the old file or the new one, never half of one."""
+    reader sees the old file or the new one, never half of one. Owner-only (0600): an
+    assignment carries the topology's conf and its secrets (the CurveZMQ key)."""
     tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as fh:
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
         fh.write(text)
     os.replace(tmp, path)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
 import shutil
 import signal
@@ -79,6 +80,8 @@ class LocalCluster(Daemon):
 
     def start_unsafe(self) -> None:
         """Start ZooKeeper, Nimbus (until it leads) and the supervisor."""
+        import secrets
+
         from ..nimbus.nimbus import Nimbus
         from ..nimbus.servicer import serve
         from ..supervisor.fetch import grpc_fetcher
@@ -89,11 +92,15 @@ class LocalCluster(Daemon):
         nimbus_port, *slot_ports = free_ports(1 + self.slots)
         ours = dict(self.zookeeper.conf(), **{
             cfg.NIMBUS_SEEDS: ["127.0.0.1"], cfg.NIMBUS_GRPC_PORT: nimbus_port,
-            cfg.STORM_LOCAL_DIR: self.base_dir})
+            cfg.STORM_LOCAL_DIR: self.base_dir,
+            # A throwaway identity: other local users cannot read or rewrite our znodes.
+            cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD: f"squall-local:{secrets.token_hex(16)}"})
         ours.update(self._start_redis())
+        ours.update(self._throwaway_tls())
         if cfg.SUPERVISOR_SLOTS_PORTS not in self.overrides:
             ours[cfg.SUPERVISOR_SLOTS_PORTS] = slot_ports
         self.conf = cfg.layered(LOCAL_DAEMON_CONF, self.overrides, ours)
+        self._write_client_yaml()
         self.nimbus = Nimbus(self.conf).start()
         self.server = serve(self.nimbus, "127.0.0.1", nimbus_port)
         if not self.nimbus.wait_for_leadership(30):
@@ -102,6 +109,30 @@ class LocalCluster(Daemon):
         self.supervisor = Supervisor(self.conf, fetch_topology=grpc_fetcher(self.conf),
                                      spawn=self._spawn,
                                      on_worker_event=self.on_worker_event).start()
+
+    def _write_client_yaml(self) -> None:
+        """A squall.yaml other `squall` commands can use (SQUALL_CONF) to reach this cluster."""
+        import yaml
+
+        keys = (cfg.NIMBUS_SEEDS, cfg.NIMBUS_GRPC_PORT, cfg.SQUALL_TLS_CA_FILE,
+                cfg.SQUALL_TLS_CERT_FILE, cfg.SQUALL_TLS_KEY_FILE)
+        #: Where that squall.yaml is.
+        self.client_yaml = os.path.join(self.base_dir, "squall.yaml")
+        fd = os.open(self.client_yaml, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            yaml.safe_dump({k: self.conf[k] for k in keys if self.conf.get(k) is not None}, fh)
+
+    def _throwaway_tls(self) -> dict[str, Any]:
+        """Mutual TLS with a CA made for this run: one certificate, the local user's, which
+        is also the supervisor's (SECURITY.md: `squall local` is secured automatically)."""
+        import getpass
+
+        from .certs import throwaway
+
+        user = getpass.getuser()
+        issued = throwaway(os.path.join(self.base_dir, "tls"), user)
+        return {**issued.conf(), cfg.NIMBUS_SUPERVISOR_USERS: [user],
+                cfg.NIMBUS_DAEMON_USERS: [user]}
 
     def _start_redis(self) -> dict[str, Any]:
         """A private Redis for Trident state when Debian's redis-server is installed and the
@@ -242,8 +273,8 @@ class _Run:
 
     def worker_conf(self) -> dict[str, Any]:
         """The conf the workers ran with: this cluster's keys beneath the topology conf."""
-        return cfg.layered(cfg.worker_inherited(self.cluster.conf), self.loaded.conf,
-                           self.cluster.overrides)
+        return cfg.layered(cfg.worker_inherited(self.cluster.conf, self.loaded.name),
+                           self.loaded.conf, self.cluster.overrides)
 
     def info(self):
         return self.nimbus.topology_info(topology_id=self.topology_id)
@@ -324,7 +355,8 @@ def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any
         c = run.cluster
         redis = f", Redis {c.redis.address} (pid {c.redis.pid})" if c.redis else ""
         echo(f"[squall local] ZooKeeper {c.zookeeper.connect_string} (pid {c.zookeeper.pid}), "
-             f"Nimbus {c.nimbus.address}{redis}, supervisor slots {c.supervisor.ports}")
+             f"Nimbus {c.nimbus.address}{redis}, supervisor slots {c.supervisor.ports}; "
+             f"other squall commands reach it with SQUALL_CONF={c.client_yaml}")
         run.topology_id = c.submit(loaded.name, loaded.topology, loaded.conf, loaded.code_dir,
                                    warn=lambda w: echo(f"[squall local] warning: {w}"))
         echo(f"[squall local] topology {loaded.name} submitted as {run.topology_id}; "

@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping
 from ..client import config as cfg
 from ..client.contract import (EXIT_USER_CODE, TOPOLOGY_FILE, WorkerAssignment, WorkerHeartbeat,
                                WorkerStatus, write_status)
+from ..client.curve import topology_keys
 from ..client.topology import Topology, assign_task_ids, executors_of, system_topology
 from ..client.topology_proto import to_bytes
 from .net import free_ports
@@ -70,11 +71,13 @@ class StaticCluster:
                  cli_overrides: Mapping[str, Any] | None = None,
                  code_paths: list[str] | None = None, base_dir: str | None = None,
                  stdout: Any = None, host: str = "127.0.0.1",
-                 initial_status: WorkerStatus = WorkerStatus.ACTIVE):
+                 initial_status: WorkerStatus = WorkerStatus.ACTIVE, ipc: bool = True):
         self.name = name
         self.cli_overrides = cfg.normalize(dict(cli_overrides or {}))
         self.conf = cfg.layered(cfg.load_yaml(cfg.find_yaml()), conf, self.cli_overrides)
         self.conf[cfg.TOPOLOGY_NAME] = name
+        if cfg.get(self.conf, cfg.STORM_MESSAGING_CURVE):  # as Nimbus does at submit
+            self.conf.update(topology_keys())
         self.topology = topology
         self.code_paths = list(code_paths or [])
         self.base_dir = base_dir or tempfile.mkdtemp(prefix=f"squall-local-{name}-")
@@ -82,6 +85,8 @@ class StaticCluster:
         self.stdout = stdout
         self.host = host
         self.initial_status = WorkerStatus(initial_status)
+        #: Workers talk over ipc:// (one host); False: over tcp:// as across hosts.
+        self.ipc = ipc
         self.topology_id = f"{name}-1-{int(time.time())}"
         self.workers: list[WorkerProc] = []
         self.assignment: dict[str, list[int]] = {}
@@ -97,7 +102,7 @@ class StaticCluster:
         os.makedirs(topo_dir, exist_ok=True)
         with open(os.path.join(topo_dir, TOPOLOGY_FILE), "wb") as fh:
             fh.write(to_bytes(self.topology))
-        ipc_dir = tempfile.mkdtemp(prefix="sq-", dir="/tmp")
+        ipc_dir = tempfile.mkdtemp(prefix="sq-", dir="/tmp") if self.ipc else None
         self._ipc_dir = ipc_dir
         env = dict(os.environ)
         env.update({str(k): str(v) for k, v in (self.conf.get(cfg.TOPOLOGY_ENVIRONMENT) or {}).items()})
@@ -241,7 +246,7 @@ class StaticCluster:
         result.crashed = [w.worker_id for w in self.workers
                           if w.exit_code not in (0, -signal.SIGTERM, None)]
         result.exit_code = 1 if result.crashed else 0
-        shutil.rmtree(getattr(self, "_ipc_dir", ""), ignore_errors=True)
+        shutil.rmtree(getattr(self, "_ipc_dir", None) or "", ignore_errors=True)
         return result
 
     def cleanup(self) -> None:

@@ -45,6 +45,7 @@ from typing import Any, Callable, Mapping
 from ..client import config as cfg
 from ..client.cluster_state import NO_NODE, ClusterState, ClusterStateError, VersionConflict
 from ..client.contract import Assignment, SupervisorInfo, host_port
+from ..client.curve import topology_keys
 from ..client.daemon import Daemon
 from ..client.errors import (ConfigError, InvalidRequest, InvalidTopology, LimitExceeded,
                              NotALeader, SquallError, TopologyAlreadyExists, TopologyNotFound)
@@ -55,6 +56,7 @@ from ..client.topology_proto import from_bytes, from_proto
 from ..proto import topology_pb2
 from . import lifecycle as lc
 from . import views
+from .authorizer import TopologyAcl
 from .code_sync import CodeSync
 from .index import TopologyIndex
 from .liveness import Liveness
@@ -418,6 +420,15 @@ class Nimbus(Daemon):
                 "tuple values, and unpickling runs whatever the bytes say; they accept pickled "
                 "values only over encrypted worker traffic. Prefer registering the types in "
                 f"{cfg.TOPOLOGY_SERIALIZERS}")
+        # Credentials are the cluster's to hand out: never ones a client sent (its CurveZMQ
+        # pair, its workers' ZooKeeper identity).
+        for key in (cfg.TOPOLOGY_CURVE_PUBLIC_KEY, cfg.TOPOLOGY_CURVE_SECRET_KEY,
+                    *DAEMON_ONLY_KEYS):
+            if conf.pop(key, None) is not None and key in DAEMON_ONLY_KEYS:
+                warnings.append(f"topology {name}: {key} in a topology's conf is ignored "
+                                "(the cluster sets it)")
+        if cfg.get(conf, cfg.STORM_MESSAGING_CURVE):
+            conf.update(topology_keys())
         _, executors = _executors(topology, conf)
         status = {"ACTIVE": lc.TopologyStatus.ACTIVE,
                   "INACTIVE": lc.TopologyStatus.INACTIVE}.get(str(initial_status).upper())
@@ -608,6 +619,19 @@ class Nimbus(Daemon):
                                    "shows the running ones")
         return views.topology_info(self.cluster_state, self.package_store, self.liveness, state)
 
+    def topology_acl(self, name: str | None = None, topology_id: str | None = None
+                     ) -> TopologyAcl:
+        """Who may manage the topology: its owner and its conf's topology.users/groups."""
+        state = self._by_name(name) if name is not None else self._state(topology_id or "")
+        if state is None:
+            raise TopologyNotFound(f"no live topology with id {topology_id!r}; `squall list` "
+                                   "shows the running ones")
+        try:
+            conf = self.package_store.read_conf(state.topology_id)
+        except (SquallError, OSError, ValueError):
+            conf = {}  # a follower still copying it: the owner alone
+        return TopologyAcl.of(state.name, state.owner, conf)
+
     def topology_conf(self, topology_id: str) -> str:
         """The topology's conf as a JSON object string."""
         return self.package_store.read_conf_json(topology_id)
@@ -618,6 +642,11 @@ class Nimbus(Daemon):
 
 
 # --- pure helpers ------------------------------------------------------------------
+
+#: ZooKeeper credentials only daemons set: a submitted conf never carries them to workers.
+DAEMON_ONLY_KEYS = (cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD, cfg.STORM_ZOOKEEPER_TOPOLOGY_AUTH_PAYLOAD,
+                    "storm.zookeeper.superACL")
+
 
 def _executors(topology: Topology, conf: Mapping[str, Any],
                component_executors: Mapping[str, int] | None = None

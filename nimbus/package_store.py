@@ -248,7 +248,10 @@ class PackageStore:
         try:
             put_package(tmp)
             (tmp / TOPOLOGY_FILE).write_bytes(topology_bytes)
-            (tmp / CONF_FILE).write_text(conf_json, encoding="utf-8")
+            conf_path = tmp / CONF_FILE  # owner-only: it holds the topology's secrets
+            with os.fdopen(os.open(conf_path, os.O_WRONLY | os.O_CREAT, 0o600), "w",
+                           encoding="utf-8") as fh:
+                fh.write(conf_json)
             shutil.rmtree(final, ignore_errors=True)
             os.replace(tmp, final)
         except BaseException:

@@ -38,6 +38,8 @@ class Receiver:
         # Refuse oversized messages at the transport (ZeroMQ drops the connection before
         # buffering one): a peer of this topology never sends more than topology.max.frame.bytes.
         self.sock.setsockopt(zmq.MAXMSGSIZE, ws.max_frame_bytes)
+        if ws.membership is not None:
+            ws.membership.serve(self.sock)  # encrypted; only the topology's workers connect
         a = ws.assignment
         self.sock.bind(f"tcp://{a.host}:{a.port}")
         self.ipc = None

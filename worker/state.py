@@ -23,7 +23,9 @@ from ..client.tuple import (ACKER_COMPONENT_ID, SYSTEM_COMPONENT_ID, SYSTEM_TASK
                             SYSTEM_TICK_STREAM_ID, Fields)
 from .queue import Backpressure
 from .stats import TaskStats
+from ..client.curve import keys_of
 from ..client.values import ValueTypes
+from .curve import Membership
 
 log = logging.getLogger("squall.worker")
 
@@ -80,8 +82,13 @@ class WorkerState:
         self.hello_replies_due: set[str] = set()
         self.on_hello: Callable[[], None] | None = None
         self.zctx = zmq.Context.instance()
-        #: True once worker traffic is encrypted and admits only this topology's workers.
-        self.channel_authenticated = False
+        self.dropped_frames = 0
+        #: CurveZMQ with the topology's key pair (None: plain traffic, no keys in the conf).
+        keys = keys_of(self.conf)
+        self.membership = Membership(self.zctx, keys, self._refused,
+                                     f"worker {self.worker_id}") if keys else None
+        #: Worker traffic is encrypted and admits only this topology's workers.
+        self.channel_authenticated = self.membership is not None
         #: The tuple value types beyond msgpack's (imports the user's serializers).
         self.values = ValueTypes.from_conf(self.conf, self.channel_authenticated)
         self.max_frame_bytes = int(cfg.get(self.conf, cfg.TOPOLOGY_MAX_FRAME_BYTES))
@@ -89,10 +96,14 @@ class WorkerState:
         self.fatal: tuple[str, BaseException, str] | None = None
         #: Called (from the dying thread) when user code crashed.
         self.on_fatal: Callable[[], None] | None = None
-        self.dropped_frames = 0
         self.dropped_tuples = 0
         self.dropped_batches = 0
         self.start_time = time.time()
+
+    def _refused(self) -> None:
+        """A connection failed the CurveZMQ handshake: whatever it sent is dropped, counted
+        with the dropped frames (monitor thread)."""
+        self.dropped_frames += 1
 
     def heard_from(self, worker_id: str, is_reply: bool) -> None:
         """A peer's HELLO arrived (receiver thread)."""

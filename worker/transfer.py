@@ -69,6 +69,8 @@ class Transfer:
             s = self.ws.zctx.socket(zmq.PUSH)
             s.setsockopt(zmq.SNDHWM, PIPE_HWM)
             s.setsockopt(zmq.LINGER, 2000)
+            if self.ws.membership is not None:
+                self.ws.membership.dial(s)
             s.connect(self.ws.endpoints[w])
             self.socks[w] = s
         return s

@@ -188,6 +188,8 @@ class Worker:
         self.write_heartbeat(HeartbeatState.STOPPED)
         for s in self._peers.values():
             s.close(0)
+        if self.ws.membership is not None:
+            self.ws.membership.close()
         return 0
 
     # -- status, backpressure, heartbeat --------------------------------------------
@@ -245,6 +247,8 @@ class Worker:
             s = self._peers[w] = self.ws.zctx.socket(zmq.PUSH)
             s.setsockopt(zmq.LINGER, 0)
             s.setsockopt(zmq.SNDHWM, 100)
+            if self.ws.membership is not None:
+                self.ws.membership.dial(s)
             s.connect(self.ws.endpoints[w])
         return s
 

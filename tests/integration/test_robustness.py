@@ -68,10 +68,14 @@ def test_garbage_sent_to_a_worker_port_is_dropped_and_the_worker_goes_on(cluster
         # Raw bytes that are not even ZMTP.
         with socket.create_connection((host, int(port)), timeout=5) as s:
             s.sendall(bytes(rng.randrange(256) for _ in range(4096)))
-        # Well-formed ZeroMQ messages carrying bad frames.
+        # Well-formed ZeroMQ messages carrying bad frames, from a peer holding the topology's
+        # CurveZMQ key (a stranger does not get past the handshake: test_security.py).
         ctx = zmq.Context.instance()
         push = ctx.socket(zmq.PUSH)
         push.setsockopt(zmq.LINGER, 2000)
+        public = lc.conf["topology.curve.public.key"].encode()
+        push.curve_publickey, push.curve_serverkey = public, public
+        push.curve_secretkey = lc.conf["topology.curve.secret.key"].encode()
         push.connect(f"tcp://{w.worker_id}")
         bad = [bytes(rng.randrange(256) for _ in range(200)), b"", msgpack.packb({"a": 1}),
                msgpack.packb([99, 0, []]), msgpack.packb([1, 7, []]),

@@ -389,3 +389,19 @@ class PointSpout(NumberSpout):
 
     def declare_output_fields(self, declarer):
         declarer.declare(["point"])
+
+
+class PacedSpout(NumberSpout):
+    """NumberSpout emitting at most ``test.spout.rate`` tuples per second per task, so a
+    topology keeps running while a test does something else."""
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.interval = 1.0 / float(conf.get("test.spout.rate", 200))
+        self.due = time.monotonic()
+
+    def next_tuple(self):
+        if time.monotonic() < self.due:
+            return
+        self.due += self.interval
+        super().next_tuple()
