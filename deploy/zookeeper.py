@@ -184,8 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m squall.deploy.zookeeper", description=main.__doc__)
     parser.add_argument("--port", type=int, default=2181, help="client port (default 2181; 0 = any free port)")
     parser.add_argument("--dir", default=None, help="data directory to keep (default: temporary)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to bind and serve on (default 127.0.0.1)")
     args = parser.parse_args(argv)
-    return run_foreground(LocalZooKeeper(args.dir, args.port or None), ZooKeeperUnavailable)
+    return run_foreground(LocalZooKeeper(args.dir, args.port or None, host=args.host),
+                          ZooKeeperUnavailable)
 
 if __name__ == "__main__":
     sys.exit(main())
