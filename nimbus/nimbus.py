@@ -442,7 +442,7 @@ class Nimbus(Daemon):
                     f"topology {name!r} is already running (id {live.topology_id}); kill it first "
                     "or pick another name", name, live.topology_id)
             self._check_count(name, owner)
-            self.package_store.check_ready(location)
+            self.package_store.check_ready(location, owner)  # the uploader's own upload
             now = int(time.time())
             tid = f"{name}-{next(self._counter)}-{now}"
             while self.cluster_state.get_storm(tid) is not None:

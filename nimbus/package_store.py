@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from ..client import config as cfg
-from ..client.errors import InvalidRequest, LimitExceeded, PackageTooLarge, TopologyNotFound
+from ..client.errors import (InvalidRequest, LimitExceeded, PackageTooLarge, PermissionDenied,
+                             TopologyNotFound)
 
 log = logging.getLogger("squall.nimbus.package_store")
 
@@ -141,13 +142,14 @@ class PackageStore:
             log.info("upload %s expired: untouched for over %s s", loc, self.expiration_secs)
         return old
 
-    def append(self, location: str, offset: int, data: bytes) -> int:
+    def append(self, location: str, offset: int, data: bytes, principal: str | None = None
+               ) -> int:
         """Append ``data`` at ``offset`` (which must equal the bytes received so far); returns the new size.
 
         Going over the limit discards the whole upload: the client must start again.
         """
         with self._lock:
-            upload = self._get(location)
+            upload = self._get(location, principal)
             if upload.finished:
                 raise InvalidRequest(f"upload {location} is already finished; begin a new one")
             if offset != upload.size:
@@ -164,25 +166,25 @@ class PackageStore:
             upload.touched = time.monotonic()
             return upload.size
 
-    def finish(self, location: str) -> int:
+    def finish(self, location: str, principal: str | None = None) -> int:
         """Close an upload; its location can then be committed. Returns its size."""
         with self._lock:
-            upload = self._get(location)
+            upload = self._get(location, principal)
             upload.finished = True
             upload.touched = time.monotonic()
             log.info("upload %s finished: %d bytes", location, upload.size)
             return upload.size
 
-    def check_ready(self, location: str) -> None:
+    def check_ready(self, location: str, principal: str | None = None) -> None:
         """Raise unless ``location`` is a finished upload ('' = no package is fine)."""
         if not location:
             return
         with self._lock:
-            if not self._get(location).finished:
+            if not self._get(location, principal).finished:
                 raise InvalidRequest(f"upload {location} is not finished; call FinishFileUpload "
                                      "before SubmitTopology")
 
-    def _get(self, location: str) -> _Upload:
+    def _get(self, location: str, principal: str | None = None) -> _Upload:
         if ".." in location or "/" in location or "\\" in location or "\x00" in location:
             raise InvalidRequest(f"upload location {location!r} points outside Nimbus's inbox; "
                                  "pass the location BeginFileUpload returned, unchanged")
@@ -191,6 +193,9 @@ class PackageStore:
             raise TopologyNotFound(f"no upload at location {location!r} (Nimbus issues locations "
                                    "with BeginFileUpload and forgets them on restart); "
                                    "upload the package again")
+        if principal is not None and upload.principal and principal != upload.principal:
+            raise PermissionDenied(f"{principal} may not use upload {location}: "
+                                   f"{upload.principal} opened it")
         return upload
 
     def _discard(self, location: str) -> None:

@@ -124,14 +124,15 @@ class NimbusServicer(pb_grpc.NimbusServicer):
 
     @_rpc
     def UploadChunk(self, request, context):
-        self._allow(context, "fileUpload")
-        self.nimbus.package_store.append(request.location, request.offset, request.data)
+        p = self._allow(context, "fileUpload")
+        self.nimbus.package_store.append(request.location, request.offset, request.data,
+                                         p.name if p else None)
         return topology_pb2.Empty()
 
     @_rpc
     def FinishFileUpload(self, request, context):
-        self._allow(context, "fileUpload")
-        self.nimbus.package_store.finish(request.location)
+        p = self._allow(context, "fileUpload")
+        self.nimbus.package_store.finish(request.location, p.name if p else None)
         return topology_pb2.Empty()
 
     @_rpc

@@ -139,3 +139,19 @@ def test_abandoned_uploads_expire_and_free_their_room(tmp_path):
     assert not (tmp_path / "nimbus" / "inbox" / old).exists()
     with pytest.raises(TopologyNotFound):
         store.append(old, 100, b"x")
+
+
+def test_an_upload_is_usable_only_by_the_principal_who_opened_it(tmp_path):
+    from squall.client.errors import PermissionDenied
+    store = bounded(tmp_path)
+    loc = store.begin("a", 0, "alice")
+    with pytest.raises(PermissionDenied, match="mallory may not use upload .* alice opened it"):
+        store.append(loc, 0, b"x", "mallory")
+    store.append(loc, 0, b"x", "alice")
+    with pytest.raises(PermissionDenied):
+        store.finish(loc, "mallory")
+    store.finish(loc, "alice")
+    with pytest.raises(PermissionDenied):
+        store.check_ready(loc, "mallory")
+    store.check_ready(loc, "alice")
+    store.check_ready(loc)  # a plain port knows no principal: nothing to compare
