@@ -37,6 +37,11 @@ def _unreachable(e: grpc.RpcError) -> bool:
 
 #: Bytes per uploaded chunk (gRPC's default message limit is 4 MiB).
 CHUNK_SIZE = 1024 * 1024
+#: gRPC backs off reconnecting up to 120 s by default: after a partition heals, a supervisor
+#: would stay unheard that long. A control plane retries every second or two.
+CHANNEL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 200),
+                   ("grpc.min_reconnect_backoff_ms", 200),
+                   ("grpc.max_reconnect_backoff_ms", 2000))
 
 
 class NimbusClient:
@@ -63,8 +68,9 @@ class NimbusClient:
     def _connect(self, address: str) -> None:
         #: ``host:port`` of the Nimbus called.
         self.address = address
-        self._channel = (grpc.secure_channel(address, self._credentials)
-                         if self._credentials is not None else grpc.insecure_channel(address))
+        self._channel = (grpc.secure_channel(address, self._credentials, CHANNEL_OPTIONS)
+                         if self._credentials is not None
+                         else grpc.insecure_channel(address, CHANNEL_OPTIONS))
         self._stub = pb_grpc.NimbusStub(self._channel)
 
     def close(self) -> None:

@@ -169,7 +169,10 @@ class Supervisor(Daemon):
 
     def _grpc_sender(self) -> Callable[[Any], None]:
         from .fetch import grpc_heartbeat_sender
-        return grpc_heartbeat_sender(self.conf)
+        # A report older than its period is stale anyway: do not wait longer than two periods
+        # for one (a partitioned Nimbus would otherwise hold the sender 5 s per attempt).
+        period = float(cfg.get(self.conf, cfg.SUPERVISOR_HEARTBEAT_FREQUENCY_SECS))
+        return grpc_heartbeat_sender(self.conf, timeout=max(1.0, min(5.0, 2 * period)))
 
     # -- identity and registration ----------------------------------------------------
     def used_slots(self) -> list[int]:

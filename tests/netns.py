@@ -291,6 +291,18 @@ class Host:
             for ns, dev in self._ends():
                 _tc("-n", ns, "qdisc", "del", "dev", dev, "root", check=False)  # none: fine
 
+    def shape(self, rate_kbit: int, latency_ms: int = 500) -> None:
+        """Narrow this host's link to ``rate_kbit`` both ways with a token bucket (tbf): a
+        slow link made of queueing delay, for kernels without netem. NetnsError if the kernel
+        has no tbf either."""
+        for ns, dev in self._ends():
+            _tc("-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf", "rate",
+                f"{rate_kbit}kbit", "burst", "4kb", "latency", f"{latency_ms}ms")
+
+    def clear_shape(self) -> None:
+        for ns, dev in self._ends():
+            _tc("-n", ns, "qdisc", "del", "dev", dev, "root", check=False)  # none: fine
+
     def capture(self) -> Capture:
         """Start recording every frame on this host's switch port (what an eavesdropper on
         the wire would see); returns once recording has begun."""

@@ -9,7 +9,9 @@ SECURITY.md says (locked ZooKeeper, mutual TLS with a certificate per daemon).
 * A partition: host 2 is cut off mid-run; Nimbus declares its slot dead and moves its
   executors to host 1, every message id is acked (at least once), and once the link is back
   host 2's supervisor rejoins and stops its stale worker.
-* A slow link (netem delay) loses no message; skipped where the kernel has no netem.
+* A slow link (netem delay) loses no message; skipped where the kernel has no netem. A
+  narrow link (tbf, 128 kbit/s, below what the topology sends: queueing and drops) loses
+  none either.
 
 The test process is in the root namespace and cannot reach the hosts' addresses: the CLI runs
 inside host 0, and results are read from files (the filesystem is shared). Timings are
@@ -410,7 +412,63 @@ def test_worker_traffic_between_hosts_is_encrypted(c, tmp_path):
         c.kill(name)
 
 
-# --- 2. partition -----------------------------------------------------------------------------
+# --- 2. slow links ------------------------------------------------------------------------------
+SLOW_MESSAGES, SLOW_RATE = 600, 100
+
+
+def test_slow_link_loses_no_message(c, tmp_path):
+    if (reason := netns.netem_available()) is not None:
+        pytest.skip(reason)
+    h1 = c.sup_hosts[0]
+    n_sups = len(c.sup_hosts)
+    c.wait(lambda: f"{n_sups} supervisor(s), 0/" in c.list_out(), SESSION_TIMEOUT + 10,
+           "a cluster with every supervisor and no topology")
+    h1.netem(delay_ms=50)  # +100 ms on every round trip through host 1, both ways
+    try:
+        t0 = time.monotonic()
+        tid, _, acks = submit_numbered(c, tmp_path, "slow", count=SLOW_MESSAGES, rate=SLOW_RATE)
+        c.wait(lambda: spread_one_per_host(c, tid), LAUNCH_SLACK,
+               "one running worker on each host")
+        c.wait(lambda: not missing(acks, SLOW_MESSAGES),
+               SLOW_MESSAGES / (2 * SLOW_RATE) + 2 * MSG_TIMEOUT + LAUNCH_SLACK,
+               lambda: f"every msg id acked over the slow link; missing "
+                       f"{missing(acks, SLOW_MESSAGES)[:20]}")
+        print(f"\n50 ms netem delay on host 1: all {SLOW_MESSAGES} ids acked "
+              f"{time.monotonic() - t0:.2f} s after the submit ({len(acks())} acks)")
+    finally:
+        h1.clear_netem()
+    c.kill("slow")
+
+
+def test_narrow_link_loses_no_message(c, tmp_path):
+    """Host 1's link narrowed to 128 kbit/s both ways (tbf): tuples, acks, heartbeats and the
+    package download queue behind each other, tens to hundreds of ms; nothing is lost."""
+    h1 = c.sup_hosts[0]
+    n_sups = len(c.sup_hosts)
+    c.wait(lambda: f"{n_sups} supervisor(s), 0/" in c.list_out(), SESSION_TIMEOUT + 10,
+           "a cluster with every supervisor and no topology")
+    try:
+        h1.shape(rate_kbit=128)
+    except netns.NetnsError as e:
+        pytest.skip(f"the kernel cannot shape a link: {e}")
+    try:
+        t0 = time.monotonic()
+        tid, _, acks = submit_numbered(c, tmp_path, "narrow", count=SLOW_MESSAGES,
+                                       rate=SLOW_RATE)
+        c.wait(lambda: spread_one_per_host(c, tid), 2 * LAUNCH_SLACK,
+               "one running worker on each host")
+        c.wait(lambda: not missing(acks, SLOW_MESSAGES),
+               SLOW_MESSAGES / (2 * SLOW_RATE) + 2 * MSG_TIMEOUT + LAUNCH_SLACK,
+               lambda: f"every msg id acked over the narrow link; missing "
+                       f"{missing(acks, SLOW_MESSAGES)[:20]}")
+        print(f"\n128 kbit/s on host 1: all {SLOW_MESSAGES} ids acked "
+              f"{time.monotonic() - t0:.2f} s after the submit ({len(acks())} acks)")
+    finally:
+        h1.clear_shape()
+    c.kill("narrow")
+
+
+# --- 3. partition (last: it leaves host 2 rejoining) ------------------------------
 MESSAGES, RATE = 1500, 150  # msg ids, and per spout task per second (2 tasks): ~5 s of input
 
 
@@ -505,31 +563,3 @@ def test_partition_moves_executors_and_loses_no_message(c, tmp_path):
           f"fails, {len(emits)} emits); link up: supervisor back in the summary {t_rejoin:.2f} "
           f"s, stale worker (alive at link-up: {stale_alive}) stopped {t_stale:.2f} s after it")
     c.kill("parted")
-
-
-# --- 3. slow link -----------------------------------------------------------------------------
-SLOW_MESSAGES, SLOW_RATE = 600, 100
-
-
-def test_slow_link_loses_no_message(c, tmp_path):
-    if (reason := netns.netem_available()) is not None:
-        pytest.skip(reason)
-    h1 = c.sup_hosts[0]
-    n_sups = len(c.sup_hosts)
-    c.wait(lambda: f"{n_sups} supervisor(s), 0/" in c.list_out(), SESSION_TIMEOUT + 10,
-           "a cluster with every supervisor and no topology")
-    h1.netem(delay_ms=50)  # +100 ms on every round trip through host 1, both ways
-    try:
-        t0 = time.monotonic()
-        tid, _, acks = submit_numbered(c, tmp_path, "slow", count=SLOW_MESSAGES, rate=SLOW_RATE)
-        c.wait(lambda: spread_one_per_host(c, tid), LAUNCH_SLACK,
-               "one running worker on each host")
-        c.wait(lambda: not missing(acks, SLOW_MESSAGES),
-               SLOW_MESSAGES / (2 * SLOW_RATE) + 2 * MSG_TIMEOUT + LAUNCH_SLACK,
-               lambda: f"every msg id acked over the slow link; missing "
-                       f"{missing(acks, SLOW_MESSAGES)[:20]}")
-        print(f"\n50 ms netem delay on host 1: all {SLOW_MESSAGES} ids acked "
-              f"{time.monotonic() - t0:.2f} s after the submit ({len(acks())} acks)")
-    finally:
-        h1.clear_netem()
-    c.kill("slow")
