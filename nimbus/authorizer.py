@@ -25,7 +25,9 @@ from ..client.tls import Principal
 
 USER_VERBS = frozenset({"fileUpload", "submitTopology", "getClusterInfo", "getLeader"})
 TOPOLOGY_VERBS = frozenset({"killTopology", "activate", "deactivate", "rebalance",
-                            "getTopologyConf", "getTopologyInfo", "getUserTopology"})
+                            "getTopologyConf", "getTopologyInfo", "getUserTopology",
+                            # A worker's log (the logviewer, issue 12, asks with this verb).
+                            "getTopologyLogs"})
 DAEMON_VERBS = frozenset({"fileDownload", "sendSupervisorWorkerHeartbeats",
                           "getTopologyConfSecrets"})
 #: User verbs daemons may use whatever nimbus.users says (a supervisor finds the leader).

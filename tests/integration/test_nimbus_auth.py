@@ -182,3 +182,37 @@ def test_squall_nimbus_on_a_public_address_without_tls_is_one_line(zk_conf, tmp_
     assert r.returncode == 1
     assert "Error: Nimbus will not listen on 0.0.0.0" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_follower_copies_topologies_from_the_leader_as_a_daemon(zk_conf, tmp_path, pki):
+    """High availability under TLS: the follower authenticates as a Nimbus
+    (nimbus.daemon.users) to download packages and confs with their secrets."""
+    servers, nimbuses = [], []
+    try:
+        for name in ("a", "b"):
+            port = free_port()
+            conf = dict(zk_conf, **pki["nimbus"].conf(), **{
+                "nimbus.grpc.port": port, "storm.local.dir": str(tmp_path / name),
+                "nimbus.daemon.users": ["nimbus"], "nimbus.code.sync.freq.secs": 1})
+            n = Nimbus(conf).start()
+            nimbuses.append(n)
+            servers.append(serve(n, "127.0.0.1", port))
+            if name == "a":
+                assert n.wait_for_leadership(10)
+        a, b = nimbuses
+        with NimbusClient(dict(zk_conf, **pki["alice"].conf()), timeout=10,
+                          address=a.address) as alice:
+            tid = alice.submit("ha", alice.upload(b"PK-package"),
+                               '{"my.secret": "s3"}', topology())
+        copy = tmp_path / "b" / "nimbus" / "stormdist" / tid
+        poll_for(lambda: (copy / "package").exists() and (copy / "conf.json").exists(),
+                 timeout=15, what="the follower's copy")
+        assert (copy / "package").read_bytes() == b"PK-package"
+        conf = json.loads((copy / "conf.json").read_text())
+        assert conf["my.secret"] == "s3" and conf["topology.curve.secret.key"]
+        assert (copy / "conf.json").stat().st_mode & 0o777 == 0o600
+    finally:
+        for s in servers:
+            s.stop(grace=None).wait(5)
+        for n in nimbuses:
+            n.close(reason="test")

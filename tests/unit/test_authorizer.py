@@ -39,6 +39,10 @@ def test_decisions():
         (("getUserTopology", supervisor, ACL), True),
         (("getTopologyConf", nimbus, ACL), True),
         (("getTopologyInfo", dave, ACL), False),
+        (("getTopologyLogs", bob, ACL), True),
+        (("getTopologyLogs", carol, ACL), True),
+        (("getTopologyLogs", dave, ACL), False),
+        (("getTopologyLogs", supervisor, ACL), False),
         # daemon verbs
         (("sendSupervisorWorkerHeartbeats", supervisor), True),
         (("sendSupervisorWorkerHeartbeats", alice), False),
