@@ -430,7 +430,8 @@ def _check_serializers(spec: Any) -> None:
 
 
 #: Key fragments whose values are secrets (case-insensitive), besides squall.secret.keys.
-SECRET_FRAGMENTS = ("password", "secret", "token", "credential", "payload")
+SECRET_FRAGMENTS = ("password", "passwd", "secret", "token", "credential", "payload",
+                    "api_key", "apikey", "access_key", "private_key")
 REDACTED = "<redacted>"
 
 
@@ -439,15 +440,24 @@ def is_secret_key(key: str, extra: Iterable[str] = ()) -> bool:
     return key in extra or any(f in low for f in SECRET_FRAGMENTS)
 
 
-def redact(conf: Mapping[str, Any]) -> dict[str, Any]:
+def redact(conf: Mapping[str, Any], extra_keys: Iterable[str] = ()) -> dict[str, Any]:
     """``conf`` with the values of secret keys replaced (what a conf shows anywhere: the
-    API, ``squall`` output, logs, the UI). Nested maps are redacted too."""
-    extra = frozenset(conf.get(SQUALL_SECRET_KEYS) or ())
+    API, ``squall`` output, logs, the UI); maps nested in maps and lists are redacted too.
+    Secret keys: :data:`SECRET_FRAGMENTS`, the conf's own ``squall.secret.keys`` and
+    ``extra_keys`` (the daemon's)."""
+    extra = frozenset(conf.get(SQUALL_SECRET_KEYS) or ()) | frozenset(extra_keys)
 
-    def walk(m: Mapping[str, Any]) -> dict[str, Any]:
-        return {k: (REDACTED if k != SQUALL_SECRET_KEYS and is_secret_key(str(k), extra)
-                    and v is not None
-                    else walk(v) if isinstance(v, Mapping) else v) for k, v in m.items()}
+    def value(k: Any, v: Any) -> Any:
+        if k != SQUALL_SECRET_KEYS and v is not None and is_secret_key(str(k), extra):
+            return REDACTED
+        return walk(v)
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, Mapping):
+            return {k: value(k, x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
     return walk(conf)
 
 

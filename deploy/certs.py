@@ -101,24 +101,27 @@ class CertificateAuthority:
         _write(self.cert_path, self._cert.public_bytes(serialization.Encoding.PEM), 0o644)
 
     def issue(self, cn: str, groups: Iterable[str] = (), hosts: Iterable[str] = (),
-              file_stem: str | None = None) -> Issued:
-        """Sign a certificate for principal ``cn`` with ``groups`` (OUs), valid for ``hosts``."""
+              file_stem: str | None = None, server: bool = False) -> Issued:
+        """Sign a certificate for principal ``cn`` with ``groups`` (OUs). Only a ``server``
+        certificate (a Nimbus's) may serve TLS, for ``hosts`` and this host's loopback; the
+        others only call, so no user can pose as Nimbus."""
         key = ec.generate_private_key(ec.SECP256R1())
         attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
         attrs += [x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, g) for g in groups]
         now = datetime.datetime.now(datetime.timezone.utc)
-        cert = (x509.CertificateBuilder().subject_name(x509.Name(attrs))
-                .issuer_name(self._cert.subject).public_key(key.public_key())
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(minutes=5))
-                .not_valid_after(now + datetime.timedelta(days=self.days))
-                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
-                                                      ExtendedKeyUsageOID.CLIENT_AUTH]),
-                               critical=False)
-                .add_extension(x509.SubjectAlternativeName(
-                    _san([*hosts, *DEFAULT_HOSTS])), critical=False)
-                .sign(self._key, hashes.SHA256()))
+        b = (x509.CertificateBuilder().subject_name(x509.Name(attrs))
+             .issuer_name(self._cert.subject).public_key(key.public_key())
+             .serial_number(x509.random_serial_number())
+             .not_valid_before(now - datetime.timedelta(minutes=5))
+             .not_valid_after(now + datetime.timedelta(days=self.days))
+             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+             .add_extension(x509.ExtendedKeyUsage(
+                 [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH] if server
+                 else [ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False))
+        if server:
+            b = b.add_extension(x509.SubjectAlternativeName(_san([*hosts, *DEFAULT_HOSTS])),
+                                critical=False)
+        cert = b.sign(self._key, hashes.SHA256())
         stem = os.path.join(self.dir, file_stem or cn)
         _write(stem + ".key", _key_pem(key), 0o600)
         _write(stem + ".pem", cert.public_bytes(serialization.Encoding.PEM), 0o644)
@@ -127,7 +130,7 @@ class CertificateAuthority:
 
 def throwaway(directory: str, principal: str, hosts: Iterable[str] = ()) -> Issued:
     """A fresh CA and one certificate for ``principal``: ``squall local``'s credentials."""
-    return CertificateAuthority(directory, days=7).issue(principal, hosts=hosts)
+    return CertificateAuthority(directory, days=7).issue(principal, hosts=hosts, server=True)
 
 
 def _user(spec: str) -> tuple[str, list[str]]:
@@ -141,8 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("dir", help="where ca.pem/ca.key and the certificates go")
     p.add_argument("--nimbus", action="append", default=[], metavar="HOST[,HOST...]",
                    help="a Nimbus certificate (CN nimbus) valid for these hosts")
-    p.add_argument("--supervisor", action="append", default=[], metavar="NAME[@HOST,...]",
-                   help="a supervisor certificate with this CN")
+    p.add_argument("--supervisor", action="append", default=[], metavar="NAME",
+                   help="a supervisor certificate with this CN (it only calls Nimbus)")
     p.add_argument("--user", action="append", default=[], metavar="NAME[:GROUP,...]",
                    help="a user certificate; groups become OUs")
     a = p.parse_args(argv)
@@ -150,10 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     made = []
     for i, hosts in enumerate(a.nimbus):
         made.append(ca.issue("nimbus", hosts=hosts.split(","),
-                             file_stem="nimbus" if i == 0 else f"nimbus-{i}"))
-    for spec in a.supervisor:
-        name, _, hosts = spec.partition("@")
-        made.append(ca.issue(name, hosts=[h for h in hosts.split(",") if h]))
+                             file_stem="nimbus" if i == 0 else f"nimbus-{i}", server=True))
+    for name in a.supervisor:
+        made.append(ca.issue(name))
     for spec in a.user:
         name, groups = _user(spec)
         made.append(ca.issue(name, groups))

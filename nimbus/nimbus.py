@@ -170,11 +170,11 @@ class Nimbus(Daemon):
             return
         log.info("Nimbus %s is the leader", self.address)
         self.liveness.leading_since(time.time())
-        self._leader.set()
         try:
             with self._lock:
                 self._timers.clear()
                 self.index.rebuild(self.cluster_state)
+                self._leader.set()  # only now: requests rely on the index (names, limits)
                 self._for_each_storm(lambda tid: lc.Startup(now=time.time(),
                                                             stimulus_id="leader-startup"))
             next_monitor = time.monotonic() + self.monitor_secs
@@ -374,7 +374,7 @@ class Nimbus(Daemon):
                                 warn)
         except BaseException:
             if location:  # committed uploads are gone from the inbox already
-                self.package_store.discard(location)
+                self.package_store.discard(location, owner or None)  # never someone else's
             raise
 
     def _submit(self, name: str, location: str, conf_json: str,
@@ -485,7 +485,8 @@ class Nimbus(Daemon):
         if workers > max_workers:
             raise LimitExceeded(f"topology {name} asks for {workers} workers; this cluster allows "
                                 f"{max_workers} per topology ({cfg.NIMBUS_SLOTS_PER_TOPOLOGY})")
-        tasks = sum(c.task_count for c in topology.components.values())
+        # The running topology's: topology.acker.executors adds tasks too.
+        tasks = sum(c.task_count for c in system_topology(topology, conf).components.values())
         max_tasks = int(cfg.get(self.conf, cfg.NIMBUS_EXECUTORS_PER_TOPOLOGY))
         if tasks > max_tasks:
             raise LimitExceeded(f"topology {name} has {tasks} tasks; this cluster allows "
@@ -564,6 +565,11 @@ class Nimbus(Daemon):
             if wait_secs < 0 or (num_workers is not None and num_workers < 1):
                 raise InvalidRequest(f"rebalance {name}: wait must be >= 0 and workers >= 1 "
                                      f"(got wait {wait_secs}, workers {num_workers})")
+            max_workers = int(cfg.get(self.conf, cfg.NIMBUS_SLOTS_PER_TOPOLOGY))
+            if num_workers is not None and num_workers > max_workers:
+                raise LimitExceeded(f"rebalance {name} to {num_workers} workers: this cluster "
+                                    f"allows {max_workers} per topology "
+                                    f"({cfg.NIMBUS_SLOTS_PER_TOPOLOGY})")
             sys_topo, _ = self._executors(tid)
             for comp, n in executors.items():
                 c = sys_topo.components.get(comp)

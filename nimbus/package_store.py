@@ -92,6 +92,8 @@ class PackageStore:
         shutil.rmtree(self.inbox, ignore_errors=True)
         self.inbox.mkdir(parents=True, exist_ok=True)
         self.stormdist.mkdir(parents=True, exist_ok=True)
+        # Owner-only: packages and topologies hold users' code and confs their secrets.
+        os.chmod(root, 0o700)
 
     # --- upload ---
     def begin(self, file_name: str = "", total_size: int = 0, principal: str = "") -> str:
@@ -203,9 +205,14 @@ class PackageStore:
         if upload is not None:
             upload.path.unlink(missing_ok=True)
 
-    def discard(self, location: str) -> None:
-        """Forget an upload and delete its file (a refused submit); unknown locations are ignored."""
+    def discard(self, location: str, principal: str | None = None) -> None:
+        """Forget an upload and delete its file (a refused submit); unknown locations, and
+        another principal's uploads, are left alone."""
         with self._lock:
+            upload = self._uploads.get(location)
+            if upload is not None and principal is not None and upload.principal and \
+                    upload.principal != principal:
+                return
             self._discard(location)
 
     def _too_large(self, size: int, at_least: bool = False) -> PackageTooLarge:

@@ -226,14 +226,22 @@ class NimbusServicer(pb_grpc.NimbusServicer):
         if request.include_secrets:  # what workers need; a plain port cannot tell who asks
             self._allow(context, "getTopologyConfSecrets")  # supervisors and Nimbuses
             return pb.JsonConf(json_conf=conf_json)
-        return pb.JsonConf(json_conf=json.dumps(cfg.redact(json.loads(conf_json)),
+        return pb.JsonConf(json_conf=json.dumps(self._redact(json.loads(conf_json)),
                                                 sort_keys=True))
+
+    def _redact(self, conf: dict) -> dict:
+        return cfg.redact(conf, cfg.get(self.nimbus.conf, cfg.SQUALL_SECRET_KEYS) or ())
 
     @_rpc
     def GetUserTopology(self, request, context):
-        self._allow(context, "getUserTopology", topology_id=request.id)
+        p = self._allow(context, "getUserTopology", topology_id=request.id)
         msg = topology_pb2.StormTopology()
         msg.ParseFromString(self.nimbus.user_topology(request.id))
+        if p is not None and not self.authz.is_daemon(p):  # workers need component secrets
+            for spec in [*msg.spouts.values(), *msg.bolts.values()]:
+                if spec.common.json_conf:
+                    spec.common.json_conf = json.dumps(
+                        self._redact(json.loads(spec.common.json_conf)), sort_keys=True)
         return msg
 
     @_rpc

@@ -42,6 +42,10 @@ class LocalFiles:
         self.logs_dir = os.path.join(self.local_dir, "logs")
         for d in (self.stormdist, self.workers_dir, self.logs_dir):
             os.makedirs(d, exist_ok=True)
+        # Owner-only: topologies' code, confs with their secrets (CurveZMQ keys), worker logs.
+        # Only the directories we make: storm.local.dir itself may be shared (even /tmp).
+        for d in (os.path.join(self.local_dir, "supervisor"), self.workers_dir, self.logs_dir):
+            os.chmod(d, 0o700)
         self.fetch_topology = fetch_topology
 
     def load_id(self) -> str:

@@ -45,7 +45,8 @@ class Cluster:
         ca = CertificateAuthority(str(tmp_path / "pki"))
         #: The user's certificate in squall.yaml; each daemon's is given with -c.
         conf.update(ca.issue("tester").conf())
-        self.daemon_tls = {name: [f"-c{k}={v}" for k, v in ca.issue(name).conf().items()]
+        self.daemon_tls = {name: [f"-c{k}={v}" for k, v in
+                                  ca.issue(name, server=name == "nimbus").conf().items()]
                            for name in ("nimbus", "supervisor")}
         conf["nimbus.supervisor.users"] = ["supervisor"]
         conf.update(extra_conf or {})

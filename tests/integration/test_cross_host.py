@@ -113,7 +113,7 @@ class CrossHostCluster:
         self.yaml.write_text(yaml.safe_dump(conf))
         self.env = dict(os.environ, SQUALL_CONF=str(self.yaml))
         # Nimbus's certificate names host 0's address: the clients dial it and check.
-        nimbus_tls = ca.issue("nimbus", hosts=[self.h0.ip]).conf()
+        nimbus_tls = ca.issue("nimbus", hosts=[self.h0.ip], server=True).conf()
         sup_tls = ca.issue("supervisor").conf()
         self.start_daemon("nimbus", self.h0, "nimbus", nimbus_tls,
                           {"storm.local.dir": self.tmp / "nimbus",

@@ -35,7 +35,7 @@ def topology():
 def pki(tmp_path_factory):
     d = tmp_path_factory.mktemp("pki")
     ca = CertificateAuthority(str(d / "ca"))
-    certs = {name: ca.issue(name, groups) for name, groups in [
+    certs = {name: ca.issue(name, groups, server=name == "nimbus") for name, groups in [
         ("nimbus", ()), ("supervisor", ()), ("alice", ("analysts",)), ("bob", ()),
         ("carol", ("ops",)), ("root", ()), ("mallory", ())]}
     certs["stranger"] = CertificateAuthority(str(d / "other-ca")).issue("alice")
@@ -129,8 +129,15 @@ def test_secret_values_are_redacted_for_users_and_kept_for_supervisors(secure):
     conf = {"trident.redis.password": "hunter2", "my.api.token": "t0k",
             "squall.secret.keys": ["db.url"], "db.url": "postgres://u:pw@db",
             "topology.workers": 1}
-    secure.client("alice").submit("wc", "", json.dumps(conf), topology())
+    t = topology()
+    t.bolts["record"].common.json_conf = json.dumps({"db.password": "pw", "batch": 5})
+    secure.client("alice").submit("wc", "", json.dumps(conf), t)
     tid = secure.client("alice").list().topologies[0].id
+    comp = json.loads(secure.client("alice").user_topology(tid).bolts["record"].common.json_conf)
+    assert comp == {"db.password": "<redacted>", "batch": 5}
+    comp = json.loads(
+        secure.client("supervisor").user_topology(tid).bolts["record"].common.json_conf)
+    assert comp["db.password"] == "pw"  # the worker needs it
     shown = json.loads(secure.client("alice").topology_conf(tid))
     assert "hunter2" not in json.dumps(shown) and "t0k" not in json.dumps(shown)
     assert shown["db.url"] == "<redacted>" and shown["topology.workers"] == 1

@@ -58,13 +58,21 @@ def test_bad_names_are_invalid_argument(nimbus, name, why):
 def test_workers_and_executors_per_topology_are_bounded(nimbus):
     with pytest.raises(LimitExceeded, match="100000 workers.*nimbus.slots.perTopology"):
         nimbus.client.submit("many-workers", "", '{"topology.workers": 100000}', topology())
-    with pytest.raises(LimitExceeded, match="100001 tasks.*nimbus.executors.perTopology"):
+    with pytest.raises(LimitExceeded, match="100002 tasks.*nimbus.executors.perTopology"):
         nimbus.client.submit("many-tasks", "", "{}", topology(parallelism=100_000))
+    # Ackers are tasks too (a billion of them used to be built before any check).
+    with pytest.raises(LimitExceeded, match="nimbus.executors.perTopology"):
+        nimbus.client.submit("many-ackers", "", '{"topology.acker.executors": 1000000000}',
+                             topology())
     # The topology's own conf cannot lift Nimbus's bound.
     with pytest.raises(LimitExceeded):
         nimbus.client.submit("lift", "", '{"topology.workers": 9, "nimbus.slots.perTopology": '
                              '1000}', topology())
     assert nimbus.cluster_state.storm_ids() == []
+    # Nor can a rebalance.
+    nimbus.client.submit("small", "", '{"topology.workers": 1}', topology())
+    with pytest.raises(LimitExceeded, match="rebalance small to 9 workers.*perTopology"):
+        nimbus.client.rebalance("small", wait_secs=0, num_workers=9)
 
 
 def test_topologies_are_bounded_per_user_and_per_cluster(nimbus):

@@ -41,7 +41,8 @@ def test_redaction_of_secret_keys_nested_and_listed():
             "topology.curve.secret.key": "k", "topology.curve.public.key": "pub",
             "my.API_TOKEN": "t", "db": {"credentials": "c", "host": "h"},
             "squall.secret.keys": ["db.url"], "db.url": "postgres://u:pw@h",
-            "topology.workers": 2, "unset.password": None}
+            "topology.workers": 2, "unset.password": None,
+            "sinks": [{"url": "u", "API_KEY": "k"}, "plain"], "db.passwd": "pw"}
     shown = cfg.redact(conf)
     assert shown == {"trident.redis.password": "<redacted>",
                      "storm.zookeeper.auth.payload": "<redacted>",
@@ -49,4 +50,27 @@ def test_redaction_of_secret_keys_nested_and_listed():
                      "topology.curve.public.key": "pub", "my.API_TOKEN": "<redacted>",
                      "db": {"credentials": "<redacted>", "host": "h"},
                      "squall.secret.keys": ["db.url"], "db.url": "<redacted>",
-                     "topology.workers": 2, "unset.password": None}
+                     "topology.workers": 2, "unset.password": None,
+                     "sinks": [{"url": "u", "API_KEY": "<redacted>"}, "plain"],
+                     "db.passwd": "<redacted>"}
+    assert cfg.redact({"db.host": "h"}, extra_keys=["db.host"]) == {"db.host": "<redacted>"}
+
+
+def test_only_a_server_certificate_may_serve_tls(tmp_path):
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+    ca = CertificateAuthority(str(tmp_path))
+
+    def load(issued):
+        with open(issued.cert, "rb") as fh:
+            return x509.load_pem_x509_certificate(fh.read())
+    nimbus = load(ca.issue("nimbus", hosts=["10.0.0.5"], server=True))
+    user = load(ca.issue("alice"))
+    eku = x509.ExtendedKeyUsage
+    assert ExtendedKeyUsageOID.SERVER_AUTH in nimbus.extensions.get_extension_for_class(eku).value
+    sans = nimbus.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "10.0.0.5" in {str(ip) for ip in sans.get_values_for_type(x509.IPAddress)}
+    assert list(user.extensions.get_extension_for_class(eku).value) == \
+        [ExtendedKeyUsageOID.CLIENT_AUTH]
+    with pytest.raises(x509.ExtensionNotFound):
+        user.extensions.get_extension_for_class(x509.SubjectAlternativeName)
