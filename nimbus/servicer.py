@@ -19,6 +19,7 @@ import inspect
 import ipaddress
 import json
 import logging
+import threading
 from concurrent import futures
 
 import grpc
@@ -26,8 +27,8 @@ import grpc
 from ..client import config as cfg
 from ..client import tls
 from ..client.cluster_state import ClusterStateError, ZooKeeperUnavailable
-from ..client.errors import (LEADER_METADATA, InvalidTopology, NimbusError, NimbusUnavailable,
-                             NotALeader, SquallError, Unauthenticated)
+from ..client.errors import (LEADER_METADATA, InvalidRequest, InvalidTopology, NimbusError,
+                             NimbusUnavailable, NotALeader, SquallError, Unauthenticated)
 from ..client.tls import Principal
 from ..client.transitions import InvalidTransition
 from ..proto import nimbus_pb2 as pb
@@ -37,6 +38,11 @@ from .authorizer import Authorizer
 from .nimbus import Nimbus
 
 log = logging.getLogger("squall.nimbus.servicer")
+
+#: A streaming upload silent this long is cancelled: it holds one of the server's threads.
+STREAM_IDLE_SECS = 30.0
+#: RPCs in flight or queued beyond the threads; more are refused (RESOURCE_EXHAUSTED).
+MAX_CONCURRENT_RPCS = 64
 
 
 def status_of(exc: BaseException) -> grpc.StatusCode:
@@ -141,8 +147,18 @@ class NimbusServicer(pb_grpc.NimbusServicer):
         self.nimbus.require_leader()
         store = self.nimbus.package_store
         location = store.begin("", 0, p.name if p else "")
-        for chunk in request_iterator:
-            store.append(location, chunk.offset, chunk.data)
+        idle = _IdleLimit(context, STREAM_IDLE_SECS)
+        try:
+            for chunk in idle.watch(request_iterator):
+                store.append(location, chunk.offset, chunk.data)
+        except Exception:
+            store.discard(location)
+            if not idle.fired:
+                raise
+        if idle.fired:  # the cancelled stream raised, or (as gRPC may) just ended
+            store.discard(location)
+            raise InvalidRequest(f"upload stream silent for {STREAM_IDLE_SECS:g} s; cancelled "
+                                 "(send chunks without pauses)")
         store.finish(location)
         return pb.UploadLocation(location=location)
 
@@ -260,6 +276,36 @@ class NimbusServicer(pb_grpc.NimbusServicer):
         return topology_pb2.Empty()
 
 
+class _IdleLimit:
+    """Cancels a client stream that sends nothing for ``secs`` (a silent stream would hold a
+    server thread forever)."""
+
+    def __init__(self, context: grpc.ServicerContext, secs: float):
+        self.context, self.secs, self.fired = context, secs, False
+        self._timer: threading.Timer | None = None
+
+    def _fire(self) -> None:
+        self.fired = True
+        self.context.cancel()
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = threading.Timer(self.secs, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def watch(self, iterator):
+        self._arm()
+        try:
+            for item in iterator:
+                self._arm()
+                yield item
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -287,7 +333,8 @@ def serve(nimbus: Nimbus, host: str, port: int, max_workers: int = 16,
                       f"{cfg.NIMBUS_BIND_HOST} to 127.0.0.1, or start it with --insecure")
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers,
                                                     thread_name_prefix="nimbus-grpc"),
-                         options=[("grpc.so_reuseport", 0)])
+                         options=[("grpc.so_reuseport", 0)],
+                         maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
     servicer = NimbusServicer(nimbus, secure)
     pb_grpc.add_NimbusServicer_to_server(servicer, server)
     try:

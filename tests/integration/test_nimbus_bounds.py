@@ -133,3 +133,42 @@ def test_a_submit_costs_the_same_with_one_or_many_live_topologies(zk_conf, tmp_p
         n.cluster_state = n.cluster_state.inner if isinstance(n.cluster_state, Counting) \
             else n.cluster_state
         n.close(reason="test")
+
+
+def test_silent_upload_streams_are_cancelled_and_do_not_starve_nimbus(nimbus, monkeypatch):
+    """Each UploadPackage stream holds a server thread; of 20 streams that stop sending (more
+    than the 16 threads) the per-user bound refuses some at once and the idle limit cancels
+    the rest, dropping their uploads, and Nimbus answers again."""
+    import threading
+
+    import grpc
+
+    from squall.nimbus import servicer
+    from squall.proto import nimbus_pb2 as pb
+    from squall.proto import nimbus_pb2_grpc as pb_grpc
+    monkeypatch.setattr(servicer, "STREAM_IDLE_SECS", 1.0)
+    release = threading.Event()
+    channel = grpc.insecure_channel(nimbus.client.address)
+    stub = pb_grpc.NimbusStub(channel)
+
+    def silent():
+        yield pb.Chunk(data=b"x", offset=0)
+        release.wait(30)  # then nothing: a client that stalls
+
+    calls = [stub.UploadPackage.future(silent(), timeout=30) for _ in range(20)]
+    try:
+        errors = [c.exception(timeout=20) for c in calls]
+        refused = [e for e in errors if e is not None]
+        assert len(refused) == 20, errors
+        # Cancelled by Nimbus after 1 s of silence, or refused at once (8 open uploads per
+        # user, nimbus.inbox.max.uploads.per.user).
+        idle = [e for e in refused if e.code() == grpc.StatusCode.CANCELLED]
+        busy = [e for e in refused if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED]
+        assert len(idle) + len(busy) == 20 and idle, [e.details() for e in refused]
+        from zk_fixtures import poll_for
+        poll_for(lambda: nimbus.package_store._uploads == {}, timeout=5,
+                 what="the cancelled streams' partial uploads dropped")
+        assert nimbus.client.list() is not None      # and Nimbus answers
+    finally:
+        release.set()
+        channel.close()
