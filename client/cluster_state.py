@@ -180,9 +180,14 @@ class ClusterState(abc.ABC):
     def close(self) -> None:
         """Release the connection; this instance's ephemeral nodes disappear."""
 
-    def _allow_topology(self, name: str) -> None:
-        """Let the workers of topology ``name`` create their states under the transactional
-        root (with ACLs, a ZooKeeper grant to their identity; nothing to do otherwise)."""
+    def _allow_topology(self, name: str, owner: str) -> None:
+        """Let the workers of topology ``name`` of ``owner`` create their states under the
+        transactional root (with ACLs, a ZooKeeper grant to their identity; nothing to do
+        otherwise)."""
+
+    def _disallow_topology(self, name: str, owner: str) -> None:
+        """Undo :meth:`_allow_topology` (its states keep their own ACLs: a resubmission by the
+        same owner under the same name is granted again and reads them)."""
 
     # --- connection state ---
     @property
@@ -206,7 +211,7 @@ class ClusterState(abc.ABC):
         """Create or overwrite the topology's status record; first, its workers (named by
         ``base["name"]``) may create transactional state (:meth:`_allow_topology`)."""
         if base.get("name"):
-            self._allow_topology(str(base["name"]))
+            self._allow_topology(str(base["name"]), str(base.get("owner") or ""))
         self._write(self.paths.storm(storm_id), encode(dict(base)), None)
 
     def get_storm(self, storm_id: str, watch: Watch | None = None) -> dict | None:
@@ -217,9 +222,17 @@ class ClusterState(abc.ABC):
         return [unquote(n) for n in self._children(self.paths.dir(Paths.STORMS), watch)]
 
     def remove_storm(self, storm_id: str) -> None:
-        """Remove the topology's status, assignment and errors together (one transaction)."""
+        """Remove the topology's status, assignment and errors together (one transaction);
+        then its workers' grant on the transactional root goes, unless another live topology
+        has the same name and owner (so grants do not pile up)."""
+        base = self.get_storm(storm_id)
         self._delete_trees([self.paths.errors(storm_id), self.paths.assignment(storm_id),
                             self.paths.storm(storm_id)])
+        if base and base.get("name"):
+            key = (str(base["name"]), str(base.get("owner") or ""))
+            others = (self.get_storm(t) for t in self.storm_ids())
+            if not any(o and (o.get("name"), str(o.get("owner") or "")) == key for o in others):
+                self._disallow_topology(*key)
 
     # --- assignments ---
     def set_assignment(self, storm_id: str, assignment: Mapping[str, Any],

@@ -218,6 +218,9 @@ NIMBUS_USERS = _key("nimbus.users", list, None,
 NIMBUS_SUPERVISOR_USERS = _key(
     "nimbus.supervisor.users", list, [],
     "Principals of supervisors: only they may send heartbeats and download packages.")
+TOPOLOGY_SUBMITTER_USER = _key(
+    "topology.submitter.user", str, None,
+    "Who submitted the topology (the authenticated principal); set by Nimbus.", nullable=True)
 NIMBUS_DAEMON_USERS = _key(
     "nimbus.daemon.users", list, [],
     "Principals of the Nimbuses: a follower copies topologies from the leader as one.")
@@ -288,7 +291,8 @@ TRIDENT_REDIS_TIMEOUT_SECS = _key("trident.redis.timeout.secs", _NUM, 5,
 WORKER_INHERITED_PREFIXES = ("storm.zookeeper.", "transactional.zookeeper.", "trident.")
 
 
-def worker_inherited(conf: Mapping[str, Any], topology_name: str | None = None) -> dict[str, Any]:
+def worker_inherited(conf: Mapping[str, Any], topology_name: str | None = None,
+                     owner: str = "") -> dict[str, Any]:
     """The keys of a daemon's ``conf`` that the workers of topology ``topology_name`` inherit.
 
     Never the cluster's ZooKeeper password (user code could rewrite ``/assignments`` with
@@ -298,7 +302,7 @@ def worker_inherited(conf: Mapping[str, Any], topology_name: str | None = None) 
     from .zk_auth import worker_auth  # zk_auth imports this module
     out = {k: v for k, v in conf.items() if k.startswith(WORKER_INHERITED_PREFIXES)}
     out.pop(STORM_ZOOKEEPER_AUTH_PAYLOAD, None)
-    out.update(worker_auth(conf, topology_name))
+    out.update(worker_auth(conf, topology_name, owner))
     return out
 
 

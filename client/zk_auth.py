@@ -61,12 +61,14 @@ def digest_id(payload: str) -> str:
     return make_digest_acl_credential(*split_payload(payload))
 
 
-def topology_payload(cluster_payload: str, topology_name: str) -> str:
-    """``topology-<name>:<hex HMAC-SHA256(cluster password, name)>``: deterministic, so a
-    topology resubmitted under its name reads its old transactional state, and no topology
-    can compute another's. The name is %-quoted (ASCII only, no ``:``) in the user part."""
+def topology_payload(cluster_payload: str, topology_name: str, owner: str = "") -> str:
+    """``topology-<name>:<hex HMAC-SHA256(cluster password, owner NUL name)>``:
+    deterministic, so a topology its owner resubmits under its name reads its old
+    transactional state, while another user's topology of the same name (after a kill) and
+    every other topology cannot compute it. The name is %-quoted (ASCII only, no ``:``)."""
     _, password = split_payload(cluster_payload)
-    mac = hmac.new(password.encode(), topology_name.encode(), hashlib.sha256).hexdigest()
+    mac = hmac.new(password.encode(), f"{owner}\0{topology_name}".encode(),
+                   hashlib.sha256).hexdigest()
     return f"topology-{quote(topology_name, safe='')}:{mac}"
 
 
@@ -97,18 +99,21 @@ def identity(conf: Mapping[str, Any]) -> Identity:
     return Identity("topology", ((SCHEME, topo),), acl)
 
 
-def topology_acl(cluster_payload: str, topology_name: str,
+def topology_acl(cluster_payload: str, topology_name: str, owner: str = "",
                  perms: int = Permissions.CREATE) -> ACL:
     """An ACL entry for a topology's identity. The default, CREATE, is its grant on the
     transactional root: it may create its states there, but not list (READ) the others'."""
-    return ACL(perms, Id(SCHEME, digest_id(topology_payload(cluster_payload, topology_name))))
+    return ACL(perms, Id(SCHEME, digest_id(topology_payload(cluster_payload, topology_name,
+                                                            owner))))
 
 
-def worker_auth(conf: Mapping[str, Any], topology_name: str | None) -> dict[str, Any]:
+def worker_auth(conf: Mapping[str, Any], topology_name: str | None,
+                owner: str = "") -> dict[str, Any]:
     """The auth keys a topology's workers get instead of the cluster's payload."""
     cluster = conf.get(cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD)
     if cluster is None or not topology_name:
         return {}
     return {cfg.STORM_ZOOKEEPER_TOPOLOGY_AUTH_SCHEME: SCHEME,
-            cfg.STORM_ZOOKEEPER_TOPOLOGY_AUTH_PAYLOAD: topology_payload(cluster, topology_name),
+            cfg.STORM_ZOOKEEPER_TOPOLOGY_AUTH_PAYLOAD: topology_payload(cluster, topology_name,
+                                                                        owner),
             SUPER_ACL: f"{SCHEME}:{digest_id(cluster)}"}

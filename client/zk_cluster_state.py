@@ -268,11 +268,11 @@ class KazooClusterState(ClusterState):
         raise ForceRetryError()
 
     # --- ACLs ---
-    def _allow_topology(self, name: str) -> None:
-        if self.identity.kind != "cluster" or name in self._allowed:
+    def _allow_topology(self, name: str, owner: str) -> None:
+        if self.identity.kind != "cluster" or (name, owner) in self._allowed:
             return
         z, path = self._client, self.paths.transactional_root
-        grant = zk_auth.topology_acl(self.identity.payload, name)
+        grant = zk_auth.topology_acl(self.identity.payload, name, owner)
 
         def attempt():
             self._sync(z.ensure_path_async(path))
@@ -285,7 +285,28 @@ class KazooClusterState(ClusterState):
             except BadVersionError:
                 raise ForceRetryError() from None
         self._call("allow", path, attempt)
-        self._allowed.add(name)
+        self._allowed.add((name, owner))
+
+    def _disallow_topology(self, name: str, owner: str) -> None:
+        if self.identity.kind != "cluster":
+            return
+        z, path = self._client, self.paths.transactional_root
+        grant = zk_auth.topology_acl(self.identity.payload, name, owner)
+
+        def attempt():
+            try:
+                acls, stat = self._sync(z.get_acls_async(path))
+            except NoNodeError:
+                return
+            if grant not in acls:
+                return
+            try:
+                self._sync(z.set_acls_async(path, [a for a in acls if a != grant],
+                                            version=stat.aversion))
+            except BadVersionError:
+                raise ForceRetryError() from None
+        self._call("disallow", path, attempt)
+        self._allowed.discard((name, owner))
 
     def _lock_open_tree(self) -> None:
         """Lock the nodes a cluster left open while it ran without auth (an upgrade).
@@ -300,11 +321,12 @@ class KazooClusterState(ClusterState):
                 [p.leader_lock, p.transactional_root] + [p.dir(s) for s in Paths.SUBTREES[::-1]])
         if not _open(self._sync(z.get_acls_async(tops[-1]))[0]):
             return
-        names = sorted({s["name"] for s in map(self.get_storm, self.storm_ids())
-                        if s and s.get("name")})
+        names = sorted({(s["name"], str(s.get("owner") or ""))
+                        for s in map(self.get_storm, self.storm_ids()) if s and s.get("name")})
         payload = self.identity.payload
-        tx_root = acl + [zk_auth.topology_acl(payload, n) for n in names]
-        tx_states = acl + [zk_auth.topology_acl(payload, n, Permissions.ALL) for n in names]
+        tx_root = acl + [zk_auth.topology_acl(payload, n, o) for n, o in names]
+        tx_states = acl + [zk_auth.topology_acl(payload, n, o, Permissions.ALL)
+                           for n, o in names]
         locked: list[str] = []
 
         def lock(path: str, own: list[ACL]) -> None:
@@ -325,7 +347,8 @@ class KazooClusterState(ClusterState):
         log.warning("%d ZooKeeper nodes were open to anyone (the cluster ran without %s); "
                     "locked them: %s%s. Transactional states among them are shared by the "
                     "live topologies %s", len(locked), cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD,
-                    ", ".join(locked[:5]), ", ..." if len(locked) > 5 else "", names)
+                    ", ".join(locked[:5]), ", ..." if len(locked) > 5 else "",
+                    ", ".join(f"{n} (owner {o or '?'})" for n, o in names) or "none")
 
     def leader_election(self, identifier: str):
         """kazoo's ``Election`` on the leader lock. Its ``run(func)`` leaves leadership when func

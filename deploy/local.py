@@ -273,7 +273,9 @@ class _Run:
 
     def worker_conf(self) -> dict[str, Any]:
         """The conf the workers ran with: this cluster's keys beneath the topology conf."""
-        return cfg.layered(cfg.worker_inherited(self.cluster.conf, self.loaded.name),
+        import getpass  # the local user is the submitting principal (its certificate's CN)
+        return cfg.layered(cfg.worker_inherited(self.cluster.conf, self.loaded.name,
+                                                getpass.getuser()),
                            self.loaded.conf, self.cluster.overrides)
 
     def info(self):

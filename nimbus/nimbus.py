@@ -429,6 +429,7 @@ class Nimbus(Daemon):
                                 "(the cluster sets it)")
         if cfg.get(conf, cfg.STORM_MESSAGING_CURVE):
             conf.update(topology_keys())
+        conf[cfg.TOPOLOGY_SUBMITTER_USER] = owner  # the principal (workers' ZooKeeper identity)
         _, executors = _executors(topology, conf)
         status = {"ACTIVE": lc.TopologyStatus.ACTIVE,
                   "INACTIVE": lc.TopologyStatus.INACTIVE}.get(str(initial_status).upper())

@@ -110,7 +110,9 @@ class LocalFiles:
                 conf = json.load(fh)
         except FileNotFoundError:
             conf = {}
-        conf = {**cfg.worker_inherited(cluster_conf, name or conf.get(cfg.TOPOLOGY_NAME)), **conf}
+        conf = {**cfg.worker_inherited(cluster_conf, name or conf.get(cfg.TOPOLOGY_NAME),
+                                       str(conf.get(cfg.TOPOLOGY_SUBMITTER_USER) or "")),
+                **conf}
         if name and cfg.TOPOLOGY_NAME not in conf:
             conf[cfg.TOPOLOGY_NAME] = name
         return conf

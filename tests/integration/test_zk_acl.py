@@ -38,9 +38,9 @@ def raw(zookeeper):
         z.close()
 
 
-def worker_state(zk_conf, name: str) -> KazooClusterState:
-    """The cluster state a worker of topology ``name`` opens for Trident."""
-    conf = cfg.worker_inherited(zk_conf, name)
+def worker_state(zk_conf, name: str, owner: str = "") -> KazooClusterState:
+    """The cluster state a worker of topology ``name`` of ``owner`` opens for Trident."""
+    conf = cfg.worker_inherited(zk_conf, name, owner)
     assert cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD not in conf
     return KazooClusterState(conf)
 
@@ -189,7 +189,7 @@ def test_a_tree_left_open_is_locked_at_the_next_start(zk_conf, raw, caplog):
         with caplog.at_level(logging.WARNING, "squall.cluster_state"):
             with KazooClusterState(zk_conf):
                 pass
-        assert "were open to anyone" in caplog.text and "['wc']" in caplog.text
+        assert "were open to anyone" in caplog.text and "wc (owner ?)" in caplog.text
         anonymous = raw()
         for path in (p.root, p.storm("wc-1"), p.assignment("wc-1"), p.transactional_root,
                      p.transactional("wc-spout", "meta/1")):
@@ -210,3 +210,28 @@ def test_a_daemon_with_another_password_fails_at_start(cluster_state, zk_conf):
     wrong = dict(zk_conf, **{cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD: "squall:not-the-password"})
     with pytest.raises(ClusterStateError, match="connect: not allowed by the node's ACL"):
         KazooClusterState(wrong)
+
+
+def test_another_owners_topology_of_the_same_name_cannot_read_the_old_state(zk_conf,
+                                                                              cluster_state, raw):
+    """Alice's "etl" is killed; Bob submits an "etl" of his own: its workers do not get
+    Alice's Trident state (the identity is an HMAC of owner and name), and the root's grant
+    for Alice's went with her topology."""
+    cluster_state.set_storm("etl-1", {"name": "etl", "owner": "alice"})
+    with worker_state(zk_conf, "etl", "alice") as w:
+        w.tx_set("etl-spout", "meta/1", {"offset": 7})
+    root = cluster_state.paths.transactional_root
+    alice = zk_auth.topology_acl(zk_conf[cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD], "etl", "alice")
+    z = raw(zk_conf[cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD])
+    assert alice in z.get_acls(root)[0]
+    cluster_state.remove_storm("etl-1")
+    assert alice not in z.get_acls(root)[0]  # grants do not pile up
+    cluster_state.set_storm("etl-2", {"name": "etl", "owner": "bob"})
+    with worker_state(zk_conf, "etl", "bob") as w:
+        with pytest.raises(ClusterStateError, match="not allowed"):
+            w.tx_get("etl-spout", "meta/1")
+        with pytest.raises(ClusterStateError, match="not allowed"):
+            w.tx_set("etl-spout", "meta/2", {"offset": 0})
+    cluster_state.set_storm("etl-3", {"name": "etl", "owner": "alice"})  # alice resubmits
+    with worker_state(zk_conf, "etl", "alice") as w:
+        assert w.tx_get("etl-spout", "meta/1") == {"offset": 7}

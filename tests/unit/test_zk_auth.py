@@ -21,12 +21,13 @@ def sha1_id(user: str, password: str) -> str:
     return user + ":" + base64.b64encode(digest).decode()
 
 
-def test_the_topology_payload_is_an_hmac_of_the_name_under_the_cluster_password():
-    p = zk_auth.topology_payload(CLUSTER, "wc")
-    mac = hmac.new(b"s3cret:with-colon", b"wc", hashlib.sha256).hexdigest()
+def test_the_topology_payload_is_an_hmac_of_owner_and_name_under_the_cluster_password():
+    p = zk_auth.topology_payload(CLUSTER, "wc", "alice")
+    mac = hmac.new(b"s3cret:with-colon", b"alice\0wc", hashlib.sha256).hexdigest()
     assert p == f"topology-wc:{mac}"
-    assert zk_auth.topology_payload(CLUSTER, "wc") == p  # a resubmission reads its state
-    assert zk_auth.topology_payload(CLUSTER, "wc2") != p
+    assert zk_auth.topology_payload(CLUSTER, "wc", "alice") == p  # her resubmission reads it
+    assert zk_auth.topology_payload(CLUSTER, "wc", "bob") != p  # bob's "wc" does not
+    assert zk_auth.topology_payload(CLUSTER, "wc2", "alice") != p
     assert zk_auth.topology_payload("squall:other", "wc") != p
     assert "s3cret" not in p
 
