@@ -26,6 +26,8 @@ from ..client.curve import CurveKeys
 
 log = logging.getLogger("squall.worker.curve")
 
+#: The ZAP domain of every serving socket (enforced: no handler, no admission).
+ZAP_DOMAIN = "squall"
 _FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
            | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 
@@ -40,7 +42,7 @@ class Membership:
         self.what = what
         self._auth = ThreadAuthenticator(ctx, log=logging.getLogger("squall.worker.zap"))
         self._auth.start()
-        self._auth.configure_curve_callback("*", credentials_provider=self)
+        self._auth.configure_curve_callback(ZAP_DOMAIN, credentials_provider=self)
         self._stop = threading.Event()
         self._monitors: list[threading.Thread] = []
         self._last_warn = 0.0
@@ -54,6 +56,10 @@ class Membership:
         sock.curve_secretkey = self.keys.secret
         sock.curve_publickey = self.keys.public
         sock.curve_server = True
+        # Without a ZAP handler libzmq would admit any client that knows the server key:
+        # enforce the domain, so a handler that died refuses everyone instead.
+        sock.zap_domain = ZAP_DOMAIN.encode()
+        sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
         self._watch(sock)
 
     def dial(self, sock: zmq.Socket) -> None:
