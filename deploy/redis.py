@@ -27,7 +27,7 @@ from redis.retry import Retry
 
 from ..client import config as cfg
 from ..client.trident.state.base import RedisUnavailable
-from .server import LocalServer, run_foreground
+from .server import LocalServer, dies_with_parent, run_foreground
 
 #: Where Debian's ``redis-server`` package puts the server.
 DEBIAN_REDIS_SERVER = "/usr/bin/redis-server"
@@ -114,8 +114,8 @@ class LocalRedis(LocalServer):
                     'save ""\n'
                     f"appendonly {'yes' if self.persistent else 'no'}\n")
         with open(self.log_path(), "ab") as out:
-            return subprocess.Popen([server, conf], stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, cwd=self.dir,
+            return subprocess.Popen(dies_with_parent([server, conf]), stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=subprocess.STDOUT, cwd=self.dir,
                                     start_new_session=True)
 
     def _serving(self) -> bool:

@@ -5,9 +5,10 @@ The shared half of :class:`~squall.deploy.zookeeper.LocalZooKeeper` and
 unless given), a free loopback port (another one if the server loses the race
 for it), a bounded wait until the server answers -- and answers as *this*
 process (something else may hold the port), a log whose tail goes into every
-error, and a stop by pid (SIGTERM, SIGKILL after a bound, reaped), also at exit.
-Subclasses say how to find the program, write its config and start it, and how
-to tell that it serves.
+error, and a stop by pid (SIGTERM, SIGKILL after a bound, reaped), also at exit;
+and if this process is killed outright (SIGKILL skips every exit hook), the server
+gets SIGTERM from the kernel (:func:`dies_with_parent`). Subclasses say how to find
+the program, write its config and start it, and how to tell that it serves.
 """
 
 from __future__ import annotations
@@ -24,6 +25,24 @@ import time
 from typing import Any
 
 from .net import free_port
+
+
+# Runs between our fork and the server's exec, in a fresh interpreter (never Python code in
+# the forked child of a threaded process): ask the kernel for SIGTERM when the parent dies,
+# give up if it already has, then become the server (the pid stays the same).
+_DIE_WITH_PARENT = ("import ctypes,os,signal,sys\n"
+                    "ctypes.CDLL(None).prctl(1, signal.SIGTERM)\n"  # PR_SET_PDEATHSIG
+                    "os.getppid() == int(sys.argv[1]) or sys.exit(1)\n"
+                    "os.execvp(sys.argv[2], sys.argv[2:])")
+
+
+def dies_with_parent(cmd: list[str]) -> list[str]:
+    """``cmd`` started so that it gets SIGTERM when this process dies, even by SIGKILL
+    (Linux; elsewhere ``cmd`` unchanged). Start it from a thread that lives as long as the
+    server: the kernel ties the signal to the creating thread."""
+    if not sys.platform.startswith("linux"):
+        return cmd
+    return [sys.executable, "-I", "-S", "-c", _DIE_WITH_PARENT, str(os.getpid()), *cmd]
 
 
 class LocalServer:

@@ -24,7 +24,7 @@ import sys
 
 from ..client import config as cfg
 from ..client.cluster_state import ZooKeeperUnavailable
-from .server import LocalServer, run_foreground
+from .server import LocalServer, dies_with_parent, run_foreground
 
 #: Where Debian's ``zookeeper`` package puts its jars. The server jar's manifest
 #: ``Class-Path`` pulls in the rest (jute, netty, slf4j-api, ...).
@@ -174,7 +174,7 @@ class LocalZooKeeper(LocalServer):
                f"-Dlog4j.configuration=file:{os.path.join(self.dir, 'log4j.properties')}",
                "-cp", classpath, MAIN_CLASS, cfg]
         with open(self.log_path(), "ab") as out:
-            return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+            return subprocess.Popen(dies_with_parent(cmd), stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, cwd=self.dir,
                                     start_new_session=True)
 
