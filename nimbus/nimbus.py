@@ -65,6 +65,10 @@ from .scheduler import NotEnoughSlots, Slot, edges_of, schedule
 
 log = logging.getLogger("squall.nimbus")
 
+#: Called with a topology's ACL before a change to it; raises to refuse (the servicer's
+#: authorization, run under Nimbus's lock on the very topology changed).
+Guard = Callable[[TopologyAcl], None]
+
 VERSION = "0.1.0"
 
 
@@ -525,16 +529,26 @@ class Nimbus(Daemon):
                                    "running ones")
         return state
 
-    def _request(self, name: str, event: lc.Event) -> None:
-        with self._lock:
-            self.require_leader()
-            self._feed(self._by_name(name).topology_id, event)
+    def _guarded(self, name: str, guard: Guard | None) -> lc.TopologyState:
+        """The live topology ``name`` (lock held), once ``guard`` allowed its ACL: the check
+        and the action see the same topology, even if one of that name is replaced."""
+        state = self._by_name(name)
+        if guard is not None:
+            guard(self._acl_of(state))
+        return state
 
-    def kill(self, name: str, wait_secs: float | None = None) -> None:
-        """Deactivate now, remove after ``wait_secs`` (unset: topology.message.timeout.secs)."""
+    def _request(self, name: str, event: lc.Event, guard: Guard | None) -> None:
         with self._lock:
             self.require_leader()
-            state = self._by_name(name)
+            self._feed(self._guarded(name, guard).topology_id, event)
+
+    def kill(self, name: str, wait_secs: float | None = None, guard: Guard | None = None
+             ) -> None:
+        """Deactivate now, remove after ``wait_secs`` (unset: topology.message.timeout.secs).
+        ``guard(acl)`` (authorization) may refuse, before anything changes."""
+        with self._lock:
+            self.require_leader()
+            state = self._guarded(name, guard)
             if wait_secs is None:
                 try:
                     conf = self.package_store.read_conf(state.topology_id)
@@ -546,19 +560,20 @@ class Nimbus(Daemon):
             self._feed(state.topology_id, lc.Kill(wait_secs, now=time.time(),
                                                   stimulus_id=f"kill-{name}"))
 
-    def activate(self, name: str) -> None:
-        self._request(name, lc.Activate(stimulus_id=f"activate-{name}"))
+    def activate(self, name: str, guard: Guard | None = None) -> None:
+        self._request(name, lc.Activate(stimulus_id=f"activate-{name}"), guard)
 
-    def deactivate(self, name: str) -> None:
-        self._request(name, lc.Deactivate(stimulus_id=f"deactivate-{name}"))
+    def deactivate(self, name: str, guard: Guard | None = None) -> None:
+        self._request(name, lc.Deactivate(stimulus_id=f"deactivate-{name}"), guard)
 
     def rebalance(self, name: str, wait_secs: float | None = None, num_workers: int | None = None,
-                  executors: Mapping[str, int] | None = None) -> None:
+                  executors: Mapping[str, int] | None = None, guard: Guard | None = None
+                  ) -> None:
         """REBALANCING for ``wait_secs``, then reassign with the new worker/executor counts."""
         executors = dict(executors or {})
         with self._lock:
             self.require_leader()
-            state = self._by_name(name)
+            state = self._guarded(name, guard)
             tid = state.topology_id
             if wait_secs is None:
                 wait_secs = float(self.package_store.read_conf(tid).get(
@@ -633,6 +648,9 @@ class Nimbus(Daemon):
         if state is None:
             raise TopologyNotFound(f"no live topology with id {topology_id!r}; `squall list` "
                                    "shows the running ones")
+        return self._acl_of(state)
+
+    def _acl_of(self, state: lc.TopologyState) -> TopologyAcl:
         try:
             conf = self.package_store.read_conf(state.topology_id)
         except (SquallError, OSError, ValueError):

@@ -120,6 +120,16 @@ class NimbusServicer(pb_grpc.NimbusServicer):
         self.authz.check(verb, p, lambda: self.nimbus.topology_acl(name, topology_id))
         return p
 
+    def _guard(self, context: grpc.ServicerContext, verb: str):
+        """For a change to a topology named in the request: authenticate now, authorize
+        inside Nimbus's lock against the topology actually changed (None on a plain port)."""
+        if not self.secure:
+            return None
+        p = tls.principal_of(context)
+        if p is None:
+            raise Unauthenticated(f"{verb} needs a client certificate signed by the cluster's CA")
+        return lambda acl: self.authz.check(verb, p, acl)
+
     # --- upload / download ---
     @_rpc
     def BeginFileUpload(self, request, context):
@@ -182,27 +192,25 @@ class NimbusServicer(pb_grpc.NimbusServicer):
 
     @_rpc
     def KillTopology(self, request, context):
-        self._allow(context, "killTopology", name=request.name)
-        self.nimbus.kill(request.name, _opt(request, "wait_secs"))
+        self.nimbus.kill(request.name, _opt(request, "wait_secs"),
+                         guard=self._guard(context, "killTopology"))
         return topology_pb2.Empty()
 
     @_rpc
     def Activate(self, request, context):
-        self._allow(context, "activate", name=request.name)
-        self.nimbus.activate(request.name)
+        self.nimbus.activate(request.name, guard=self._guard(context, "activate"))
         return topology_pb2.Empty()
 
     @_rpc
     def Deactivate(self, request, context):
-        self._allow(context, "deactivate", name=request.name)
-        self.nimbus.deactivate(request.name)
+        self.nimbus.deactivate(request.name, guard=self._guard(context, "deactivate"))
         return topology_pb2.Empty()
 
     @_rpc
     def Rebalance(self, request, context):
-        self._allow(context, "rebalance", name=request.name)
         self.nimbus.rebalance(request.name, _opt(request, "wait_secs"),
-                              _opt(request, "num_workers"), dict(request.executors))
+                              _opt(request, "num_workers"), dict(request.executors),
+                              guard=self._guard(context, "rebalance"))
         return topology_pb2.Empty()
 
     # --- views ---
