@@ -19,6 +19,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+import cloudpickle
 import msgpack
 
 SHUFFLE = "shuffle"
@@ -64,7 +65,7 @@ class Grouping:
     def custom_bytes(self) -> bytes | None:
         """The custom grouping pickled (what travels in the topology), or None."""
         if self.serialized is None and self.custom is not None:
-            return pickle.dumps(self.custom, protocol=pickle.HIGHEST_PROTOCOL)
+            return cloudpickle.dumps(self.custom, protocol=pickle.HIGHEST_PROTOCOL)
         return self.serialized
 
     def new_custom(self) -> Any:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import pickle
 import unicodedata
+
+import cloudpickle
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
@@ -275,8 +277,8 @@ class TopologyBuilder:
             streams = {s: StreamDef(f, d) for s, (f, d) in declarer.streams.items()}
             conf = dict(obj.get_component_configuration() or {})
             conf.update(comp.conf)
-            try:
-                serialized = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+            try:  # cloudpickle: lambdas and closures travel by value (plain pickle.loads reads it)
+                serialized = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
             except Exception as exc:  # pickling runs arbitrary __reduce__ code
                 raise InvalidTopology(f"component {cid!r} cannot be serialized (pickled): {exc}; "
                                       "keep open sockets, files and locks out of __init__ and "

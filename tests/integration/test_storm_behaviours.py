@@ -78,3 +78,25 @@ def test_a_spout_opens_only_when_its_topology_is_first_active(cluster):
         if comp == "numbers":
             kinds = [k for k, _ in events]
             assert kinds[:2] == ["open", "activate"], (task, kinds[:5])
+
+
+def test_components_made_with_lambdas_and_closures_run_in_workers(cluster):
+    """A bolt holding a lambda, and one holding a closure over a local variable: refused by
+    plain pickle at build time before; they run in every worker now (cloudpickle)."""
+    from topos import MapBolt
+    offset = 1000
+
+    def shifted(n):  # a closure: `offset` lives in this test's frame
+        return n + offset
+
+    b = TopologyBuilder()
+    b.set_spout("numbers", NumberSpout(), 1)
+    b.set_bolt("double", MapBolt(lambda n: n * 2), 2).shuffle_grouping("numbers")
+    b.set_bolt("shift", MapBolt(shifted), 2).shuffle_grouping("double")
+    b.set_bolt("sink", RecordingBolt(), 2).shuffle_grouping("shift")
+    n = 200
+    lc = cluster(b.create_topology(), {"test.spout.count": n})
+    lc.wait_for(lambda: len(set(events_of(lc.events_dir, "numbers", "ack"))) >= n, timeout=60,
+                what="every number acked")
+    assert sorted(int(v) for v in events_of(lc.events_dir, "sink", "got")) == \
+        [i * 2 + 1000 for i in range(n)]

@@ -405,3 +405,17 @@ class PacedSpout(NumberSpout):
             return
         self.due += self.interval
         super().next_tuple()
+
+
+class MapBolt(BasicBolt):
+    """Emits ``[fn(n)]`` for each ``[n]``: ``fn`` is whatever the topology's author passed,
+    a lambda or a closure included (they travel with cloudpickle)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def execute(self, tup, collector):
+        collector.emit([self.fn(tup.values[0])])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["v"])
