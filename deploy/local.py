@@ -401,5 +401,8 @@ def _watch(run: _Run, duration: float | None, stop: dict, progress_every: float)
     for line in summarize(info):
         echo(f"[squall local] {line}")
     if run.loaded.report is not None and not run.crashed:
-        run_report(run.loaded.path, run.worker_conf())
+        # Spark's banner and log lines go to a file, not the console (the workers' go to
+        # their logs already).
+        run_report(run.loaded.path, run.worker_conf(),
+                   jvm_log=os.path.join(run.cluster.base_dir, "logs", "report-jvm.log"))
     return 1 if run.crashed else 0

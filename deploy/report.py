@@ -7,41 +7,84 @@ currently calling into gRPC, skipping fork() handlers"; "Java gateway process ex
 sending its port number"). So the report runs in a fresh interpreter with no threads of
 ours: ``python -m squall.deploy.report FILE CONF_JSON``, its output on our stdout and
 stderr, while the local daemons (Redis, ZooKeeper) are still up.
+
+A JVM the report starts (PySpark's) writes its banner and log lines to the same stderr;
+given a log path they go there instead (:func:`quiet_jvm_lines`), so the console shows
+the report and its errors only.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import threading
 from typing import Any, Mapping
 
 from ..client.errors import SquallError
 from .topology_file import import_file, user_error
 
 
-def run_report(path: str, conf: Mapping[str, Any], timeout: float | None = None) -> None:
+def run_report(path: str, conf: Mapping[str, Any], timeout: float | None = None,
+               jvm_log: str | None = None) -> None:
     """Call ``report(conf)`` of topology file ``path`` in a child process; SquallError (one
-    line) when it fails."""
+    line) when it fails. ``jvm_log``: where JVM chatter on stderr goes."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="squall-report-") as fh:
         json.dump(dict(conf), fh)
         fh.flush()
         try:
-            proc = subprocess.run([sys.executable, "-m", "squall.deploy.report", path, fh.name],
-                                  timeout=timeout)
+            proc = subprocess.run([sys.executable, "-m", "squall.deploy.report", path, fh.name,
+                                   *([jvm_log] if jvm_log else [])], timeout=timeout)
         except subprocess.TimeoutExpired:
             raise SquallError(f"report() of {path} did not finish within {timeout:g} s") from None
     if proc.returncode != 0:
+        jvm = f"; JVM output in {jvm_log}" if jvm_log else ""
         raise SquallError(f"report() of {path} failed (exit code {proc.returncode}; its "
-                          "error is printed above)")
+                          f"error is printed above{jvm})")
+
+
+#: What a JVM (Spark's, log4j's, the launcher's) writes to stderr on its own.
+JVM_LINE = re.compile(r"^(WARNING: Using incubator modules|Using Spark's default log4j|"
+                      r"Setting default log level|To adjust logging level|"
+                      r"\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR) |"
+                      r"\s+at [\w$.<>]+\(|\[Stage \d+)")
+
+
+def quiet_jvm_lines(log_path: str):
+    """From now on, this process's stderr (fd 2, which child JVMs inherit) passes through a
+    filter: JVM lines go to ``log_path``, the rest to the real stderr. Returns ``finish()``,
+    which lets the filter drain (a JVM still running keeps the pipe open: bounded)."""
+    real = os.fdopen(os.dup(2), "w", buffering=1)
+    r, w = os.pipe()
+    os.dup2(w, 2)
+    os.close(w)
+    sys.stderr = os.fdopen(os.dup(2), "w", buffering=1)
+
+    def pump() -> None:
+        with os.fdopen(r, errors="replace") as lines, open(log_path, "a") as log:
+            for line in lines:
+                (log if JVM_LINE.match(line) else real).write(line)
+                log.flush()
+    t = threading.Thread(target=pump, name="squall-report-stderr", daemon=True)
+    t.start()
+
+    def finish() -> None:
+        sys.stderr.flush()
+        sys.stderr.close()
+        os.close(2)
+        t.join(timeout=2.0)
+        real.flush()
+    return finish
 
 
 def main(argv: list[str] | None = None) -> int:
-    path, conf_path = argv if argv is not None else sys.argv[1:]
+    path, conf_path, *jvm_log = argv if argv is not None else sys.argv[1:]
     with open(conf_path) as fh:
         conf = json.load(fh)
+    finish = quiet_jvm_lines(jvm_log[0]) if jvm_log else None
     try:
         module = import_file(path)
         report = getattr(module, "report", None)
@@ -56,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         sys.stdout.flush()
+        if finish is not None:
+            finish()
     return 0
 
 

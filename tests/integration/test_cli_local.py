@@ -130,3 +130,8 @@ def test_spark_example_writes_parquet_that_spark_reads_back_with_exact_totals(tm
     assert re.search(r"spout sentences: emitted=2000 acked=2000 failed=0", text), text
     assert f"parquet {out}: 20000 words, 1000 distinct" in text, text
     assert "totals match the expected counts for 2000 sentences: yes" in text, text
+    # Spark's banner and log lines stay out of the console (in the workers' logs and
+    # report-jvm.log).
+    noise = [ln for ln in proc.stderr.splitlines()
+             if "log4j" in ln or "incubator" in ln or re.match(r"\d\d/\d\d/\d\d ", ln)]
+    assert noise == [], proc.stderr

@@ -94,3 +94,22 @@ def report(conf):
     err = capfd.readouterr().err
     assert "bad_report_topo.py:" in err and "ValueError: no output found" in err, err
     assert "Traceback" not in err, err
+
+
+def test_jvm_chatter_on_the_reports_stderr_goes_to_its_log(tmp_path, capfd):
+    """What a JVM the report starts writes to fd 2 (Spark's banner, log4j lines) goes to the
+    log; the report's own lines and its error still reach the console."""
+    path = write(tmp_path, "noisy_report_topo.py", GOOD + '''
+import os, sys
+def report(conf):
+    os.write(2, b"Using Spark's default log4j profile: x\\n26/11/23 23:46:09 WARN Utils: y\\n")
+    print("my own warning", file=sys.stderr)
+    raise ValueError("no output found")
+''')
+    log = tmp_path / "report-jvm.log"
+    with pytest.raises(SquallError, match="JVM output in"):
+        run_report(path, {}, timeout=60, jvm_log=str(log))
+    err = capfd.readouterr().err
+    assert "my own warning" in err and "ValueError: no output found" in err, err
+    assert "log4j" not in err and "WARN Utils" not in err, err
+    assert "WARN Utils: y" in log.read_text() and "log4j profile" in log.read_text()
