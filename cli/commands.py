@@ -35,19 +35,13 @@ def run_jar(package: str, module: str, args: list[str], config_path: str | None,
     The submitter finds the package and the overrides in the environment
     (``SQUALL_PACKAGE``, ``SQUALL_CLI_OVERRIDES``); ``config_path`` becomes ``SQUALL_CONF``.
     """
-    from ..client.submitter import ARCHIVE_SUFFIXES, ENV_OVERRIDES, ENV_PACKAGE
+    from ..client.submitter import ARCHIVE_SUFFIXES
 
     package = os.path.abspath(package)
     if not (os.path.isdir(package) or package.endswith(ARCHIVE_SUFFIXES)):
-        raise SquallError(f"package {package} must be a directory, a .zip or a .pyz")
-    if config_path:
-        if not os.path.isfile(config_path):
-            raise SquallError(f"config file {config_path} not found")
-        os.environ["SQUALL_CONF"] = os.path.abspath(config_path)
-    os.environ[ENV_PACKAGE] = package
-    os.environ[ENV_OVERRIDES] = json.dumps(dict(overrides))
-    if package not in sys.path:
-        sys.path.insert(0, package)
+        raise SquallError(f"package {package} must be a directory, a .zip or a .pyz "
+                          "(or a topology file ending in .py)")
+    _jar_environment(package, config_path, overrides)
     # The user's code: its mistakes are one line naming the file and line (not our traceback).
     where = os.path.join(package, *module.split(".")) + ".py"
     try:
@@ -70,6 +64,38 @@ def run_jar(package: str, module: str, args: list[str], config_path: str | None,
         raise
     except Exception as e:
         raise user_error(where, e, f"running {module}.main", code_dir=package) from None
+
+
+def _jar_environment(package: str, config_path: str | None, overrides: Mapping[str, Any]) -> None:
+    """What the submitter reads: the package, the -c overrides and the squall.yaml."""
+    from ..client.submitter import ENV_OVERRIDES, ENV_PACKAGE
+
+    if config_path:
+        if not os.path.isfile(config_path):
+            raise SquallError(f"config file {config_path} not found")
+        os.environ["SQUALL_CONF"] = os.path.abspath(config_path)
+    os.environ[ENV_PACKAGE] = package
+    os.environ[ENV_OVERRIDES] = json.dumps(dict(overrides))
+    if package not in sys.path:
+        sys.path.insert(0, package)
+
+
+def run_topology_file(path: str, args: list[str], config_path: str | None,
+                      overrides: Mapping[str, Any]) -> str:
+    """``squall jar FILE.py``: submit the topology a file exposes (``topology()``, ``CONF``,
+    ``NAME``: what ``squall local FILE`` runs), its directory as the package. A file with
+    a ``main(args)`` of its own is run as ``squall jar DIR MODULE`` runs it."""
+    from ..client.submitter import submit_topology
+    from ..deploy.topology_file import import_file, load_topology_file
+
+    path = os.path.abspath(path)
+    package = os.path.dirname(path)
+    _jar_environment(package, config_path, overrides)
+    module = import_file(path)  # once: its mistakes are one line naming the file
+    if callable(getattr(module, "main", None)):
+        return run_jar(package, module.__name__, args, config_path, overrides)
+    loaded = load_topology_file(path, args, module)
+    return submit_topology(loaded.name, loaded.conf, loaded.topology)
 
 
 # --- topology requests -----------------------------------------------------------------

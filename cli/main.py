@@ -7,6 +7,7 @@ never a traceback.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Any
 
@@ -111,19 +112,28 @@ def supervisor(config_path: str | None, conf_pairs: tuple[str, ...]) -> None:
 
 @cli.command(context_settings={"ignore_unknown_options": True})
 @click.argument("package", type=click.Path(exists=True))
-@click.argument("module")
+@click.argument("module", required=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @config_option
 @conf_option
-def jar(package: str, module: str, args: tuple[str, ...], config_path: str | None,
+def jar(package: str, module: str | None, args: tuple[str, ...], config_path: str | None,
         conf_pairs: tuple[str, ...]) -> None:
-    """Import MODULE from PACKAGE (a directory, .zip or .pyz) and call its main(ARGS).
+    """Submit a topology to the cluster: PACKAGE MODULE [ARGS], or FILE.py [ARGS].
 
-    main builds the topology and calls squall.client.submitter.submit_topology,
-    which uploads PACKAGE to Nimbus and submits it. Options this command does
-    not know are passed on in ARGS (put ARGS after `--` to pass -c or --config).
+    With a topology file (what `squall local FILE` runs: topology(), CONF, NAME),
+    its directory is the package and the topology is submitted as NAME. With a
+    PACKAGE (a directory, .zip or .pyz), MODULE is imported from it and its
+    main(ARGS) called; main builds the topology and calls
+    squall.client.submitter.submit_topology. Options this command does not know
+    are passed on in ARGS (put ARGS after `--` to pass -c or --config).
     """
     from . import commands
+    if package.endswith(".py") and os.path.isfile(package):
+        rest = ([module] if module is not None else []) + list(args)
+        _run(commands.run_topology_file, package, rest, config_path, _overrides(conf_pairs))
+        return
+    if module is None:
+        raise click.UsageError("give the MODULE to run from PACKAGE (or a topology file)")
     _run(commands.run_jar, package, module, list(args), config_path, _overrides(conf_pairs))
 
 

@@ -79,10 +79,12 @@ def import_file(path: str) -> ModuleType:
     return module
 
 
-def load_topology_file(path: str, args: list[str] | None = None) -> LoadedTopology:
-    """Import ``path`` and build its topology (see the module docstring for the contract)."""
+def load_topology_file(path: str, args: list[str] | None = None,
+                       module: ModuleType | None = None) -> LoadedTopology:
+    """Import ``path`` (unless ``module`` is it, imported already) and build its topology
+    (see the module docstring for the contract)."""
     path = os.path.abspath(path)
-    module = import_file(path)
+    module = module or import_file(path)
     factory = getattr(module, "topology", None) or getattr(module, "build_topology", None)
     if not callable(factory):
         raise SquallError(f"{path} must define a function topology() returning a "

@@ -283,3 +283,28 @@ def test_daemon_with_zookeeper_unreachable_prints_one_line(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: cannot reach ZooKeeper") \
         and f"127.0.0.1:{port}" in lines[0], r.stderr
+
+
+def test_jar_takes_a_topology_file_as_squall_local_does(cluster):
+    """`squall jar FILE.py`: the file's topology(), CONF and NAME, its directory the package
+    (README's "Writing a topology" form, no main(args) needed)."""
+    c = cluster
+    poll_for(lambda: "2 supervisor(s), 0/4 slots used" in c.run("list").stdout, timeout=20,
+             what="2 supervisors registered\n" + c.logs())
+    r = c.run("jar", os.path.join(EXAMPLES, "exclamation.py"), "-c",
+              "topology.stats.freq.secs=0.2")
+    assert r.returncode == 0, r.stdout + r.stderr + c.logs()
+    assert "Submitted topology exclamation as exclamation-" in r.stdout, r.stdout
+    poll_for(lambda: c.listed().get("exclamation", [""] * 4)[2] == "ACTIVE", timeout=10,
+             what="exclamation ACTIVE")
+    poll_for(lambda: sum(s.get("acked", 0) for hb in c.heartbeats()
+                         for s in hb.get("tasks", {}).values()
+                         if s.get("component") == "words") > 100,
+             timeout=30, what="the file's topology acking\n" + c.logs())
+    r = c.run("kill", "exclamation", "-w", "0")
+    assert r.returncode == 0, r.stdout + r.stderr
+    # A file with a mistake: one line naming it, nothing submitted.
+    bad = c.tmp / "broken_topo.py"
+    bad.write_text("def topology(:\n")
+    r = c.run("jar", str(bad))
+    assert r.returncode == 1 and "broken_topo.py" in r.stderr and "Traceback" not in r.stderr
