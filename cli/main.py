@@ -17,11 +17,23 @@ from ..client import config as cfg
 from ..client.errors import SquallError
 
 
-def _overrides(pairs: tuple[str, ...]) -> dict[str, Any]:
+def _overrides(pairs: tuple[str, ...], submitted: bool = False) -> dict[str, Any]:
+    """The ``-c`` pairs. A key Squall and Storm do not know (a likely typo) is a warning
+    with the closest known key, or an error under ``squall --strict``. ``submitted``: the
+    pairs go into a topology conf, whose keys Nimbus reports at submit (warn only once)."""
     try:
-        return cfg.parse_cli_overrides(pairs)
+        out = cfg.parse_cli_overrides(pairs)
     except cfg.ConfigError as exc:
         raise click.ClickException(str(exc)) from None
+    ctx = click.get_current_context(silent=True)
+    strict = bool(ctx and ctx.find_root().params.get("strict"))
+    problems = cfg.conf_warnings(out, "-c")
+    if problems and strict:
+        raise click.ClickException(problems[0] + " (refused: --strict)")
+    if not submitted:
+        for p in problems:
+            click.echo(f"Warning: {p}", err=True)
+    return out
 
 
 conf_option = click.option("-c", "--conf", "conf_pairs", multiple=True, metavar="KEY=VALUE",
@@ -51,7 +63,9 @@ def _run(fn, *args, **kwargs):
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", is_flag=True, help="Log debug details.")
-def cli(verbose: bool) -> None:
+@click.option("--strict", is_flag=True,
+              help="Refuse a -c key Squall and Storm do not know instead of warning.")
+def cli(verbose: bool, strict: bool) -> None:
     """Squall: Storm-style distributed stream processing in Python."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -75,7 +89,7 @@ def local(topology_file: str, duration: float | None, conf_pairs: tuple[str, ...
     """
     from ..deploy.local import run_local  # starts daemons: imported only for `squall local`
     try:
-        code = run_local(topology_file, duration, _overrides(conf_pairs),
+        code = run_local(topology_file, duration, _overrides(conf_pairs, submitted=True),
                          echo=lambda s: click.echo(s))
     except SquallError as exc:
         raise click.ClickException(str(exc)) from None
@@ -130,11 +144,13 @@ def jar(package: str, module: str | None, args: tuple[str, ...], config_path: st
     from . import commands
     if package.endswith(".py") and os.path.isfile(package):
         rest = ([module] if module is not None else []) + list(args)
-        _run(commands.run_topology_file, package, rest, config_path, _overrides(conf_pairs))
+        _run(commands.run_topology_file, package, rest, config_path,
+             _overrides(conf_pairs, submitted=True))
         return
     if module is None:
         raise click.UsageError("give the MODULE to run from PACKAGE (or a topology file)")
-    _run(commands.run_jar, package, module, list(args), config_path, _overrides(conf_pairs))
+    _run(commands.run_jar, package, module, list(args), config_path,
+         _overrides(conf_pairs, submitted=True))
 
 
 wait_option = click.option("-w", "--wait", "wait_secs", type=click.IntRange(min=0), default=None,

@@ -1,0 +1,32 @@
+"""A misspelt -c key: a warning naming the closest known key, or a refusal with --strict."""
+
+import subprocess
+import sys
+
+from squall.deploy.net import free_port
+
+
+def squall(*args):
+    return subprocess.run([sys.executable, "-m", "squall.cli", *args], capture_output=True,
+                          text=True, timeout=60, env={"SQUALL_CONF": "", "PATH": "/usr/bin"})
+
+
+def test_a_misspelt_key_is_a_warning_with_the_closest_known_key():
+    port = free_port()  # nothing listens: the command fails after the warning, in one line
+    r = squall("list", "-c", f"nimbus.grpc.port={port}", "-c", "nimbus.sedes=[127.0.0.1]")
+    assert ("Warning: -c: nimbus.sedes is not a key Squall or Storm knows: did you mean "
+            "nimbus.seeds?") in r.stderr, r.stderr
+    assert "cannot reach Nimbus" in r.stderr
+
+
+def test_strict_refuses_it_before_doing_anything():
+    r = squall("--strict", "list", "-c", "topology.wrokers=3")
+    assert r.returncode == 1
+    assert r.stderr.strip() == ("Error: -c: topology.wrokers is not a key Squall or Storm "
+                                "knows: did you mean topology.workers? (refused: --strict)")
+
+
+def test_known_and_own_keys_pass_silently():
+    r = squall("--strict", "list", "-c", f"nimbus.grpc.port={free_port()}",
+               "-c", "wordcount.sentences=5")  # outside Storm's namespaces: the user's own
+    assert "Warning" not in r.stderr and "--strict" not in r.stderr, r.stderr
