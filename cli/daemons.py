@@ -6,9 +6,11 @@ with ``reason="signal-N"``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
+import time
 from typing import Any, Callable, Iterable, Mapping
 
 from ..client import config as cfg
@@ -26,6 +28,31 @@ def daemon_logging() -> None:
     logger = logging.getLogger("squall")
     if logger.getEffectiveLevel() > logging.INFO:
         logger.setLevel(logging.INFO)
+
+
+@contextlib.contextmanager
+def connecting(conf: Mapping[str, Any], echo: Echo, every: float = 5.0):
+    """Say at once that ZooKeeper is being reached, and every ``every`` s while it is not
+    (a daemon used to wait storm.zookeeper.connection.timeout in silence)."""
+    from ..client.cluster_state import connect_string
+    address = connect_string(conf)
+    limit = cfg.get(conf, cfg.STORM_ZOOKEEPER_CONNECTION_TIMEOUT) / 1000
+    echo(f"connecting to ZooKeeper at {address} (up to {limit:g} s, "
+         f"{cfg.STORM_ZOOKEEPER_CONNECTION_TIMEOUT})")
+    done = threading.Event()
+    started = time.monotonic()
+
+    def progress() -> None:
+        while not done.wait(every):
+            echo(f"still waiting for ZooKeeper at {address} "
+                 f"({time.monotonic() - started:.0f} s of {limit:g})")
+    t = threading.Thread(target=progress, name="squall-zk-progress", daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        done.set()
+        t.join(timeout=1)
 
 
 # --- daemons -------------------------------------------------------------------------
@@ -52,7 +79,8 @@ def run_nimbus(conf: Mapping[str, Any], echo: Echo,
                wait: Callable[[], int] = wait_for_signal, insecure: bool = False) -> None:
     """Nimbus plus its gRPC server on ``nimbus.bind.host``:``nimbus.grpc.port``, until
     ``wait()`` returns a signal."""
-    nimbus = Nimbus(conf)  # connects to ZooKeeper: ZooKeeperUnavailable names the address
+    with connecting(conf, echo):
+        nimbus = Nimbus(conf)  # ZooKeeperUnavailable names the address
     reason = "error"
     try:
         try:  # bind first: a refused address or a taken port must not take part in elections
@@ -76,7 +104,8 @@ def run_nimbus(conf: Mapping[str, Any], echo: Echo,
 def run_supervisor(conf: Mapping[str, Any], echo: Echo,
                    wait: Callable[[], int] = wait_for_signal) -> None:
     """A supervisor fetching topologies from Nimbus over gRPC, until ``wait()`` returns a signal."""
-    sup = Supervisor(conf, fetch_topology=grpc_fetcher(conf))
+    with connecting(conf, echo):
+        sup = Supervisor(conf, fetch_topology=grpc_fetcher(conf))
     reason = "error"
     try:
         sup.start()

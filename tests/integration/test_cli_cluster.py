@@ -272,17 +272,20 @@ def test_jar_list_deactivate_activate_kill_and_errors(cluster):
           f"total {time.monotonic() - t0:.1f} s")
 
 
-def test_daemon_with_zookeeper_unreachable_prints_one_line(tmp_path):
+def test_daemon_with_zookeeper_unreachable_says_so_at_once_then_one_error_line(tmp_path):
     (port,) = free_ports(1)
     r = subprocess.run(squall_cmd("nimbus", "-c", f"storm.zookeeper.port={port}",
-                                  "-c", "storm.zookeeper.connection.timeout=1000",
+                                  "-c", "storm.zookeeper.connection.timeout=6000",
                                   "-c", f"storm.local.dir={tmp_path}"),
                        capture_output=True, text=True, timeout=30, cwd=str(tmp_path),
                        env=dict(os.environ, SQUALL_CONF=""))
     assert r.returncode == 1
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: cannot reach ZooKeeper") \
-        and f"127.0.0.1:{port}" in lines[0], r.stderr
+    assert lines[0] == (f"connecting to ZooKeeper at 127.0.0.1:{port} (up to 6 s, "
+                        "storm.zookeeper.connection.timeout)"), r.stderr
+    assert lines[1].startswith(f"still waiting for ZooKeeper at 127.0.0.1:{port} (5 s of 6)")
+    assert len(lines) == 3 and lines[2].startswith("Error: cannot reach ZooKeeper") \
+        and f"127.0.0.1:{port}" in lines[2], r.stderr
 
 
 def test_jar_takes_a_topology_file_as_squall_local_does(cluster):
