@@ -215,6 +215,16 @@ def rebalance(name: str, wait_secs: int | None, num_workers: int | None,
          executors, echo=lambda s: click.echo(s))
 
 
+@cli.command()
+def version() -> None:
+    """Print Squall's version, Python's and where Squall is installed."""
+    import platform
+
+    from .. import client
+    click.echo(f"Squall {client.__version__} (Python {platform.python_version()}, "
+               f"{os.path.dirname(os.path.dirname(os.path.abspath(client.__file__)))})")
+
+
 @cli.command(name="list")
 @config_option
 @conf_option

@@ -14,6 +14,18 @@ from .grouping import CustomStreamGrouping
 from .topology import Topology, TopologyBuilder
 from .tuple import DEFAULT_STREAM, Fields, Tuple
 
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("squall")  # pyproject.toml's, the one source
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "0+unknown"
+
+
+#: Squall's version (Nimbus reports it, `squall version` prints it).
+__version__ = _version()
+
 __all__ = [
     "BasicBolt", "Bolt", "Component", "ConfigError", "CustomStreamGrouping", "DEFAULT_STREAM",
     "FailedException", "Fields", "InvalidTopology", "OutputFieldsDeclarer",

@@ -42,6 +42,7 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Mapping
 
+from ..client import __version__
 from ..client import config as cfg
 from ..client.cluster_state import NO_NODE, ClusterState, ClusterStateError, VersionConflict
 from ..client.contract import Assignment, SupervisorInfo, host_port
@@ -69,7 +70,7 @@ log = logging.getLogger("squall.nimbus")
 #: authorization, run under Nimbus's lock on the very topology changed).
 Guard = Callable[[TopologyAcl], None]
 
-VERSION = "0.1.0"
+VERSION = __version__
 
 
 class Nimbus(Daemon):

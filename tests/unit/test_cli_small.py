@@ -1,4 +1,4 @@
-"""A misspelt -c key: a warning naming the closest known key, or a refusal with --strict."""
+"""The CLI without a cluster: a misspelt -c key (a warning, or a refusal with --strict), `squall version`."""
 
 import subprocess
 import sys
@@ -30,3 +30,9 @@ def test_known_and_own_keys_pass_silently():
     r = squall("--strict", "list", "-c", f"nimbus.grpc.port={free_port()}",
                "-c", "wordcount.sentences=5")  # outside Storm's namespaces: the user's own
     assert "Warning" not in r.stderr and "--strict" not in r.stderr, r.stderr
+
+
+def test_version_prints_the_installed_version():
+    from importlib.metadata import version
+    r = squall("version")
+    assert r.returncode == 0 and r.stdout.startswith(f"Squall {version('squall')} (Python ")
