@@ -175,6 +175,13 @@ STORM_ZOOKEEPER_RETRY_INTERVAL_CEILING = _key(
     "storm.zookeeper.retry.intervalceiling.millis", _NUM, 30000,
     "Longest wait between two retries, milliseconds.")
 
+# --- worker logs (worker/logfile.py) ---------------------------------------------------
+WORKER_LOG_MAX_BYTES = _key(
+    "worker.log.max.bytes", int, 64 * 1024 * 1024,
+    "A worker's log (its stderr) moves to <log>.1 past this size; 0 = never rotate.")
+WORKER_LOG_BACKUPS = _key("worker.log.backups", int, 4,
+                          "Rotated worker logs kept (<log>.1 ... <log>.N).")
+
 # --- security: ZooKeeper ACLs, TLS, authorization, bounds (SECURITY.md) ---------------
 STORM_ZOOKEEPER_AUTH_SCHEME = _key(
     "storm.zookeeper.auth.scheme", str, "digest",
@@ -288,7 +295,8 @@ TRIDENT_REDIS_TIMEOUT_SECS = _key("trident.redis.timeout.secs", _NUM, 5,
 
 #: Keys of a daemon's conf its workers get beneath the topology conf (as a Storm worker gets
 #: the cluster conf), so Trident finds ZooKeeper and Redis.
-WORKER_INHERITED_PREFIXES = ("storm.zookeeper.", "transactional.zookeeper.", "trident.")
+WORKER_INHERITED_PREFIXES = ("storm.zookeeper.", "transactional.zookeeper.", "trident.",
+                             "worker.log.")
 
 
 def worker_inherited(conf: Mapping[str, Any], topology_name: str | None = None,

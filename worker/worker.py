@@ -40,6 +40,7 @@ from ..client.topology import executors_of, system_topology
 from ..client.topology_proto import from_bytes
 from .executor import Executor, executor_for
 from .frame import Codec
+from .logfile import bound_log
 from .loop import EventLoop
 from .state import WorkerState
 
@@ -318,9 +319,13 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     parent = os.getppid() if a.exit_with_parent else None
     try:
-        tid = WorkerAssignment.read(a.worker_dir).topology_id
+        assignment = WorkerAssignment.read(a.worker_dir)
+        tid, conf = assignment.topology_id, assignment.conf
     except (OSError, ContractError):
-        tid = "?"
+        tid, conf = "?", {}
+    # Bounded before anything is logged; drained (finish) before every exit below.
+    finish = bound_log(int(cfg.get(conf, cfg.WORKER_LOG_MAX_BYTES)),
+                       int(cfg.get(conf, cfg.WORKER_LOG_BACKUPS))) or (lambda: None)
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr,
         format=f"%(asctime)s %(levelname)s [{tid} pid={os.getpid()}] %(name)s: %(message)s")
@@ -328,13 +333,13 @@ def main(argv: list[str] | None = None) -> int:
         worker = Worker(a.topology_dir, a.worker_dir, parent)
     except Exception as exc:
         log.exception("worker failed to start: %s", exc)
+        finish()
         return EXIT_STARTUP_FAILED
     signal.signal(signal.SIGTERM, lambda s, f: worker.request_stop(f"signal {s}"))
     signal.signal(signal.SIGINT, lambda s, f: worker.request_stop(f"signal {s}"))
     worker.start()
     code = worker.run()
     logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    finish()
     # Executor threads stuck in user code must not keep the process alive.
     os._exit(code)

@@ -137,3 +137,29 @@ def test_a_threaded_blocking_bolt_does_not_stall_the_rest_of_its_worker(cluster)
                 what="the fast pipeline's acks")
     # Meanwhile the blocking bolt (0.25 s per tuple) got through only a handful.
     assert len(events_of(lc.events_dir, "blocking", "got")) < n // 5
+
+
+def test_a_chatty_bolt_cannot_fill_the_disk_its_worker_log_rotates(cluster):
+    from topos import ChattyBolt
+    b = TopologyBuilder()
+    b.set_spout("numbers", NumberSpout(), 2)
+    b.set_bolt("chatty", ChattyBolt(), 2).shuffle_grouping("numbers")
+    n, limit = 2000, 64 * 1024
+    lc = cluster(b.create_topology(), {"test.spout.count": n, "worker.log.max.bytes": limit,
+                                       "worker.log.backups": 2})
+    lc.wait_for(lambda: len(set(events_of(lc.events_dir, "numbers", "ack"))) == n, timeout=60,
+                what="every message acked")
+    for w in lc.workers:
+        logs = sorted(os.listdir(os.path.dirname(w.log_path)))
+        name = os.path.basename(w.log_path)
+        assert f"{name}.1" in logs and f"{name}.2" in logs and f"{name}.3" not in logs, logs
+        total = sum(os.path.getsize(os.path.join(os.path.dirname(w.log_path), f))
+                    for f in logs if f.startswith(name))
+        assert total <= 3 * (limit + 64 * 1024), total  # each file: the limit plus a chunk
+    # ~1 MB per worker was written; the newest lines are in the current file.
+    newest = 0
+    for w in lc.workers:
+        with open(w.log_path, errors="replace") as fh:
+            newest = max([newest] + [int(line.split()[1]) for line in fh
+                                     if line.startswith("chatty ")])
+    assert newest >= n - 200

@@ -419,3 +419,18 @@ class MapBolt(BasicBolt):
 
     def declare_output_fields(self, declarer):
         declarer.declare(["v"])
+
+
+class ChattyBolt(Bolt):
+    """Writes a 1 KB line to stderr (its worker's log) for every tuple, and acks it."""
+
+    def prepare(self, conf, context, collector):
+        import sys
+        self.collector, self.err = collector, sys.stderr
+
+    def execute(self, tup):
+        self.err.write(f"chatty {tup.values[0]} " + "x" * 1000 + "\n")
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        pass
