@@ -18,8 +18,9 @@ from typing import Callable
 
 
 class RotatingFile:
-    """Appends bytes to ``path``; past ``max_bytes`` the file becomes ``path.1`` (older ones
-    shift up, ``backups`` are kept) and a new one starts. Not thread-safe."""
+    """Appends bytes to ``path``; a file never passes ``max_bytes``: it becomes ``path.1``
+    (older ones shift up, ``backups`` are kept) and a new one starts, cut after a newline
+    where one fits (a line longer than the limit is split). Not thread-safe."""
 
     def __init__(self, path: str, max_bytes: int, backups: int):
         self.path, self.max_bytes, self.backups = path, max_bytes, backups
@@ -31,8 +32,19 @@ class RotatingFile:
         self.size = os.fstat(self.fd).st_size
 
     def write(self, data: bytes) -> None:
-        if self.size and self.size + len(data) > self.max_bytes:
+        # A chunk read from the pipe may hold many writes (up to 64 KiB): cut it to size.
+        while data:
+            room = self.max_bytes - self.size
+            if len(data) <= room:
+                self._append(data)
+                return
+            cut = data.rfind(b"\n", 0, room) + 1 or (room if self.size == 0 else 0)
+            if cut:
+                self._append(data[:cut])
+                data = data[cut:]
             self._rotate()
+
+    def _append(self, data: bytes) -> None:
         try:
             os.write(self.fd, data)
             self.size += len(data)
