@@ -21,10 +21,10 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 from typing import Any, Mapping
 
 from ..client.errors import SquallError
+from ..client.stderr_pump import pump_stderr
 from .topology_file import import_file, user_error
 
 
@@ -53,31 +53,37 @@ JVM_LINE = re.compile(r"^(WARNING: Using incubator modules|Using Spark's default
                       r"\s+at [\w$.<>]+\(|\[Stage \d+)")
 
 
+class _JvmFilter:
+    """Splits what reaches stderr into lines: JVM lines to the log, the rest to the real
+    stderr (a copy of fd 2 taken before the pipe replaced it)."""
+
+    def __init__(self, log_path: str):
+        self.real = os.fdopen(os.dup(2), "wb", buffering=0)
+        self.log = open(log_path, "ab", buffering=0)
+        self.partial = b""
+
+    def __call__(self, data: bytes) -> None:
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        for line in lines:
+            self._route(line + b"\n")
+
+    def _route(self, line: bytes) -> None:
+        jvm = JVM_LINE.match(line.decode("utf-8", "replace"))
+        (self.log if jvm else self.real).write(line)
+
+    def close(self) -> None:
+        if self.partial:
+            self._route(self.partial)
+        self.log.close()
+        self.real.close()
+
+
 def quiet_jvm_lines(log_path: str):
     """From now on, this process's stderr (fd 2, which child JVMs inherit) passes through a
     filter: JVM lines go to ``log_path``, the rest to the real stderr. Returns ``finish()``,
     which lets the filter drain (a JVM still running keeps the pipe open: bounded)."""
-    real = os.fdopen(os.dup(2), "w", buffering=1)
-    r, w = os.pipe()
-    os.dup2(w, 2)
-    os.close(w)
-    sys.stderr = os.fdopen(os.dup(2), "w", buffering=1)
-
-    def pump() -> None:
-        with os.fdopen(r, errors="replace") as lines, open(log_path, "a") as log:
-            for line in lines:
-                (log if JVM_LINE.match(line) else real).write(line)
-                log.flush()
-    t = threading.Thread(target=pump, name="squall-report-stderr", daemon=True)
-    t.start()
-
-    def finish() -> None:
-        sys.stderr.flush()
-        sys.stderr.close()
-        os.close(2)
-        t.join(timeout=2.0)
-        real.flush()
-    return finish
+    f = _JvmFilter(log_path)
+    return pump_stderr(f, done=f.close, name="squall-report-stderr", drain_secs=2.0)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,20 +1,20 @@
 """A worker's log, bounded: what it writes to stderr (and stdout, when that is the same
 file) rotates by size, so a chatty bolt cannot fill the disk.
 
-The supervisor starts a worker with its stderr on the log file. :func:`bound_log` puts a
-pipe in its place (fd 2, which child processes such as Spark's JVM inherit too) and a
-thread copies the pipe into the file, moving it to ``<log>.1`` (``.2``, ...) when it
-passes ``worker.log.max.bytes`` and keeping ``worker.log.backups`` old files. Python's
-``sys.stderr`` writes to fd 2 and so goes the same way; nothing else changes.
+The supervisor starts a worker with its stderr on the log file. :func:`bound_log` routes
+fd 2 (which child processes such as Spark's JVM inherit too) through a pipe
+(:func:`~squall.client.stderr_pump.pump_stderr`) into that file, moving it to ``<log>.1``
+(``.2``, ...) when it would pass ``worker.log.max.bytes`` and keeping
+``worker.log.backups`` old files.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-import sys
-import threading
 from typing import Callable
+
+from ..client.stderr_pump import pump_stderr
 
 
 class RotatingFile:
@@ -85,36 +85,5 @@ def bound_log(max_bytes: int, backups: int) -> Callable[[], None] | None:
     except OSError:
         same_out = False
     sink = RotatingFile(path, max_bytes, backups)
-    r, w = os.pipe()
-    sys.stderr.flush()
-    sys.stdout.flush()
-    os.dup2(w, 2)
-    if same_out:
-        os.dup2(w, 1)
-    os.close(w)
-
-    def pump() -> None:
-        while True:
-            data = os.read(r, 65536)
-            if not data:
-                break
-            sink.write(data)
-        os.close(r)
-        sink.close()
-
-    t = threading.Thread(target=pump, name="squall-worker-log", daemon=True)
-    t.start()
-
-    def finish() -> None:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        devnull = os.open(os.devnull, os.O_WRONLY)  # our ends of the pipe close; EOF follows
-        os.dup2(devnull, 2)
-        if same_out:
-            os.dup2(devnull, 1)
-        os.close(devnull)
-        t.join(timeout=0.5)  # what is in the pipe is read at once; a child may hold it open
-    return finish
+    return pump_stderr(sink.write, also_stdout=same_out, done=sink.close,
+                       name="squall-worker-log")
