@@ -179,7 +179,7 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def _stop_children(procs: list[subprocess.Popen], grace: float) -> None:
+def stop_children(procs: list[subprocess.Popen], grace: float) -> None:
     """SIGTERM, SIGKILL whatever is left after ``grace`` s, reap, close the pipes."""
     for p in procs:
         if p.poll() is None:
@@ -417,7 +417,7 @@ class Hosts:
             return
         self._closed = True
         try:
-            _stop_children(self._procs, grace)
+            stop_children(self._procs, grace)
             # What those started (not ours to reap) would keep a namespace alive, nameless.
             strays = [int(pid) for ns in self._made
                       for pid in _ip("netns", "pids", ns, check=False).stdout.split()]

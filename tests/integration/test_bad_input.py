@@ -20,6 +20,7 @@ import msgpack
 import pytest
 import zmq
 
+from planted import Planted
 from squall.client.errors import (IllegalState, InvalidRequest, LimitExceeded,
                                   PermissionDenied, SquallError, TopologyNotFound)
 from squall.client.nimbus_client import NimbusClient
@@ -35,14 +36,6 @@ pytestmark = pytest.mark.integration
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N = 1500
-
-
-class Planted:
-    def __init__(self, path):
-        self.path = path
-
-    def __reduce__(self):
-        return (os.mkdir, (self.path,))
 
 
 def steady_topology():

@@ -25,7 +25,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -147,26 +146,13 @@ class CrossHostCluster:
         SIGKILL after a bound. Returns the worker pids still alive after the supervisors."""
         self.note_worker_pids()
         sups = [p for n, p in self.daemons.items() if n.startswith("supervisor")]
-        self._terminate(sups, KILL_GRACE + 15)
+        netns.stop_children(sups, KILL_GRACE + 15)
         survivors = sorted(p for p in self.worker_pids if netns.alive(p))
-        self._terminate([p for n, p in self.daemons.items() if not n.startswith("supervisor")],
-                        15)
+        netns.stop_children([p for n, p in self.daemons.items()
+                             if not n.startswith("supervisor")], 15)
         if self.zk is not None:
-            self._terminate([self.zk], 15)
+            netns.stop_children([self.zk], 15)
         return survivors
-
-    @staticmethod
-    def _terminate(procs, grace) -> None:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        for p in procs:
-            try:
-                p.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(10)
 
     # -- the CLI, inside host 0 --
     def squall(self, *args, timeout=60) -> subprocess.CompletedProcess:

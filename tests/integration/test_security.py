@@ -2,28 +2,18 @@
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 
 import pytest
 import zmq
 
+from planted import Planted
 from squall.client import TopologyBuilder
 from squall.client.values import ValueTypes
 from squall.worker.frame import Codec
 from topos import POINT_SERIALIZERS, NumberSpout, PointSpout, RecordingBolt, events_of
 
 pytestmark = pytest.mark.integration
-
-
-class Planted:
-    """Unpickling this makes a directory: the proof that bytes from the wire ran code."""
-
-    def __init__(self, path):
-        self.path = path
-
-    def __reduce__(self):
-        return (os.mkdir, (self.path,))
 
 
 def sink_topology(spout):

@@ -1,14 +1,14 @@
 """Worker wire frames: encode/decode round trips and strict rejection of malformed frames."""
 
-import os
 import random
 
 import msgpack
 import pytest
 
 from squall.client.errors import SerializationError
-from squall.worker.frame import BACKPRESSURE, DATA, VERSION, BadFrame, Codec, decode
+from planted import Planted
 from squall.client.values import ValueTypes
+from squall.worker.frame import BACKPRESSURE, DATA, VERSION, BadFrame, Codec, decode
 
 PICKLING = ValueTypes(pickle_out=True, pickle_in=True)
 
@@ -102,20 +102,12 @@ def test_bad_frame_message_says_what_is_wrong():
         decode(BAD_FRAMES["unknown kind"])
 
 
-class _Planted:
-    def __init__(self, path):
-        self.path = path
-
-    def __reduce__(self):
-        return (os.mkdir, (self.path,))
-
-
 @pytest.mark.parametrize("values", [ValueTypes(), ValueTypes(pickle_out=True)],
                          ids=["default", "fallback on, channel not authenticated"])
 def test_a_pickled_value_is_refused_and_never_run(tmp_path, values):
     """The frame a stranger sends a worker port: it must not run (issue 11's first hole)."""
     planted = tmp_path / "ran"
-    frame = Codec(PICKLING).data([[1, 2, "default", [_Planted(str(planted))], None]])
+    frame = Codec(PICKLING).data([[1, 2, "default", [Planted(str(planted))], None]])
     with pytest.raises(BadFrame, match="pickled value refused"):
         decode(frame, values)
     assert not planted.exists()

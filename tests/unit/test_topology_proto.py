@@ -1,10 +1,10 @@
 """Topology <-> protobuf bytes: everything a worker needs survives the round trip."""
 
-import os
 import pickle
 
 import pytest
 
+from planted import Planted
 from squall.client import grouping as g
 from squall.client.components import Bolt, Spout
 from squall.client.errors import InvalidTopology
@@ -129,24 +129,14 @@ def test_round_tripped_custom_grouping_routes():
     assert [router.choose([n, 0]) for n in range(4)] == [[10], [20], [30], [10]]
 
 
-class _Planted:
-    """Unpickling this writes a file: the proof that something ran code."""
-
-    def __init__(self, path):
-        self.path = path
-
-    def __reduce__(self):
-        return (os.mkdir, (self.path,))
-
-
 def test_reading_a_topology_runs_none_of_its_pickles(tmp_path):
     """Nimbus reads (and validates) any client's topology: neither a custom grouping's
     pickle nor a component's may run there."""
     planted = tmp_path / "ran"
     msg = to_proto(every_grouping_topology())
     msg.bolts["sink"].common.inputs[-1].grouping.custom_serialized = \
-        pickle.dumps(_Planted(str(planted)))
-    msg.bolts["echo"].bolt_object.serialized_python = pickle.dumps(_Planted(str(planted)))
+        pickle.dumps(Planted(str(planted)))
+    msg.bolts["echo"].bolt_object.serialized_python = pickle.dumps(Planted(str(planted)))
     back = from_proto(msg)
     validate(back)
     assert not planted.exists()
