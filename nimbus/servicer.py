@@ -109,26 +109,28 @@ class NimbusServicer(pb_grpc.NimbusServicer):
         self.secure = secure
         self.authz = Authorizer(nimbus.conf)
 
-    def _allow(self, context: grpc.ServicerContext, verb: str, name: str | None = None,
-               topology_id: str | None = None) -> Principal | None:
-        """The caller, once allowed to ``verb`` (None on a plain port: nobody is known)."""
+    def _caller(self, context: grpc.ServicerContext, verb: str) -> Principal | None:
+        """Who calls (None on a plain port: nobody is known)."""
         if not self.secure:
             return None
         p = tls.principal_of(context)
         if p is None:  # TLS with require_client_auth makes this unreachable; be strict anyway
             raise Unauthenticated(f"{verb} needs a client certificate signed by the cluster's CA")
-        self.authz.check(verb, p, lambda: self.nimbus.topology_acl(name, topology_id))
+        return p
+
+    def _allow(self, context: grpc.ServicerContext, verb: str, name: str | None = None,
+               topology_id: str | None = None) -> Principal | None:
+        """The caller, once allowed to ``verb``."""
+        p = self._caller(context, verb)
+        if p is not None:
+            self.authz.check(verb, p, lambda: self.nimbus.topology_acl(name, topology_id))
         return p
 
     def _guard(self, context: grpc.ServicerContext, verb: str):
         """For a change to a topology named in the request: authenticate now, authorize
         inside Nimbus's lock against the topology actually changed (None on a plain port)."""
-        if not self.secure:
-            return None
-        p = tls.principal_of(context)
-        if p is None:
-            raise Unauthenticated(f"{verb} needs a client certificate signed by the cluster's CA")
-        return lambda acl: self.authz.check(verb, p, acl)
+        p = self._caller(context, verb)
+        return None if p is None else (lambda acl: self.authz.check(verb, p, acl))
 
     # --- upload / download ---
     @_rpc
