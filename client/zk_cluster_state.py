@@ -269,44 +269,41 @@ class KazooClusterState(ClusterState):
 
     # --- ACLs ---
     def _allow_topology(self, name: str, owner: str) -> None:
-        if self.identity.kind != "cluster" or (name, owner) in self._allowed:
-            return
-        z, path = self._client, self.paths.transactional_root
-        grant = zk_auth.topology_acl(self.identity.payload, name, owner)
-
-        def attempt():
-            self._sync(z.ensure_path_async(path))
-            acls, stat = self._sync(z.get_acls_async(path))
-            if grant in acls:
-                return
-            try:  # at the ACL version read: another Nimbus may be adding its grant too
-                self._sync(z.set_acls_async(path, list(acls) + [grant], version=stat.aversion))
-                log.info("topology %s may create transactional state in %s", name, path)
-            except BadVersionError:
-                raise ForceRetryError() from None
-        self._call("allow", path, attempt)
-        self._allowed.add((name, owner))
+        if self.identity.kind == "cluster" and (name, owner) not in self._allowed:
+            self._set_grant(name, owner, True)
+            self._allowed.add((name, owner))
 
     def _disallow_topology(self, name: str, owner: str) -> None:
-        if self.identity.kind != "cluster":
-            return
+        if self.identity.kind == "cluster":
+            self._set_grant(name, owner, False)
+            self._allowed.discard((name, owner))
+
+    def _set_grant(self, name: str, owner: str, present: bool) -> None:
+        """Add or remove a topology's grant on the transactional root: a read-modify-write
+        at the ACL version read (another Nimbus may be changing it too), retried on a
+        conflict."""
         z, path = self._client, self.paths.transactional_root
         grant = zk_auth.topology_acl(self.identity.payload, name, owner)
 
         def attempt():
+            if present:
+                self._sync(z.ensure_path_async(path))
             try:
                 acls, stat = self._sync(z.get_acls_async(path))
             except NoNodeError:
+                if present:
+                    raise
+                return  # removing: nothing to take the grant from
+            if (grant in acls) == present:
                 return
-            if grant not in acls:
-                return
+            changed = list(acls) + [grant] if present else [a for a in acls if a != grant]
             try:
-                self._sync(z.set_acls_async(path, [a for a in acls if a != grant],
-                                            version=stat.aversion))
+                self._sync(z.set_acls_async(path, changed, version=stat.aversion))
             except BadVersionError:
                 raise ForceRetryError() from None
-        self._call("disallow", path, attempt)
-        self._allowed.discard((name, owner))
+            if present:
+                log.info("topology %s may create transactional state in %s", name, path)
+        self._call("allow" if present else "disallow", path, attempt)
 
     def _lock_open_tree(self) -> None:
         """Lock the nodes a cluster left open while it ran without auth (an upgrade).
