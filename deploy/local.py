@@ -32,7 +32,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from ..client import config as cfg
-from ..client.contract import EXIT_USER_CODE
+from ..client.contract import EXIT_USER_CODE, write_text_atomic
 from ..client.daemon import Daemon
 from ..client.errors import SquallError
 from ..client.topology import Topology
@@ -118,9 +118,8 @@ class LocalCluster(Daemon):
                 cfg.SQUALL_TLS_CERT_FILE, cfg.SQUALL_TLS_KEY_FILE)
         #: Where that squall.yaml is.
         self.client_yaml = os.path.join(self.base_dir, "squall.yaml")
-        fd = os.open(self.client_yaml, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            yaml.safe_dump({k: self.conf[k] for k in keys if self.conf.get(k) is not None}, fh)
+        write_text_atomic(self.client_yaml, yaml.safe_dump(  # owner-only
+            {k: self.conf[k] for k in keys if self.conf.get(k) is not None}))
 
     def _throwaway_tls(self) -> dict[str, Any]:
         """Mutual TLS with a CA made for this run: one certificate, the local user's, which

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from ..client import config as cfg
+from ..client.contract import write_text_atomic
 from ..client.errors import (InvalidRequest, LimitExceeded, PackageTooLarge, PermissionDenied,
                              TopologyNotFound)
 
@@ -260,10 +261,8 @@ class PackageStore:
         try:
             put_package(tmp)
             (tmp / TOPOLOGY_FILE).write_bytes(topology_bytes)
-            conf_path = tmp / CONF_FILE  # owner-only: it holds the topology's secrets
-            with os.fdopen(os.open(conf_path, os.O_WRONLY | os.O_CREAT, 0o600), "w",
-                           encoding="utf-8") as fh:
-                fh.write(conf_json)
+            # Owner-only: it holds the topology's secrets.
+            write_text_atomic(str(tmp / CONF_FILE), conf_json)
             shutil.rmtree(final, ignore_errors=True)
             os.replace(tmp, final)
         except BaseException:
