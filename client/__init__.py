@@ -15,16 +15,19 @@ from .topology import Topology, TopologyBuilder
 from .tuple import DEFAULT_STREAM, Fields, Tuple
 
 
-def _version() -> str:
+def __getattr__(name: str) -> str:
+    """``__version__``, Squall's version (Nimbus reports it, `squall version` prints it),
+    read on first use: reading package metadata takes ~20 ms, which every worker start and
+    CLI call would otherwise pay."""
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from importlib.metadata import PackageNotFoundError, version
     try:
-        return version("squall")  # pyproject.toml's, the one source
+        value = version("squall")  # pyproject.toml's, the one source
     except PackageNotFoundError:  # run from a checkout that was never installed
-        return "0+unknown"
-
-
-#: Squall's version (Nimbus reports it, `squall version` prints it).
-__version__ = _version()
+        value = "0+unknown"
+    globals()["__version__"] = value
+    return value
 
 __all__ = [
     "BasicBolt", "Bolt", "Component", "ConfigError", "CustomStreamGrouping", "DEFAULT_STREAM",
