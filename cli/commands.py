@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..client import config as cfg
 from ..client.errors import NimbusUnavailable, SquallError, TopologyNotFound
+from ..client.health import last_error_line, topology_health
 from ..deploy.topology_file import user_error
 
 Echo = Callable[[str], None]
@@ -213,10 +214,10 @@ def format_uptime(secs: int) -> str:
 
 def topology_table(topologies: Iterable[Any]) -> list[str]:
     """The lines of ``squall list``'s table (header first)."""
-    rows = [("NAME", "ID", "STATUS", "WORKERS", "EXECUTORS", "TASKS", "UPTIME")]
+    rows = [("NAME", "ID", "STATUS", "WORKERS", "EXECUTORS", "TASKS", "UPTIME", "HEALTH")]
     for t in topologies:
         rows.append((t.name, t.id, t.status, str(t.num_workers), str(t.num_executors),
-                     str(t.num_tasks), format_uptime(t.uptime_secs)))
+                     str(t.num_tasks), format_uptime(t.uptime_secs), topology_health(t)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
@@ -229,6 +230,10 @@ def list_topologies(conf: Mapping[str, Any], echo: Echo) -> None:
     else:
         for line in topology_table(info.topologies):
             echo(line)
+        for t in info.topologies:
+            line = last_error_line(t)
+            if line:
+                echo(line)
     used = sum(s.num_used_slots for s in info.supervisors)
     total = sum(s.num_slots for s in info.supervisors)
     echo(f"{len(info.supervisors)} supervisor(s), {used}/{total} slots used")

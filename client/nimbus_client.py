@@ -198,9 +198,12 @@ class NimbusClient:
         """Supervisors, topologies and Nimbuses (``squall list``)."""
         return self._call("GetClusterInfo", topology_pb2.Empty())
 
-    def topology_info(self, name: str | None = None, topology_id: str | None = None
-                      ) -> pb.TopologyInfo:
+    def topology_info(self, name: str | None = None, topology_id: str | None = None,
+                      window_secs: int = 0) -> pb.TopologyInfo:
+        """Executors, components and errors; counters over the last ``window_secs`` (Storm's
+        600, 10800, 86400), 0 = since each worker started."""
         ref = pb.TopologyRef(id=topology_id) if topology_id is not None else pb.TopologyRef(name=name)
+        ref.window_secs = window_secs
         return self._call("GetTopologyInfo", ref)
 
     def topology_conf(self, topology_id: str, include_secrets: bool = False) -> str:

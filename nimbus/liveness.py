@@ -24,6 +24,7 @@ from typing import Any, Mapping
 from ..client import config as cfg
 from ..client.contract import Assignment, ContractError, SupervisorInfo, host_port
 from .scheduler import Slot
+from .stats_windows import Snap, TaskSeries
 
 log = logging.getLogger("squall.nimbus")
 
@@ -41,15 +42,23 @@ class Liveness:
         self.supervisor_reports: dict[str, float] = {}
         #: When this Nimbus began to lead: nothing counts as silent from before then.
         self.lead_start = now
+        #: (topology id, task) -> the task's windowed history (stats_windows.py).
+        self.series: dict[tuple[str, int], TaskSeries] = {}
+        #: supervisor id -> its latest list of recent worker restarts (WorkerRestart).
+        self.restarts: dict[str, list[Any]] = {}
         self._lock = threading.Lock()
 
     def leading_since(self, now: float) -> None:
         self.lead_start = now
 
-    def record(self, supervisor_id: str, heartbeats: list[Any], now: float) -> None:
-        """Keep a supervisor's report of its workers' heartbeats."""
+    def record(self, supervisor_id: str, heartbeats: list[Any], now: float,
+               restarts: list[Any] | None = None) -> None:
+        """Keep a supervisor's report of its workers' heartbeats (and its recent restarts,
+        which replace the ones it sent before)."""
         with self._lock:
             self.supervisor_reports[supervisor_id] = now
+            if restarts is not None:
+                self.restarts[supervisor_id] = list(restarts)
             for hb in heartbeats:
                 key = (supervisor_id, hb.topology_id, int(hb.port))
                 prev = self.heartbeats.get(key)
@@ -58,6 +67,11 @@ class Liveness:
                     self.heartbeats[key] = (prev[0], hb)
                 else:
                     self.heartbeats[key] = (now, hb)
+                    for ts in hb.tasks:
+                        series = self.series.get((hb.topology_id, ts.task))
+                        if series is None:
+                            series = self.series[(hb.topology_id, ts.task)] = TaskSeries()
+                        series.add(now, ts)
 
     def live_supervisors(self, registered: Mapping[str, dict], now: float
                          ) -> dict[str, SupervisorInfo]:
@@ -105,3 +119,35 @@ class Liveness:
                     for ts in hb[1].tasks:
                         out[ts.task] = (hb[1].time_secs, ts)
         return out
+
+    def windowed(self, topology_id: str, tasks: list[int], now: float, secs: float
+                 ) -> list[tuple[Snap, float]]:
+        """Each of ``tasks``' values over the last ``secs`` (0: all), with the span covered."""
+        with self._lock:
+            return [self.series[(topology_id, t)].window(now, secs) for t in tasks
+                    if (topology_id, t) in self.series]
+
+    def recent_restarts(self, topology_id: str, now: float, secs: float) -> int:
+        """Worker restarts of the topology within the last ``secs``, on every supervisor."""
+        with self._lock:
+            return sum(1 for rs in self.restarts.values() for r in rs
+                       if r.topology_id == topology_id and now - r.time_secs <= secs)
+
+    def live_workers(self, record: Assignment, now: float) -> int:
+        """Slots of ``record`` whose worker reported within nimbus.task.timeout.secs."""
+        n = 0
+        with self._lock:
+            for hp, sid in record.slots.items():
+                hb = self.heartbeats.get((sid, record.topology_id, host_port(hp)[1]))
+                if hb is not None and now - hb[0] <= self.task_timeout_secs and \
+                        hb[1].state in ("", "running"):
+                    n += 1
+        return n
+
+    def forget(self, topology_id: str) -> None:
+        """Drop what is kept of a removed topology."""
+        with self._lock:
+            for key in [k for k in self.series if k[0] == topology_id]:
+                del self.series[key]
+            for key in [k for k in self.heartbeats if k[1] == topology_id]:
+                del self.heartbeats[key]

@@ -104,6 +104,8 @@ class Nimbus(Daemon):
         self.address = f"{self.host}:{self.port}"
         self.monitor_secs = float(self.conf.get(cfg.NIMBUS_MONITOR_FREQ_SECS) or 10)
         self.start_time = time.time()
+        #: topology id -> its newest error row (views.error_row), or None: none so far.
+        self._last_errors: dict[str, dict[str, Any] | None] = {}
         #: Worker heartbeats and supervisor reports: which slots are alive.
         self.liveness = Liveness(self.conf, self.start_time)
         #: Names, owners and assignments of live topologies, kept while leading.
@@ -282,6 +284,8 @@ class Nimbus(Daemon):
             self.cluster_state.remove_storm(inst.topology_id)
             self.index.remove(inst.topology_id)
             self.package_store.remove(inst.topology_id)
+            self.liveness.forget(inst.topology_id)
+            self._last_errors.pop(inst.topology_id, None)
             self._timers = [t for t in self._timers if t[1] != inst.topology_id]
             heapq.heapify(self._timers)
             log.info("topology %s removed (%s)", inst.topology_id, stimulus_id)
@@ -600,12 +604,12 @@ class Nimbus(Daemon):
                                          executors=executors, stimulus_id=f"rebalance-{name}"))
 
     def record_heartbeats(self, supervisor_id: str, heartbeats: list[Any],
-                          errors: list[Any] = ()) -> None:
+                          errors: list[Any] = (), restarts: list[Any] | None = None) -> None:
         """Keep the supervisor's worker heartbeats in memory (never in ZooKeeper); the leader
         stores the forwarded worker ``errors`` (WorkerError) under /errors, one write each.
         Only the leader takes them (NotALeader otherwise)."""
         self.require_leader()  # a follower's view would go unused: the supervisor finds the leader
-        self.liveness.record(supervisor_id, heartbeats, time.time())
+        self.liveness.record(supervisor_id, heartbeats, time.time(), restarts)
         if errors:  # outside the lock: ZooKeeper writes must not stall the loop
             self._store_errors(errors)
 
@@ -615,6 +619,12 @@ class Nimbus(Daemon):
             e = we.error
             if self._state(we.topology_id) is None:
                 continue  # a removed topology: its /errors subtree would never be deleted
+            if we.topology_id in self._last_errors:
+                prev = self._last_errors[we.topology_id]
+                if prev is None or e.time_secs >= prev["time_secs"]:
+                    self._last_errors[we.topology_id] = {
+                        "component": e.component, "error": e.error, "time_secs": e.time_secs,
+                        "host": e.host, "port": e.port, "task": e.task}
             try:
                 self.cluster_state.report_error(we.topology_id, e.component, e.error,
                                                 e.time_secs, host=e.host, port=e.port,
@@ -627,20 +637,33 @@ class Nimbus(Daemon):
         """Supervisors, topologies and Nimbuses, as plain dicts (Storm's getClusterInfo)."""
         topologies = [t for t in map(self._state, self.cluster_state.storm_ids()) if t]
         return views.cluster_info(self.cluster_state, topologies, self.nimbuses(),
-                                  time.time() - self.start_time)
+                                  time.time() - self.start_time, self.liveness,
+                                  self._last_error)
+
+    def _last_error(self, tid: str) -> dict[str, Any] | None:
+        """The topology's newest error: read from ZooKeeper once, then kept up to date as
+        supervisors forward errors (so `squall list` costs no reads per topology)."""
+        if tid not in self._last_errors:
+            try:
+                errs = self.cluster_state.errors(tid)
+            except ClusterStateError:
+                return None
+            self._last_errors[tid] = views.error_row(errs[-1]) if errs else None
+        return self._last_errors[tid]
 
     def nimbuses(self) -> list[dict[str, Any]]:
         leader = self.address if self.is_leader else self._leader_address()
         return views.nimbus_rows(self.cluster_state, leader)
 
-    def topology_info(self, name: str | None = None, topology_id: str | None = None
-                      ) -> dict[str, Any]:
+    def topology_info(self, name: str | None = None, topology_id: str | None = None,
+                      window_secs: float = 0) -> dict[str, Any]:
         """One topology's executors, component totals and errors (Storm's getTopologyInfo)."""
         state = self._by_name(name) if name is not None else self._state(topology_id or "")
         if state is None:
             raise TopologyNotFound(f"no live topology with id {topology_id!r}; `squall list` "
                                    "shows the running ones")
-        return views.topology_info(self.cluster_state, self.package_store, self.liveness, state)
+        return views.topology_info(self.cluster_state, self.package_store, self.liveness, state,
+                                   window_secs)
 
     def topology_acl(self, name: str | None = None, topology_id: str | None = None
                      ) -> TopologyAcl:

@@ -23,6 +23,7 @@ import threading
 from concurrent import futures
 
 import grpc
+from google.protobuf import json_format
 
 from ..client import config as cfg
 from ..client import tls
@@ -94,6 +95,11 @@ def _rpc(method):
         except Exception as exc:  # noqa: BLE001 - the one translation point
             _fail(op, context, exc)
     return unary
+
+
+def _message(cls, row: dict):
+    """A view's dict (nimbus/views.py, proto field names) as a message, nested parts too."""
+    return json_format.ParseDict(row, cls())
 
 
 def _opt(msg, field: str):
@@ -222,28 +228,24 @@ class NimbusServicer(pb_grpc.NimbusServicer):
         info = self.nimbus.cluster_info()
         return pb.ClusterSummary(
             supervisors=[pb.SupervisorSummary(**s) for s in info["supervisors"]],
-            topologies=[pb.TopologySummary(**t) for t in info["topologies"]],
+            topologies=[_message(pb.TopologySummary, t) for t in info["topologies"]],
             nimbus_uptime_secs=info["nimbus_uptime_secs"],
             nimbuses=[pb.NimbusSummary(**n) for n in info["nimbuses"]])
 
     @_rpc
     def GetTopologyInfo(self, request, context):
         which = request.WhichOneof("ref")
+        if request.window_secs < 0:
+            raise InvalidRequest(f"window_secs must be 0 (all time) or positive, got "
+                                 f"{request.window_secs}")
         if which == "name":
             self._allow(context, "getTopologyInfo", name=request.name)
-            info = self.nimbus.topology_info(name=request.name)
+            info = self.nimbus.topology_info(name=request.name, window_secs=request.window_secs)
         else:
             self._allow(context, "getTopologyInfo", topology_id=request.id)
-            info = self.nimbus.topology_info(topology_id=request.id)
-        errors = [pb.ErrorInfo(component=e.get("component", ""), error=e.get("error", ""),
-                               time_secs=int(e.get("time") or 0), host=e.get("host") or "",
-                               port=int(e.get("port") or 0), task=int(e.get("task") or 0))
-                  for e in info["errors"]]
-        return pb.TopologyInfo(id=info["id"], name=info["name"], status=info["status"],
-                               uptime_secs=info["uptime_secs"], owner=info["owner"],
-                               executors=[pb.ExecutorSummary(**e) for e in info["executors"]],
-                               components=[pb.ComponentStats(**c) for c in info["components"]],
-                               errors=errors)
+            info = self.nimbus.topology_info(topology_id=request.id,
+                                             window_secs=request.window_secs)
+        return _message(pb.TopologyInfo, info)
 
     @_rpc
     def GetTopologyConf(self, request, context):
@@ -282,7 +284,7 @@ class NimbusServicer(pb_grpc.NimbusServicer):
     def SendSupervisorWorkerHeartbeats(self, request, context):
         self._allow(context, "sendSupervisorWorkerHeartbeats")
         self.nimbus.record_heartbeats(request.supervisor_id, list(request.worker_heartbeats),
-                                      list(request.errors))
+                                      list(request.errors), list(request.restarts))
         return topology_pb2.Empty()
 
 

@@ -10,10 +10,11 @@ before the first).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 from google.protobuf.message import DecodeError
 
+from ..client import histogram
 from ..client.cluster_state import ClusterState
 from ..client.contract import Assignment, ContractError, SupervisorInfo, host_port
 from ..client.errors import SquallError
@@ -21,9 +22,12 @@ from ..proto import topology_pb2
 from .lifecycle import TopologyState
 from .liveness import Liveness
 from .package_store import PackageStore
+from .stats_windows import summarize
 
 #: TaskStats counters summed into executor and component summaries.
 STAT_FIELDS = ("emitted", "transferred", "executed", "acked", "failed", "pending")
+#: The span of "recent" worker restarts in summaries, seconds.
+RESTART_WINDOW_SECS = 60
 
 
 def stored_assignment(state: ClusterState, tid: str) -> Assignment | None:
@@ -39,8 +43,12 @@ def stored_assignment(state: ClusterState, tid: str) -> Assignment | None:
 
 
 def cluster_info(state: ClusterState, topologies: list[TopologyState],
-                 nimbuses: list[dict[str, Any]], uptime_secs: float) -> dict[str, Any]:
-    """Supervisors, topologies and Nimbuses (Storm's getClusterInfo)."""
+                 nimbuses: list[dict[str, Any]], uptime_secs: float,
+                 liveness: Liveness | None = None,
+                 last_error: Callable[[str], dict | None] = lambda tid: None
+                 ) -> dict[str, Any]:
+    """Supervisors, topologies (with their health: recent restarts, live workers, the last
+    error) and Nimbuses (Storm's getClusterInfo)."""
     now = time.time()
     used: dict[str, int] = {}
     rows = []
@@ -54,6 +62,14 @@ def cluster_info(state: ClusterState, topologies: list[TopologyState],
             "num_executors": len(record.executors) if record else 0,
             "num_tasks": sum(len(ts) for _, ts in record.executors) if record else 0,
             "uptime_secs": int(now - t.launch_time_secs), "owner": t.owner})
+        if liveness is not None:
+            rows[-1]["recent_restarts"] = liveness.recent_restarts(t.topology_id, now,
+                                                                   RESTART_WINDOW_SECS)
+            rows[-1]["restart_window_secs"] = RESTART_WINDOW_SECS
+            rows[-1]["live_workers"] = liveness.live_workers(record, now) if record else 0
+        err = last_error(t.topology_id)
+        if err:
+            rows[-1]["last_error"] = err
     supervisors = []
     for sid, data in sorted(state.supervisors().items()):
         try:
@@ -77,43 +93,48 @@ def nimbus_rows(state: ClusterState, leader: str | None) -> list[dict[str, Any]]
 
 
 def topology_info(state: ClusterState, packages: PackageStore, liveness: Liveness,
-                  topology: TopologyState) -> dict[str, Any]:
+                  topology: TopologyState, window_secs: float = 0) -> dict[str, Any]:
     """One topology's executors (with host, port, uptime), per-component totals and recent
-    errors (Storm's getTopologyInfo)."""
+    errors (Storm's getTopologyInfo), counters over the last ``window_secs`` (0: since each
+    worker started; nimbus/stats_windows.py)."""
     now = time.time()
     tid = topology.topology_id
     record = stored_assignment(state, tid) or Assignment(tid, {}, {})
     worker_of = record.worker_of_task()
-    stats = liveness.task_stats(record)
+    latest = liveness.task_stats(record)
     executors = []
     for comp, tasks in record.executors:
         hp = worker_of.get(tasks[0], ":0")
         host, port = host_port(hp)
+        uptime = now - record.start_times.get(hp, now)
         ex = {"component_id": comp, "task_start": tasks[0], "task_end": tasks[-1],
-              "host": host, "port": port,
-              "uptime_secs": int(now - record.start_times.get(hp, now))}
-        lat_sum = lat_n = 0.0
-        for t in tasks:
-            if t not in stats:
-                continue
-            hb_time, ts = stats[t]
-            ex["stats_time_secs"] = hb_time
-            for f in STAT_FIELDS:
-                ex[f] = ex.get(f, 0) + getattr(ts, f)
-            if ts.HasField("complete_latency") and ts.complete_latency.n:
-                lat_sum += ts.complete_latency.mean * ts.complete_latency.n
-                lat_n += ts.complete_latency.n
-        if lat_n:
-            ex["complete_latency_ms"] = lat_sum / lat_n
-            ex["_latency_n"] = lat_n
+              "host": host, "port": port, "uptime_secs": int(uptime)}
+        ex.update(summarize(liveness.windowed(tid, list(tasks), now, window_secs),
+                            uptime if not window_secs else 0.0))
+        # Gauges, not windowed: trees in flight now, and when the counters were taken.
+        ex["pending"] = sum(latest[t][1].pending for t in tasks if t in latest)
+        times = [latest[t][0] for t in tasks if t in latest]
+        if times:
+            ex["stats_time_secs"] = max(times)
         executors.append(ex)
     components = component_stats(_spouts(packages, tid), executors)
     for ex in executors:
-        ex.pop("_latency_n", None)
+        for k in [k for k in ex if k.startswith("_") or k == "timed_out"]:
+            del ex[k]
     return {"id": tid, "name": topology.name, "status": topology.status.name,
             "uptime_secs": int(now - topology.launch_time_secs), "owner": topology.owner,
             "executors": sorted(executors, key=lambda e: (e["component_id"], e["task_start"])),
-            "components": components, "errors": state.errors(tid)}
+            "components": components, "errors": [error_row(e) for e in state.errors(tid)],
+            "window_secs": int(window_secs),
+            "recent_restarts": liveness.recent_restarts(tid, now, RESTART_WINDOW_SECS),
+            "restart_window_secs": RESTART_WINDOW_SECS}
+
+
+def error_row(e: dict) -> dict[str, Any]:
+    """An error as ClusterState keeps it -> ErrorInfo's fields."""
+    return {"component": e.get("component", ""), "error": e.get("error", ""),
+            "time_secs": int(e.get("time") or 0), "host": e.get("host") or "",
+            "port": int(e.get("port") or 0), "task": int(e.get("task") or 0)}
 
 
 def _spouts(packages: PackageStore, tid: str) -> set[str]:
@@ -124,23 +145,38 @@ def _spouts(packages: PackageStore, tid: str) -> set[str]:
 
 
 def component_stats(spouts: set[str], executors: list[dict]) -> list[dict[str, Any]]:
-    """Per-component totals of ``executors`` (Storm UI's component table)."""
-    out: dict[str, dict[str, Any]] = {}
+    """Per-component totals of ``executors`` (Storm UI's component table): counters summed,
+    latencies weighted by their counts, percentiles from the merged histograms, capacity the
+    highest executor's (as Storm's UI)."""
+    groups: dict[str, list[dict]] = {}
     for ex in executors:
-        comp = ex["component_id"]
-        c = out.setdefault(comp, {"component_id": comp,
-                                  "type": "spout" if comp in spouts else "bolt",
-                                  "num_executors": 0, "num_tasks": 0,
-                                  "complete_latency_ms": 0.0, "_n": 0.0})
-        c["num_executors"] += 1
-        c["num_tasks"] += ex["task_end"] - ex["task_start"] + 1
+        groups.setdefault(ex["component_id"], []).append(ex)
+    out = []
+    for comp in sorted(groups):
+        exs = groups[comp]
+        c: dict[str, Any] = {"component_id": comp,
+                             "type": "spout" if comp in spouts else "bolt",
+                             "num_executors": len(exs),
+                             "num_tasks": sum(e["task_end"] - e["task_start"] + 1 for e in exs)}
         for f in STAT_FIELDS:
-            c[f] = c.get(f, 0) + ex.get(f, 0)
-        n = ex.get("_latency_n", 0)
-        if n:  # completions-weighted mean
-            c["complete_latency_ms"] = ((c["complete_latency_ms"] * c["_n"]
-                                         + ex["complete_latency_ms"] * n) / (c["_n"] + n))
-            c["_n"] += n
-    for c in out.values():
-        del c["_n"]
-    return [out[k] for k in sorted(out)]
+            c[f] = sum(e.get(f, 0) for e in exs)
+        done = histogram.merge(e["_complete"] for e in exs if "_complete" in e)
+        n_done = sum(done.values())
+        if n_done:
+            c["complete_latency_ms"] = sum(e.get("_complete_sum", 0.0) for e in exs) / n_done
+            c["complete_latency_p50_ms"] = histogram.quantile(done, 0.5)
+            c["complete_latency_p99_ms"] = histogram.quantile(done, 0.99)
+        n_exec = sum(e.get("_execute_n", 0) for e in exs)
+        if n_exec:
+            c["execute_latency_ms"] = sum(e.get("_execute_sum", 0.0) for e in exs) / n_exec
+            c["process_latency_ms"] = c["execute_latency_ms"]
+        c["capacity"] = max((e.get("capacity", 0.0) for e in exs), default=0.0)
+        streams: dict[str, dict[str, int]] = {}
+        for e in exs:
+            for k, v in e.get("streams", {}).items():
+                acc = streams.setdefault(k, {"emitted": 0, "transferred": 0})
+                acc["emitted"] += v["emitted"]
+                acc["transferred"] += v["transferred"]
+        c["streams"] = streams
+        out.append(c)
+    return out

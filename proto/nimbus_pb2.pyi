@@ -47,12 +47,14 @@ class IdRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., include_secrets: _Optional[bool] = ...) -> None: ...
 
 class TopologyRef(_message.Message):
-    __slots__ = ("name", "id")
+    __slots__ = ("name", "id", "window_secs")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_SECS_FIELD_NUMBER: _ClassVar[int]
     name: str
     id: str
-    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
+    window_secs: int
+    def __init__(self, name: _Optional[str] = ..., id: _Optional[str] = ..., window_secs: _Optional[int] = ...) -> None: ...
 
 class SubmitOptions(_message.Message):
     __slots__ = ("initial_status", "owner")
@@ -132,7 +134,7 @@ class SupervisorSummary(_message.Message):
     def __init__(self, id: _Optional[str] = ..., host: _Optional[str] = ..., uptime_secs: _Optional[int] = ..., num_slots: _Optional[int] = ..., num_used_slots: _Optional[int] = ...) -> None: ...
 
 class TopologySummary(_message.Message):
-    __slots__ = ("id", "name", "status", "num_workers", "num_executors", "num_tasks", "uptime_secs", "owner")
+    __slots__ = ("id", "name", "status", "num_workers", "num_executors", "num_tasks", "uptime_secs", "owner", "recent_restarts", "restart_window_secs", "last_error", "live_workers")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -141,6 +143,10 @@ class TopologySummary(_message.Message):
     NUM_TASKS_FIELD_NUMBER: _ClassVar[int]
     UPTIME_SECS_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
+    RECENT_RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    RESTART_WINDOW_SECS_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LIVE_WORKERS_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     status: str
@@ -149,7 +155,36 @@ class TopologySummary(_message.Message):
     num_tasks: int
     uptime_secs: int
     owner: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., num_workers: _Optional[int] = ..., num_executors: _Optional[int] = ..., num_tasks: _Optional[int] = ..., uptime_secs: _Optional[int] = ..., owner: _Optional[str] = ...) -> None: ...
+    recent_restarts: int
+    restart_window_secs: int
+    last_error: ErrorInfo
+    live_workers: int
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., num_workers: _Optional[int] = ..., num_executors: _Optional[int] = ..., num_tasks: _Optional[int] = ..., uptime_secs: _Optional[int] = ..., owner: _Optional[str] = ..., recent_restarts: _Optional[int] = ..., restart_window_secs: _Optional[int] = ..., last_error: _Optional[_Union[ErrorInfo, _Mapping]] = ..., live_workers: _Optional[int] = ...) -> None: ...
+
+class StreamCount(_message.Message):
+    __slots__ = ("emitted", "transferred")
+    EMITTED_FIELD_NUMBER: _ClassVar[int]
+    TRANSFERRED_FIELD_NUMBER: _ClassVar[int]
+    emitted: int
+    transferred: int
+    def __init__(self, emitted: _Optional[int] = ..., transferred: _Optional[int] = ...) -> None: ...
+
+class Histogram(_message.Message):
+    __slots__ = ("buckets", "sum", "n")
+    class BucketsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    SUM_FIELD_NUMBER: _ClassVar[int]
+    N_FIELD_NUMBER: _ClassVar[int]
+    buckets: _containers.ScalarMap[int, int]
+    sum: float
+    n: int
+    def __init__(self, buckets: _Optional[_Mapping[int, int]] = ..., sum: _Optional[float] = ..., n: _Optional[int] = ...) -> None: ...
 
 class NimbusSummary(_message.Message):
     __slots__ = ("host", "port", "uptime_secs", "is_leader", "version")
@@ -178,7 +213,14 @@ class ClusterSummary(_message.Message):
     def __init__(self, supervisors: _Optional[_Iterable[_Union[SupervisorSummary, _Mapping]]] = ..., topologies: _Optional[_Iterable[_Union[TopologySummary, _Mapping]]] = ..., nimbus_uptime_secs: _Optional[int] = ..., nimbuses: _Optional[_Iterable[_Union[NimbusSummary, _Mapping]]] = ...) -> None: ...
 
 class ExecutorSummary(_message.Message):
-    __slots__ = ("component_id", "task_start", "task_end", "host", "port", "uptime_secs", "emitted", "transferred", "acked", "failed", "complete_latency_ms", "executed", "pending", "stats_time_secs")
+    __slots__ = ("component_id", "task_start", "task_end", "host", "port", "uptime_secs", "emitted", "transferred", "acked", "failed", "complete_latency_ms", "executed", "pending", "stats_time_secs", "execute_latency_ms", "process_latency_ms", "capacity", "complete_latency_p50_ms", "complete_latency_p99_ms", "streams")
+    class StreamsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: StreamCount
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[StreamCount, _Mapping]] = ...) -> None: ...
     COMPONENT_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_START_FIELD_NUMBER: _ClassVar[int]
     TASK_END_FIELD_NUMBER: _ClassVar[int]
@@ -193,6 +235,12 @@ class ExecutorSummary(_message.Message):
     EXECUTED_FIELD_NUMBER: _ClassVar[int]
     PENDING_FIELD_NUMBER: _ClassVar[int]
     STATS_TIME_SECS_FIELD_NUMBER: _ClassVar[int]
+    EXECUTE_LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_LATENCY_P50_MS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_LATENCY_P99_MS_FIELD_NUMBER: _ClassVar[int]
+    STREAMS_FIELD_NUMBER: _ClassVar[int]
     component_id: str
     task_start: int
     task_end: int
@@ -207,10 +255,23 @@ class ExecutorSummary(_message.Message):
     executed: int
     pending: int
     stats_time_secs: float
-    def __init__(self, component_id: _Optional[str] = ..., task_start: _Optional[int] = ..., task_end: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., uptime_secs: _Optional[int] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., complete_latency_ms: _Optional[float] = ..., executed: _Optional[int] = ..., pending: _Optional[int] = ..., stats_time_secs: _Optional[float] = ...) -> None: ...
+    execute_latency_ms: float
+    process_latency_ms: float
+    capacity: float
+    complete_latency_p50_ms: float
+    complete_latency_p99_ms: float
+    streams: _containers.MessageMap[str, StreamCount]
+    def __init__(self, component_id: _Optional[str] = ..., task_start: _Optional[int] = ..., task_end: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., uptime_secs: _Optional[int] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., complete_latency_ms: _Optional[float] = ..., executed: _Optional[int] = ..., pending: _Optional[int] = ..., stats_time_secs: _Optional[float] = ..., execute_latency_ms: _Optional[float] = ..., process_latency_ms: _Optional[float] = ..., capacity: _Optional[float] = ..., complete_latency_p50_ms: _Optional[float] = ..., complete_latency_p99_ms: _Optional[float] = ..., streams: _Optional[_Mapping[str, StreamCount]] = ...) -> None: ...
 
 class ComponentStats(_message.Message):
-    __slots__ = ("component_id", "type", "num_executors", "num_tasks", "emitted", "transferred", "executed", "acked", "failed", "complete_latency_ms", "pending")
+    __slots__ = ("component_id", "type", "num_executors", "num_tasks", "emitted", "transferred", "executed", "acked", "failed", "complete_latency_ms", "pending", "execute_latency_ms", "process_latency_ms", "capacity", "complete_latency_p50_ms", "complete_latency_p99_ms", "streams")
+    class StreamsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: StreamCount
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[StreamCount, _Mapping]] = ...) -> None: ...
     COMPONENT_ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     NUM_EXECUTORS_FIELD_NUMBER: _ClassVar[int]
@@ -222,6 +283,12 @@ class ComponentStats(_message.Message):
     FAILED_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
     PENDING_FIELD_NUMBER: _ClassVar[int]
+    EXECUTE_LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_LATENCY_P50_MS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_LATENCY_P99_MS_FIELD_NUMBER: _ClassVar[int]
+    STREAMS_FIELD_NUMBER: _ClassVar[int]
     component_id: str
     type: str
     num_executors: int
@@ -233,7 +300,13 @@ class ComponentStats(_message.Message):
     failed: int
     complete_latency_ms: float
     pending: int
-    def __init__(self, component_id: _Optional[str] = ..., type: _Optional[str] = ..., num_executors: _Optional[int] = ..., num_tasks: _Optional[int] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., executed: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., complete_latency_ms: _Optional[float] = ..., pending: _Optional[int] = ...) -> None: ...
+    execute_latency_ms: float
+    process_latency_ms: float
+    capacity: float
+    complete_latency_p50_ms: float
+    complete_latency_p99_ms: float
+    streams: _containers.MessageMap[str, StreamCount]
+    def __init__(self, component_id: _Optional[str] = ..., type: _Optional[str] = ..., num_executors: _Optional[int] = ..., num_tasks: _Optional[int] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., executed: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., complete_latency_ms: _Optional[float] = ..., pending: _Optional[int] = ..., execute_latency_ms: _Optional[float] = ..., process_latency_ms: _Optional[float] = ..., capacity: _Optional[float] = ..., complete_latency_p50_ms: _Optional[float] = ..., complete_latency_p99_ms: _Optional[float] = ..., streams: _Optional[_Mapping[str, StreamCount]] = ...) -> None: ...
 
 class ErrorInfo(_message.Message):
     __slots__ = ("component", "error", "time_secs", "host", "port", "task")
@@ -252,7 +325,7 @@ class ErrorInfo(_message.Message):
     def __init__(self, component: _Optional[str] = ..., error: _Optional[str] = ..., time_secs: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., task: _Optional[int] = ...) -> None: ...
 
 class TopologyInfo(_message.Message):
-    __slots__ = ("id", "name", "status", "uptime_secs", "executors", "components", "errors", "owner")
+    __slots__ = ("id", "name", "status", "uptime_secs", "executors", "components", "errors", "owner", "window_secs", "recent_restarts", "restart_window_secs")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -261,6 +334,9 @@ class TopologyInfo(_message.Message):
     COMPONENTS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_SECS_FIELD_NUMBER: _ClassVar[int]
+    RECENT_RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    RESTART_WINDOW_SECS_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     status: str
@@ -269,7 +345,10 @@ class TopologyInfo(_message.Message):
     components: _containers.RepeatedCompositeFieldContainer[ComponentStats]
     errors: _containers.RepeatedCompositeFieldContainer[ErrorInfo]
     owner: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., uptime_secs: _Optional[int] = ..., executors: _Optional[_Iterable[_Union[ExecutorSummary, _Mapping]]] = ..., components: _Optional[_Iterable[_Union[ComponentStats, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[ErrorInfo, _Mapping]]] = ..., owner: _Optional[str] = ...) -> None: ...
+    window_secs: int
+    recent_restarts: int
+    restart_window_secs: int
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., uptime_secs: _Optional[int] = ..., executors: _Optional[_Iterable[_Union[ExecutorSummary, _Mapping]]] = ..., components: _Optional[_Iterable[_Union[ComponentStats, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[ErrorInfo, _Mapping]]] = ..., owner: _Optional[str] = ..., window_secs: _Optional[int] = ..., recent_restarts: _Optional[int] = ..., restart_window_secs: _Optional[int] = ...) -> None: ...
 
 class JsonConf(_message.Message):
     __slots__ = ("json_conf",)
@@ -298,7 +377,14 @@ class LatencyStats(_message.Message):
     def __init__(self, mean: _Optional[float] = ..., p50: _Optional[float] = ..., p99: _Optional[float] = ..., n: _Optional[int] = ...) -> None: ...
 
 class TaskStats(_message.Message):
-    __slots__ = ("task", "component", "emitted", "transferred", "executed", "acked", "failed", "timed_out", "pending", "complete_latency")
+    __slots__ = ("task", "component", "emitted", "transferred", "executed", "acked", "failed", "timed_out", "pending", "complete_latency", "streams", "complete_hist", "execute_hist", "busy_secs")
+    class StreamsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: StreamCount
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[StreamCount, _Mapping]] = ...) -> None: ...
     TASK_FIELD_NUMBER: _ClassVar[int]
     COMPONENT_FIELD_NUMBER: _ClassVar[int]
     EMITTED_FIELD_NUMBER: _ClassVar[int]
@@ -309,6 +395,10 @@ class TaskStats(_message.Message):
     TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
     PENDING_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_LATENCY_FIELD_NUMBER: _ClassVar[int]
+    STREAMS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_HIST_FIELD_NUMBER: _ClassVar[int]
+    EXECUTE_HIST_FIELD_NUMBER: _ClassVar[int]
+    BUSY_SECS_FIELD_NUMBER: _ClassVar[int]
     task: int
     component: str
     emitted: int
@@ -319,7 +409,11 @@ class TaskStats(_message.Message):
     timed_out: int
     pending: int
     complete_latency: LatencyStats
-    def __init__(self, task: _Optional[int] = ..., component: _Optional[str] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., executed: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., timed_out: _Optional[int] = ..., pending: _Optional[int] = ..., complete_latency: _Optional[_Union[LatencyStats, _Mapping]] = ...) -> None: ...
+    streams: _containers.MessageMap[str, StreamCount]
+    complete_hist: Histogram
+    execute_hist: Histogram
+    busy_secs: float
+    def __init__(self, task: _Optional[int] = ..., component: _Optional[str] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., executed: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., timed_out: _Optional[int] = ..., pending: _Optional[int] = ..., complete_latency: _Optional[_Union[LatencyStats, _Mapping]] = ..., streams: _Optional[_Mapping[str, StreamCount]] = ..., complete_hist: _Optional[_Union[Histogram, _Mapping]] = ..., execute_hist: _Optional[_Union[Histogram, _Mapping]] = ..., busy_secs: _Optional[float] = ...) -> None: ...
 
 class WorkerHeartbeat(_message.Message):
     __slots__ = ("topology_id", "port", "time_secs", "executors", "tasks", "uptime_secs", "state")
@@ -340,14 +434,28 @@ class WorkerHeartbeat(_message.Message):
     def __init__(self, topology_id: _Optional[str] = ..., port: _Optional[int] = ..., time_secs: _Optional[float] = ..., executors: _Optional[_Iterable[_Union[ExecutorInfo, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[TaskStats, _Mapping]]] = ..., uptime_secs: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
 
 class SupervisorWorkerHeartbeats(_message.Message):
-    __slots__ = ("supervisor_id", "worker_heartbeats", "errors")
+    __slots__ = ("supervisor_id", "worker_heartbeats", "errors", "restarts")
     SUPERVISOR_ID_FIELD_NUMBER: _ClassVar[int]
     WORKER_HEARTBEATS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
     supervisor_id: str
     worker_heartbeats: _containers.RepeatedCompositeFieldContainer[WorkerHeartbeat]
     errors: _containers.RepeatedCompositeFieldContainer[WorkerError]
-    def __init__(self, supervisor_id: _Optional[str] = ..., worker_heartbeats: _Optional[_Iterable[_Union[WorkerHeartbeat, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[WorkerError, _Mapping]]] = ...) -> None: ...
+    restarts: _containers.RepeatedCompositeFieldContainer[WorkerRestart]
+    def __init__(self, supervisor_id: _Optional[str] = ..., worker_heartbeats: _Optional[_Iterable[_Union[WorkerHeartbeat, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[WorkerError, _Mapping]]] = ..., restarts: _Optional[_Iterable[_Union[WorkerRestart, _Mapping]]] = ...) -> None: ...
+
+class WorkerRestart(_message.Message):
+    __slots__ = ("topology_id", "port", "time_secs", "reason")
+    TOPOLOGY_ID_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    TIME_SECS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    topology_id: str
+    port: int
+    time_secs: float
+    reason: str
+    def __init__(self, topology_id: _Optional[str] = ..., port: _Optional[int] = ..., time_secs: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class WorkerError(_message.Message):
     __slots__ = ("topology_id", "error")

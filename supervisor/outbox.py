@@ -14,8 +14,10 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
 from typing import Any, Callable, Iterable, Protocol
 
+from ..client import histogram
 from ..client.contract import WorkerHeartbeat
 from ..proto import nimbus_pb2 as pb
 
@@ -23,6 +25,10 @@ log = logging.getLogger("squall.supervisor")
 
 #: Worker errors kept for Nimbus while it is unreachable; older ones are dropped first.
 MAX_UNSENT_ERRORS = 200
+#: Worker failures (crash, hang) reported to Nimbus for this long, seconds.
+RESTART_REPORT_SECS = 600.0
+#: ... and at most this many (a crash loop with backoff stays far below).
+MAX_RESTARTS = 500
 #: Counters of a worker heartbeat's tasks that travel to Nimbus.
 TASK_COUNTERS = ("emitted", "transferred", "executed", "acked", "failed", "timed_out", "pending")
 
@@ -54,6 +60,8 @@ class Outbox:
         self._marks: dict[int, tuple[float, int]] = {}
         #: Errors taken from heartbeat files that Nimbus has not accepted yet (bounded).
         self._errors: collections.deque = collections.deque(maxlen=max_unsent)
+        #: (time, topology id, port, reason) of recent worker failures, oldest first.
+        self._restarts: collections.deque = collections.deque(maxlen=MAX_RESTARTS)
         self._lock = threading.Lock()
 
     @property
@@ -83,6 +91,21 @@ class Outbox:
             with self._lock:
                 self._marks.pop(w.pid, None)
 
+    def worker_failed(self, topology_id: str, port: int, reason: str,
+                      now: float | None = None) -> None:
+        """A worker crashed or hung and will be launched again: every report for the next
+        RESTART_REPORT_SECS carries it (Nimbus shows crash loops from these)."""
+        with self._lock:
+            self._restarts.append((time.time() if now is None else now, topology_id, port,
+                                   reason))
+
+    def _recent_restarts(self, now: float) -> list:
+        with self._lock:
+            while self._restarts and now - self._restarts[0][0] > RESTART_REPORT_SECS:
+                self._restarts.popleft()
+            return [pb.WorkerRestart(topology_id=tid, port=port, time_secs=t, reason=reason)
+                    for t, tid, port, reason in self._restarts]
+
     def report(self, workers: Iterable[Worker]) -> None:
         """Send one report; a failure is logged, never raised, and its errors go again."""
         errors: list = []
@@ -94,6 +117,7 @@ class Outbox:
                 errors = list(self._errors)
                 self._errors.clear()
             msg.errors.extend(errors)
+            msg.restarts.extend(self._recent_restarts(time.time()))
             if self.send is not None:
                 self.send(msg)
         except Exception as e:  # noqa: BLE001 - Nimbus away must not stop the supervisor
@@ -152,3 +176,19 @@ def _add_worker_heartbeat(msg: Any, w: Worker, hb: WorkerHeartbeat) -> None:
             ts.complete_latency.p50 = float(lat.get("p50", 0))
             ts.complete_latency.p99 = float(lat.get("p99", 0))
             ts.complete_latency.n = int(lat.get("n", 0))
+        streams = st.get("streams")
+        if isinstance(streams, dict):
+            for name, pair in streams.items():
+                try:
+                    ts.streams[str(name)].emitted = int(pair[0])
+                    ts.streams[str(name)].transferred = int(pair[1])
+                except (TypeError, ValueError, IndexError):
+                    continue  # a heartbeat from a worker of another version: skip the stream
+        for key, target in (("complete_hist", ts.complete_hist),
+                            ("execute_hist", ts.execute_hist)):
+            counts, total, n = histogram.parse(st.get(key))
+            if n:
+                target.buckets.update(counts)
+                target.sum = total
+                target.n = n
+        ts.busy_secs = float(st.get("busy_secs", 0.0) or 0.0)

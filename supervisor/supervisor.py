@@ -371,6 +371,7 @@ class Supervisor(Daemon):
         self._notify("stopped", p, code)
         if inst.failed:
             d = self.policy.on_exit(p.spec.key, self.clock(), code)
+            self.outbox.worker_failed(inst.topology_id, inst.port, d.reason)
             log.warning("supervisor %s: %s (pid %d); last lines of %s:\n%s", self.id, d.reason,
                         inst.pid, p.log_path, log_tail(p.log_path))
 
@@ -404,6 +405,7 @@ class Supervisor(Daemon):
             del self.procs[port]
             self.outbox.worker_exited(p)
             d = self.policy.on_exit(p.spec.key, self.clock(), code)
+            self.outbox.worker_failed(p.spec.topology_id, port, d.reason)
             log.warning("supervisor %s: %s (pid %d); last lines of %s:\n%s",
                         self.id, d.reason, p.proc.pid, p.log_path, log_tail(p.log_path))
             self._notify("exited", p, code)

@@ -47,6 +47,9 @@ class Route:
 
     def __post_init__(self) -> None:
         self.nfields = len(self.fields)
+        #: Counted here, per stream, rather than on the task (worker/stats.py sums them).
+        self.emitted = 0
+        self.transferred = 0
         #: The one router of a non-direct stream with exactly one subscription (the fast path).
         self.single = self.routers[0] if len(self.routers) == 1 and not self.direct else None
 
@@ -58,6 +61,7 @@ class _Base:
         self.component = ex.component_id
         self.routes = routes
         self.stats = ex.ws.stats[task]
+        self.stats.routes = routes
         self.deliver = ex.ws.deliver
         self.transfer = ex.transfer
         self.debug = ex.debug
@@ -117,9 +121,8 @@ class _Base:
         single = r.single
         targets = single.choose(values) if single is not None and direct_task is None \
             else self._targets(r, values, direct_task)
-        st = self.stats
-        st.emitted += 1
-        st.transferred += len(targets)
+        r.emitted += 1
+        r.transferred += len(targets)
         if self.debug:
             self.ex.log_emit(self.task, stream, values, targets)
         return r, values, targets
@@ -228,9 +231,8 @@ class OutputCollector(_Base):
                 targets = single.choose(values)
         else:
             targets = self._targets(r, values, direct_task)
-        st = self.stats
-        st.emitted += 1
-        st.transferred += len(targets)
+        r.emitted += 1
+        r.transferred += len(targets)
         if self.debug:
             self.ex.log_emit(self.task, stream, values, targets)
         aids = anchor.ids if self.ex.acking else None

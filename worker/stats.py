@@ -1,50 +1,76 @@
-"""Per-task counters and the recent complete latencies a worker reports in its heartbeat."""
+"""Per-task counters and latency histograms a worker reports in its heartbeat.
+
+Storm's executor stats, kept cumulative (since the worker started) so that Nimbus can
+subtract two heartbeats to get any window (nimbus/stats_windows.py): emitted and transferred
+per stream (counted on the stream's route by the collector, so a per-stream count costs
+nothing extra), executed, acked, failed, and latency histograms (client/histogram.py). A
+bolt's execute latency is its batch's mean, timed once per batch (two clock reads per batch
+rather than per tuple; Storm samples 5% of tuples for the same reason); the same timing gives
+the executor's busy seconds, from which capacity follows.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Any
+
+from ..client.histogram import Histogram, quantile
+from ..client.metrics import MetricRegistry
 
 
-@dataclass
 class TaskStats:
     """Counters of one task, read by the heartbeat thread (plain ints: reads are atomic)."""
 
-    component: str
-    emitted: int = 0
-    transferred: int = 0
-    executed: int = 0
-    acked: int = 0
-    failed: int = 0
-    timed_out: int = 0
-    pending: int = 0
-    #: Sum and count of complete latencies (spouts), in milliseconds.
-    latency_ms_sum: float = 0.0
-    latency_n: int = 0
-    reservoir: list = field(default_factory=list)
+    __slots__ = ("component", "routes", "executed", "acked", "failed", "timed_out", "pending",
+                 "complete", "execute", "busy_secs", "metrics")
 
-    #: Latencies kept: the most recent ones (a ring), so percentiles describe the recent past.
-    RESERVOIR = 4096
+    def __init__(self, component: str):
+        self.component = component
+        #: stream -> the collector's Route, which counts emitted and transferred.
+        self.routes: dict[str, Any] = {}
+        self.executed = 0
+        self.acked = 0
+        self.failed = 0
+        self.timed_out = 0
+        self.pending = 0
+        #: Complete latencies of acked trees, ms (spouts).
+        self.complete = Histogram()
+        #: Execute latencies, ms (bolts; per batch, see the module doc).
+        self.execute = Histogram()
+        #: Seconds spent executing (bolts): capacity = busy / elapsed.
+        self.busy_secs = 0.0
+        self.metrics = MetricRegistry()
+
+    @property
+    def emitted(self) -> int:
+        return sum(r.emitted for r in self.routes.values())
+
+    @property
+    def transferred(self) -> int:
+        return sum(r.transferred for r in self.routes.values())
 
     def add_latency(self, ms: float) -> None:
-        self.latency_ms_sum += ms
-        n = self.latency_n
-        self.latency_n = n + 1
-        r = self.reservoir
-        if n < self.RESERVOIR:
-            r.append(ms)
-        else:
-            r[n & (self.RESERVOIR - 1)] = ms
+        self.complete.record(ms)
 
     def snapshot(self) -> dict:
-        out = {"component": self.component, "emitted": self.emitted,
-               "transferred": self.transferred, "executed": self.executed,
-               "acked": self.acked, "failed": self.failed, "timed_out": self.timed_out,
-               "pending": self.pending}
-        if self.latency_n:
-            lat = sorted(self.reservoir)
+        routes = list(self.routes.values())
+        out = {"component": self.component,
+               "emitted": sum(r.emitted for r in routes),
+               "transferred": sum(r.transferred for r in routes),
+               "executed": self.executed, "acked": self.acked, "failed": self.failed,
+               "timed_out": self.timed_out, "pending": self.pending,
+               "streams": {r.stream: [r.emitted, r.transferred] for r in routes
+                           if r.emitted}}
+        if self.complete.n:
+            hist = self.complete.snapshot()
+            out["complete_hist"] = hist
+            counts = self.complete.counts.copy()
+            # The summary's mean and percentiles cover the same span: since the worker started.
             out["complete_latency_ms"] = {
-                "mean": self.latency_ms_sum / self.latency_n,
-                "p50": lat[len(lat) // 2],
-                "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))],
-                "n": self.latency_n}
+                "mean": hist["sum"] / hist["n"], "p50": quantile(counts, 0.5),
+                "p99": quantile(counts, 0.99), "n": hist["n"]}
+        if self.execute.n:
+            out["execute_hist"] = self.execute.snapshot()
+            out["busy_secs"] = self.busy_secs
+        if self.metrics.metrics:
+            out["metrics"] = self.metrics.snapshot()
         return out

@@ -126,8 +126,8 @@ class Cluster:
         assert r.returncode == 0, r.stdout + r.stderr
         rows = {}
         for line in r.stdout.splitlines()[1:]:
-            cols = line.split()
-            if len(cols) == 7:
+            cols = line.split(None, 7)  # the last column, HEALTH, may have spaces
+            if len(cols) == 8 and cols[2] in ("ACTIVE", "INACTIVE", "KILLED", "REBALANCING"):
                 rows[cols[0]] = cols
         return rows
 
@@ -207,6 +207,8 @@ def test_jar_list_deactivate_activate_kill_and_errors(cluster):
     poll_for(lambda: c.acked() > 1000, timeout=20, what="1000 acks\n" + c.logs())
     pids = set(c.worker_pids)
     assert len(pids) == 2, pids
+    # Both workers report: the HEALTH column says ok.
+    poll_for(lambda: c.listed()["word-count"][7] == "ok", timeout=10, what="health ok")
 
     # deactivate -> spouts stop: acked stops growing
     r = c.run("deactivate", "word-count")

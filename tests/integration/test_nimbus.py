@@ -8,6 +8,7 @@ import sys
 import grpc
 import pytest
 
+from squall.client import histogram
 from squall.client.nimbus_client import NimbusClient
 from squall.client.errors import (IllegalState, InvalidRequest, LimitExceeded,
                                   NimbusUnavailable, TopologyAlreadyExists, TopologyNotFound)
@@ -140,7 +141,9 @@ def test_topology_info_sums_heartbeat_counters_per_executor_and_component(cluste
     for hp, sid in record["slots"].items():
         tasks = [pb.TaskStats(task=t, component=comp_of[t], emitted=10, acked=t, pending=1,
                               executed=0 if comp_of[t] == "numbers" else 7,
-                              complete_latency=pb.LatencyStats(mean=2.0 * t, n=t))
+                              complete_hist=pb.Histogram(
+                                  buckets={histogram.bucket_of(2.0 * t): t}, sum=2.0 * t * t,
+                                  n=t) if comp_of[t] == "numbers" else None)
                  for t in record["workers"][hp]]
         by_sup.setdefault(sid, []).append(pb.WorkerHeartbeat(
             topology_id=tid, port=int(hp.rsplit(":", 1)[1]), time_secs=1234.5, tasks=tasks))
@@ -161,6 +164,13 @@ def test_topology_info_sums_heartbeat_counters_per_executor_and_component(cluste
     assert numbers.complete_latency_ms == pytest.approx(
         sum(2.0 * t * t for t in spout_tasks) / sum(spout_tasks))
     assert comps["record"].executed == 21
+    # The same counters over the last 10 minutes: all of them, as this Nimbus saw no earlier.
+    windowed = client.topology_info("stats", window_secs=600)
+    assert windowed.window_secs == 600
+    assert {c.component_id: c.acked for c in windowed.components} == \
+        {c.component_id: c.acked for c in info.components}
+    with pytest.raises(InvalidRequest, match="window_secs"):
+        client.topology_info("stats", window_secs=-1)
 
 
 def test_kill_survives_nimbus_restart(cluster, tmp_path):

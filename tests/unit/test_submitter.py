@@ -168,12 +168,25 @@ def test_parse_executors_and_table():
     assert commands.format_uptime(3725) == "1h2m5s"
     assert commands.format_uptime(59) == "59s"
 
-    class T:
-        name, id, status, num_workers, num_executors, num_tasks, uptime_secs = (
-            "wc", "wc-1-1", "ACTIVE", 2, 9, 9, 61)
-    lines = commands.topology_table([T()])
-    assert lines[0].split() == ["NAME", "ID", "STATUS", "WORKERS", "EXECUTORS", "TASKS", "UPTIME"]
-    assert lines[1].split() == ["wc", "wc-1-1", "ACTIVE", "2", "9", "9", "1m1s"]
+    from squall.proto import nimbus_pb2 as pb
+    ok = pb.TopologySummary(name="wc", id="wc-1-1", status="ACTIVE", num_workers=2,
+                            num_executors=9, num_tasks=9, uptime_secs=61, live_workers=2)
+    looping = pb.TopologySummary(name="bad", id="bad-2-1", status="ACTIVE", num_workers=2,
+                                 num_executors=3, num_tasks=3, uptime_secs=12, live_workers=1,
+                                 recent_restarts=5, restart_window_secs=60,
+                                 last_error=pb.ErrorInfo(component="split", error="ValueError: x",
+                                                         time_secs=100, host="h", port=6700))
+    lines = commands.topology_table([ok, looping])
+    assert lines[0].split() == ["NAME", "ID", "STATUS", "WORKERS", "EXECUTORS", "TASKS", "UPTIME",
+                                "HEALTH"]
+    assert lines[1].split() == ["wc", "wc-1-1", "ACTIVE", "2", "9", "9", "1m1s", "ok"]
+    # A crash loop is ACTIVE and says so.
+    assert lines[2].split("  ")[0] == "bad"
+    assert lines[2].endswith("workers restarting: 5 in 60 s; workers down: 1 of 2")
+    from squall.client.health import last_error_line
+    assert last_error_line(ok) is None
+    assert last_error_line(looping, now=112) == \
+        "bad: last error 12 s ago in split on h:6700: ValueError: x"
 
 
 def test_fetcher_writes_package_topology_and_conf(tmp_path):

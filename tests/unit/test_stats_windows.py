@@ -1,0 +1,136 @@
+"""Histograms and windowed stats: what the UI's 10m / 3h / 1d / all-time columns show."""
+
+import random
+
+import pytest
+
+from squall.client import histogram
+from squall.client.metrics import MetricRegistry
+from squall.nimbus.stats_windows import TaskSeries, summarize
+from squall.proto import nimbus_pb2 as pb
+
+
+def test_histogram_quantiles_within_a_bucket_of_the_truth():
+    rng = random.Random(7)
+    values = [rng.lognormvariate(0, 1.5) for _ in range(20000)]
+    h = histogram.Histogram()
+    for v in values:
+        h.record(v)
+    values.sort()
+    for q in (0.5, 0.9, 0.99, 0.999):
+        true = values[int(q * len(values)) - 1]
+        assert histogram.quantile(h.counts, q) == pytest.approx(true, rel=0.10), q
+    assert h.n == len(values) and h.total == pytest.approx(sum(values))
+    assert histogram.quantile({}, 0.5) == 0.0
+    h.record(0.0)  # at or below a microsecond: the lowest bucket, no error
+    assert histogram.bucket_of(0.0) == histogram.bucket_of(histogram.MIN_MS)
+
+
+def test_histograms_merge_and_subtract_exactly():
+    a, b = histogram.Histogram(), histogram.Histogram()
+    for v in (1, 2, 3):
+        a.record(v)
+    for v in (3, 40):
+        b.record(v)
+    merged = histogram.merge([a.counts, b.counts])
+    assert sum(merged.values()) == 5
+    assert histogram.subtract(merged, a.counts) == b.counts
+    counts, total, n = histogram.parse(a.snapshot())
+    assert (counts, total, n) == (a.counts, 6.0, 3)
+    assert histogram.parse({"b": {"x": 1}}) == ({}, 0.0, 0)  # junk from a peer: empty
+
+
+def _ts(acked=0, executed=0, busy=0.0, lat=(), emitted=0):
+    ts = pb.TaskStats(task=1, component="c", acked=acked, executed=executed, busy_secs=busy,
+                      emitted=emitted)
+    ts.streams["default"].emitted = emitted
+    ts.streams["default"].transferred = emitted * 2
+    h = histogram.Histogram()
+    for v in lat:
+        h.record(v)
+    ts.complete_hist.buckets.update(h.counts)
+    ts.complete_hist.sum = h.total
+    ts.complete_hist.n = h.n
+    return ts
+
+
+@pytest.mark.parametrize("window,acked,span", [
+    # (window secs, acked over it, seconds it spans) after heartbeats every 10 s for 30 min
+    # with 1 ack per second: a window counts exactly its own acks.
+    (600, 600, 600.0),
+    (0, 1800, 1790.0),
+    (10800, 1800, 1790.0),  # history shorter than the window: everything seen
+])
+def test_window_counts_what_happened_inside_it(window, acked, span):
+    s = TaskSeries()
+    for i in range(1, 181):
+        s.add(1000.0 + 10 * i, _ts(acked=10 * i))
+    snap, covered = s.window(1000.0 + 1800, window)
+    assert snap.counters["acked"] == acked
+    assert covered == pytest.approx(span)
+
+
+def test_a_worker_restart_keeps_the_series_monotone():
+    s = TaskSeries()
+    s.add(10, _ts(acked=100, lat=[1.0] * 100))
+    s.add(20, _ts(acked=150, lat=[1.0] * 150))
+    s.add(30, _ts(acked=20, lat=[5.0] * 20))  # restarted: counters from zero
+    snap, _ = s.window(30, 0)
+    assert snap.counters["acked"] == 170
+    assert sum(snap.complete.values()) == 170
+    assert s.window(30, 10)[0].counters["acked"] == 20  # since t=20: 170 - 150
+
+
+def test_history_is_thinned_but_reaches_a_day():
+    s = TaskSeries()
+    for i in range(0, 90000, 5):
+        s.add(float(i), _ts(acked=i))
+    assert len(s.points) < 300
+    snap, covered = s.window(89995.0, 86400)
+    assert snap.counters["acked"] == pytest.approx(86400, rel=0.02)
+    assert covered == pytest.approx(86400, rel=0.02)
+
+
+def test_summary_mean_and_percentiles_cover_the_same_window():
+    s = TaskSeries()
+    s.add(0, _ts(acked=1000, lat=[100.0] * 1000))  # a slow start ...
+    s.add(700, _ts(acked=2000, lat=[100.0] * 1000 + [1.0] * 1000))  # ... then fast
+    s.add(710, _ts(acked=2000, lat=[100.0] * 1000 + [1.0] * 1000))
+    out = summarize([s.window(710, 600)])
+    assert out["acked"] == 1000
+    assert out["complete_latency_ms"] == pytest.approx(1.0)
+    assert out["complete_latency_p99_ms"] == pytest.approx(1.0, rel=0.1)
+    everything = summarize([s.window(710, 0)])
+    assert everything["complete_latency_ms"] == pytest.approx(50.5)
+
+
+def test_capacity_is_busy_time_over_the_window():
+    s = TaskSeries()
+    s.add(0, _ts(executed=0, busy=0.0))
+    s.add(100, _ts(executed=1000, busy=25.0))
+    assert summarize([s.window(100, 600)])["capacity"] == pytest.approx(0.25)
+    assert summarize([s.window(100, 0)], uptime_secs=200)["capacity"] == pytest.approx(0.125)
+
+
+def test_user_metrics_registry():
+    r = MetricRegistry()
+    c = r.counter("words")
+    c.inc()
+    c.inc(4)
+    assert r.counter("words") is c  # registering again returns the same one, as Storm
+    r.meter("lookups").mark(3)
+    r.histogram("size").update(12)
+    r.gauge("depth", lambda: 7)
+    r.gauge("broken", lambda: 1 / 0)
+    snap = r.snapshot()
+    assert snap["words"] == {"type": "counter", "value": 5}
+    assert snap["lookups"] == {"type": "meter", "value": 3}
+    assert snap["depth"] == {"type": "gauge", "value": 7.0}
+    assert snap["size"]["hist"]["n"] == 1
+    assert "broken" not in snap
+    with pytest.raises(ValueError, match="already registered as a counter"):
+        r.meter("words")
+    with pytest.raises(ValueError, match="Prometheus"):
+        r.counter("bad name")
+    with pytest.raises(ValueError, match="only goes up"):
+        c.inc(-1)
