@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from .metrics import Counter, Histogram, Meter, MetricRegistry
 from .topology import Topology
 from .tuple import Fields
 
@@ -20,7 +21,8 @@ class TopologyContext:
 
     def __init__(self, topology: Topology, component_tasks: Mapping[str, list[int]],
                  task_id: int, conf: Mapping[str, Any], topology_id: str = "",
-                 worker_port: int = 0, worker_tasks: list[int] | None = None):
+                 worker_port: int = 0, worker_tasks: list[int] | None = None,
+                 metrics: MetricRegistry | None = None):
         self.topology = topology
         self._component_tasks = component_tasks
         self._task_component = {t: c for c, ts in component_tasks.items() for t in ts}
@@ -30,6 +32,30 @@ class TopologyContext:
         self.topology_id = topology_id
         self.worker_port = worker_port
         self.worker_tasks = list(worker_tasks or [])
+        #: This task's user metrics (client/metrics.py); the worker reports them.
+        self.metrics = metrics if metrics is not None else MetricRegistry()
+
+    # -- metrics v2 (Storm's registerCounter, registerGauge, registerHistogram, registerMeter)
+    def register_counter(self, name: str) -> Counter:
+        """A counter of this task, reported as ``squall_user_<name>_total``."""
+        return self.metrics.counter(name)
+
+    def register_gauge(self, name: str, fn) -> Any:
+        """A gauge of this task: ``fn()`` is read at each stats interval."""
+        return self.metrics.gauge(name, fn)
+
+    def register_histogram(self, name: str) -> Histogram:
+        """A histogram of this task (``update(value)``)."""
+        return self.metrics.histogram(name)
+
+    def register_meter(self, name: str) -> Meter:
+        """A meter of this task (``mark(n)``)."""
+        return self.metrics.meter(name)
+
+    registerCounter = register_counter
+    registerGauge = register_gauge
+    registerHistogram = register_histogram
+    registerMeter = register_meter
 
     @property
     def this_task_index(self) -> int:

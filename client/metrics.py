@@ -1,0 +1,119 @@
+"""User metrics with Storm's metrics v2 shape: counters, gauges, histograms and meters.
+
+A component registers them through its context, as in Storm 2
+(``TopologyContext.registerCounter``)::
+
+    def prepare(self, conf, context, collector):
+        self.words = context.register_counter("words")
+        self.depth = context.register_gauge("queue_depth", lambda: len(self.buffer))
+        self.sizes = context.register_histogram("batch_size")
+        self.rate = context.register_meter("lookups")
+
+    def execute(self, tup):
+        self.words.inc()
+        self.sizes.update(len(tup.values[0]))
+        self.rate.mark()
+
+Each task has its own :class:`MetricRegistry`; the worker writes every registry's snapshot
+into its heartbeat file each ``topology.stats.freq.secs``, and the supervisor serves them at
+its Prometheus ``/metrics`` with the task's labels (README, "Metrics"). Names are Prometheus
+metric-name fragments: letters, digits and underscores. Updates are plain attribute writes on
+the component's own thread: no lock, no call into the runtime.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+from .histogram import Histogram as _Buckets
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Counter:
+    """A count that only goes up (Storm's ``Counter.inc``)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def inc(self, n: int = 1) -> None:
+        if n < 0:
+            raise ValueError("a counter only goes up; use a gauge for values that go down")
+        self.count += n
+
+    def get_count(self) -> int:
+        return self.count
+
+
+class Meter(Counter):
+    """Events counted for a rate (Storm's ``Meter.mark``); Prometheus derives the rate."""
+
+    __slots__ = ()
+
+    def mark(self, n: int = 1) -> None:
+        self.inc(n)
+
+
+class Histogram:
+    """A distribution of values (Storm's ``Histogram.update``), in log-spaced buckets."""
+
+    __slots__ = ("buckets",)
+
+    def __init__(self) -> None:
+        self.buckets = _Buckets()
+
+    def update(self, value: float) -> None:
+        self.buckets.record(float(value))
+
+
+class MetricRegistry:
+    """One task's user metrics, by name."""
+
+    def __init__(self) -> None:
+        self.metrics: dict[str, tuple[str, Any]] = {}
+
+    def _add(self, name: str, kind: str, metric: Any) -> Any:
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ValueError(f"metric name {name!r}: use letters, digits and underscores "
+                             "(a Prometheus name fragment)")
+        have = self.metrics.get(name)
+        if have is not None:
+            if have[0] != kind:
+                raise ValueError(f"metric {name!r} is already registered as a {have[0]}")
+            return have[1]  # Storm returns the registered one, so prepare() may run again
+        self.metrics[name] = (kind, metric)
+        return metric
+
+    def counter(self, name: str) -> Counter:
+        return self._add(name, "counter", Counter())
+
+    def meter(self, name: str) -> Meter:
+        return self._add(name, "meter", Meter())
+
+    def histogram(self, name: str) -> Histogram:
+        return self._add(name, "histogram", Histogram())
+
+    def gauge(self, name: str, fn: Callable[[], float]) -> Callable[[], float]:
+        if not callable(fn):
+            raise TypeError(f"gauge {name!r} needs a function returning its value")
+        return self._add(name, "gauge", fn)
+
+    def snapshot(self) -> dict[str, dict]:
+        """name -> ``{"type", "value"}`` (histograms: ``"hist"``), JSON-ready. A gauge whose
+        function raises or returns a non-number is left out of this snapshot."""
+        out: dict[str, dict] = {}
+        for name, (kind, m) in list(self.metrics.items()):
+            if kind == "gauge":
+                try:
+                    v = float(m())
+                except Exception:  # noqa: BLE001 - user code; a broken gauge is skipped
+                    continue
+                out[name] = {"type": kind, "value": v}
+            elif kind == "histogram":
+                out[name] = {"type": kind, "hist": m.buckets.snapshot()}
+            else:
+                out[name] = {"type": kind, "value": m.count}
+        return out
