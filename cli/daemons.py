@@ -116,3 +116,31 @@ def run_supervisor(conf: Mapping[str, Any], echo: Echo,
         echo(f"supervisor stopping ({reason})")
     finally:
         sup.close(reason=reason)
+
+
+def run_ui(conf: Mapping[str, Any], echo: Echo, wait: Callable[[], int] = wait_for_signal,
+           insecure: bool = False) -> None:
+    """The UI until ``wait()`` returns a signal."""
+    from ..ui.server import UiServer
+
+    ui = UiServer(conf, insecure=insecure).start()
+    try:
+        echo(f"UI running: open {ui.login_url()} ; Ctrl-C stops it")
+        signum = wait()
+        echo(f"UI stopping (signal-{signum})")
+    finally:
+        ui.close()
+
+
+def run_logviewer(conf: Mapping[str, Any], echo: Echo, wait: Callable[[], int] = wait_for_signal,
+                  insecure: bool = False) -> None:
+    """The logviewer until ``wait()`` returns a signal."""
+    from ..ui.server import LogViewerServer
+
+    lv = LogViewerServer(conf, insecure=insecure).start()
+    try:
+        echo(f"logviewer running on {lv.url} for {', '.join(lv.roots)}; Ctrl-C stops it")
+        signum = wait()
+        echo(f"logviewer stopping (signal-{signum})")
+    finally:
+        lv.close()

@@ -124,6 +124,33 @@ def supervisor(config_path: str | None, conf_pairs: tuple[str, ...]) -> None:
     _run(daemons.run_supervisor, _conf(config_path, conf_pairs), echo=_echo_err)
 
 
+@cli.command()
+@config_option
+@conf_option
+@click.option("--insecure", is_flag=True,
+              help="Serve plain HTTP on a non-loopback ui.host (the token travels in clear).")
+def ui(config_path: str | None, conf_pairs: tuple[str, ...], insecure: bool) -> None:
+    """Run the UI and Storm's REST API v1 on ui.host:ui.port (default 127.0.0.1:8080) until
+    SIGINT or SIGTERM; prints the URL to open (it carries squall.http.token.file's token)."""
+    from . import daemons
+    daemons.daemon_logging()
+    _run(daemons.run_ui, _conf(config_path, conf_pairs), echo=_echo_err, insecure=insecure)
+
+
+@cli.command()
+@config_option
+@conf_option
+@click.option("--insecure", is_flag=True,
+              help="Serve plain HTTP on a non-loopback logviewer.host.")
+def logviewer(config_path: str | None, conf_pairs: tuple[str, ...], insecure: bool) -> None:
+    """Serve this host's worker and daemon logs (<storm.local.dir>/logs) on
+    logviewer.host:logviewer.port (default 127.0.0.1:8000) until SIGINT or SIGTERM."""
+    from . import daemons
+    daemons.daemon_logging()
+    _run(daemons.run_logviewer, _conf(config_path, conf_pairs), echo=_echo_err,
+         insecure=insecure)
+
+
 @cli.command(context_settings={"ignore_unknown_options": True})
 @click.argument("package", type=click.Path(exists=True))
 @click.argument("module", required=False)

@@ -182,6 +182,30 @@ WORKER_LOG_MAX_BYTES = _key(
 WORKER_LOG_BACKUPS = _key("worker.log.backups", int, 4,
                           "Rotated worker logs kept (<log>.1 ... <log>.N).")
 
+# --- the web daemons: UI, logviewer, Prometheus endpoints (client/web.py) -------------
+UI_HOST = _key("ui.host", str, "127.0.0.1",
+               "Address the UI listens on; a non-loopback address needs HTTPS (squall.tls.*) "
+               "unless squall ui is started with --insecure.")
+UI_PORT = _key("ui.port", int, 8080, "Port of the UI and its REST API (squall ui).")
+LOGVIEWER_HOST = _key("logviewer.host", str, "127.0.0.1",
+                      "Address the logviewer listens on; as ui.host.")
+LOGVIEWER_PORT = _key("logviewer.port", int, 8000,
+                      "Port of the logviewer on each supervisor host (squall logviewer).")
+SQUALL_HTTP_TOKEN_FILE = _key(
+    "squall.http.token.file", str, None,
+    "File holding the secret every HTTP port of Squall (UI, logviewer, /metrics) asks for: "
+    "'Authorization: Bearer <token>', or ?token=<token> once in a browser (then a cookie). "
+    "Make one with: head -c 32 /dev/urandom | base64 > FILE.", nullable=True)
+SUPERVISOR_METRICS_PORT = _key(
+    "supervisor.metrics.port", int, None,
+    "Port of the supervisor's Prometheus /metrics: its own and its workers' metrics "
+    "(unset: not served).", nullable=True)
+NIMBUS_METRICS_PORT = _key("nimbus.metrics.port", int, None,
+                           "Port of Nimbus's Prometheus /metrics (unset: not served).",
+                           nullable=True)
+SQUALL_METRICS_HOST = _key("squall.metrics.host", str, "127.0.0.1",
+                           "Address the /metrics ports of Nimbus and supervisors listen on.")
+
 # --- security: ZooKeeper ACLs, TLS, authorization, bounds (SECURITY.md) ---------------
 STORM_ZOOKEEPER_AUTH_SCHEME = _key(
     "storm.zookeeper.auth.scheme", str, "digest",

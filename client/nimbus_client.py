@@ -219,6 +219,15 @@ class NimbusClient:
     def leader(self) -> pb.NimbusSummary:
         return self._call("GetLeader", topology_pb2.Empty())
 
+    def prefer_leader(self) -> None:
+        """Move to the leader: followers answer reads too, but only the leader receives the
+        workers' heartbeats, so only its counters move (the UI reads there)."""
+        lead = self.leader()
+        address = f"{lead.host}:{lead.port}"
+        if address != self.address and lead.host:
+            self.close()
+            self._connect(address)
+
     def send_heartbeats(self, message: pb.SupervisorWorkerHeartbeats) -> None:
         """A supervisor's report of its workers' heartbeats (Storm's sendSupervisorWorkerHeartbeats)."""
         self._call("SendSupervisorWorkerHeartbeats", message)

@@ -68,8 +68,11 @@ class LocalCluster(Daemon):
 
     def __init__(self, overrides: Mapping[str, Any] | None = None, slots: int = 4,
                  base_dir: str | None = None, worker_stdout: Any = None,
-                 on_worker_event: Callable[[Any], None] | None = None):
+                 on_worker_event: Callable[[Any], None] | None = None, web: bool = False):
         super().__init__()
+        #: Also start the UI and a logviewer (squall local does; tests that need them too).
+        self.web = web
+        self.ui = self.logviewer = None
         self.overrides = cfg.normalize(dict(overrides or {}))
         self.slots = slots
         self.base_dir = base_dir or tempfile.mkdtemp(prefix="squall-local-")
@@ -97,6 +100,7 @@ class LocalCluster(Daemon):
             cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD: f"squall-local:{secrets.token_hex(16)}"})
         ours.update(self._start_redis())
         ours.update(self._throwaway_tls())
+        ours[cfg.SQUALL_HTTP_TOKEN_FILE] = self._http_token()
         if cfg.SUPERVISOR_SLOTS_PORTS not in self.overrides:
             ours[cfg.SUPERVISOR_SLOTS_PORTS] = slot_ports
         self.conf = cfg.layered(LOCAL_DAEMON_CONF, self.overrides, ours)
@@ -109,13 +113,38 @@ class LocalCluster(Daemon):
         self.supervisor = Supervisor(self.conf, fetch_topology=grpc_fetcher(self.conf),
                                      spawn=self._spawn,
                                      on_worker_event=self.on_worker_event).start()
+        if self.web:
+            self._start_web()
+
+    def _http_token(self) -> str:
+        """The token of this cluster's HTTP ports (UI, logviewer), in an owner-only file."""
+        from ..client.web import new_token
+
+        path = os.path.join(self.base_dir, "http.token")
+        write_text_atomic(path, new_token() + "\n")
+        return path
+
+    def _start_web(self) -> None:
+        """The logviewer over the supervisor's logs, and the UI on ui.port (a free port when
+        that one is taken: a second squall local still gets a UI)."""
+        from ..ui.server import LogViewerServer, UiServer
+
+        self.logviewer = LogViewerServer(self.conf, [self.supervisor.files.logs_dir],
+                                         host="127.0.0.1", port=0).start()
+        port = int(cfg.get(self.conf, cfg.UI_PORT))
+        try:
+            self.ui = UiServer(self.conf, host="127.0.0.1", port=port,
+                               logviewer_port=self.logviewer.web.port).start()
+        except SquallError:
+            self.ui = UiServer(self.conf, host="127.0.0.1", port=0,
+                               logviewer_port=self.logviewer.web.port).start()
 
     def _write_client_yaml(self) -> None:
         """A squall.yaml other `squall` commands can use (SQUALL_CONF) to reach this cluster."""
         import yaml
 
         keys = (cfg.NIMBUS_SEEDS, cfg.NIMBUS_GRPC_PORT, cfg.SQUALL_TLS_CA_FILE,
-                cfg.SQUALL_TLS_CERT_FILE, cfg.SQUALL_TLS_KEY_FILE)
+                cfg.SQUALL_TLS_CERT_FILE, cfg.SQUALL_TLS_KEY_FILE, cfg.SQUALL_HTTP_TOKEN_FILE)
         #: Where that squall.yaml is.
         self.client_yaml = os.path.join(self.base_dir, "squall.yaml")
         write_text_atomic(self.client_yaml, yaml.safe_dump(  # owner-only
@@ -189,7 +218,8 @@ class LocalCluster(Daemon):
 
     def close_unsafe(self, reason: str) -> None:
         """Stop the supervisor (and its workers), Nimbus and ZooKeeper, whichever started."""
-        steps = [("supervisor", lambda s: s.close(reason)),
+        steps = [("ui", lambda s: s.close(reason)), ("logviewer", lambda s: s.close(reason)),
+                 ("supervisor", lambda s: s.close(reason)),
                  ("server", lambda s: s.stop(grace=1).wait(5)),
                  ("nimbus", lambda s: s.close(reason)),
                  ("zookeeper", lambda s: s.stop()), ("redis", lambda s: s.stop())]
@@ -252,7 +282,7 @@ class _Run:
         self.conf = cfg.layered(loaded.conf, overrides)
         workers = int(self.conf[cfg.TOPOLOGY_WORKERS])
         self.cluster = LocalCluster(overrides, slots=max(4, workers),
-                                    on_worker_event=self.events.put)
+                                    on_worker_event=self.events.put, web=True)
         self.topology_id = ""
         self.crashed = False
         self._nimbus: Any = None
@@ -358,6 +388,8 @@ def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any
         echo(f"[squall local] ZooKeeper {c.zookeeper.connect_string} (pid {c.zookeeper.pid}), "
              f"Nimbus {c.nimbus.address}{redis}, supervisor slots {c.supervisor.ports}; "
              f"other squall commands reach it with SQUALL_CONF={c.client_yaml}")
+        if c.ui is not None:
+            echo(f"[squall local] UI: {c.ui.login_url()}  (logviewer {c.logviewer.url})")
         run.topology_id = c.submit(loaded.name, loaded.topology, loaded.conf, loaded.code_dir,
                                    warn=lambda w: echo(f"[squall local] warning: {w}"))
         echo(f"[squall local] topology {loaded.name} submitted as {run.topology_id}; "

@@ -1,0 +1,231 @@
+"""The UI's HTTP face: Storm's REST API v1 under ``/api/v1`` and the page under ``/``.
+
+Every answer comes from Nimbus over gRPC (:class:`~squall.client.nimbus_client.NimbusClient`,
+which follows the leader); nothing is cached here, so two UIs agree. Errors are JSON
+``{"error", "errorMessage"}`` with an HTTP status from the one table :data:`HTTP_STATUS`
+(Storm answers 500 for everything; a 404 for an unknown topology is what scripts want).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from typing import Any, Callable, Mapping
+
+from flask import Flask, Response, jsonify, request, send_from_directory
+
+from ..client import config as cfg
+from ..client.errors import InvalidRequest, NimbusError, SquallError
+from ..client.health import topology_health
+from . import storm_json as sj
+
+log = logging.getLogger("squall.ui")
+
+#: NimbusError.grpc_code -> HTTP status.
+HTTP_STATUS = {"NOT_FOUND": 404, "ALREADY_EXISTS": 409, "INVALID_ARGUMENT": 400,
+               "RESOURCE_EXHAUSTED": 429, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403,
+               "FAILED_PRECONDITION": 409, "UNAVAILABLE": 503, "INTERNAL": 500}
+STATUS_TEXT = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+               409: "Conflict", 429: "Too Many Requests", 500: "Internal Server Error",
+               501: "Not Implemented", 503: "Service Unavailable"}
+
+STATIC = os.path.join(os.path.dirname(__file__), "static")
+
+
+def _error(status: int, message: str) -> Response:
+    resp = jsonify({"error": STATUS_TEXT.get(status, str(status)), "errorMessage": message})
+    resp.status_code = status
+    return resp
+
+
+def make_app(client: Any, conf: Mapping[str, Any], version: str,
+             log_link: sj.LogLink, metrics: Any = None) -> Flask:
+    """The WSGI app. ``client`` is a NimbusClient (or anything with its methods);
+    ``log_link(topology_id, host, port)`` makes an executor's logviewer URL; ``metrics``
+    (ui/server.py's UiMetrics) counts requests."""
+    app = Flask("squall.ui", static_folder=None)
+    app.json.sort_keys = False
+
+    @app.errorhandler(NimbusError)
+    def nimbus_error(e: NimbusError):
+        return _error(HTTP_STATUS.get(e.grpc_code, 500), str(e))
+
+    @app.errorhandler(SquallError)
+    def squall_error(e: SquallError):
+        return _error(400, str(e))
+
+    @app.errorhandler(404)
+    def not_found(e):
+        return _error(404, f"no such endpoint: {request.path} (see /api/v1 in the README)")
+
+    @app.errorhandler(405)
+    def bad_method(e):
+        return _error(405, f"{request.method} is not allowed on {request.path}")
+
+    @app.errorhandler(Exception)
+    def crash(e: Exception):
+        log.exception("UI request %s %s failed", request.method, request.path)
+        return _error(500, f"{type(e).__name__} inside the UI; see the UI's log")
+
+    if metrics is not None:
+        @app.before_request
+        def _start():
+            request.environ["squall.t0"] = time.perf_counter()
+
+        @app.after_request
+        def _count(resp):
+            t0 = request.environ.get("squall.t0")
+            endpoint = request.url_rule.rule if request.url_rule else "unmatched"
+            metrics.observe(request.method, endpoint, resp.status_code,
+                            time.perf_counter() - t0 if t0 else 0.0)
+            return resp
+
+    def window() -> int:
+        try:
+            return sj.parse_window(request.args.get("window"))
+        except ValueError as e:
+            raise InvalidRequest(str(e)) from None
+
+    def info(tid: str, secs: int = 0):
+        return client.topology_info(topology_id=tid, window_secs=secs)
+
+    def windows(tid: str, have: Mapping[int, Any]) -> dict[int, Any]:
+        out = dict(have)
+        for w in sj.WINDOWS:
+            if w not in out:
+                out[w] = info(tid, w)
+        return out
+
+    def topo_conf(tid: str) -> dict:
+        return json.loads(client.topology_conf(tid))
+
+    # --- pages ---
+    @app.get("/")
+    @app.get("/index.html")
+    @app.get("/topology.html")
+    def page():
+        return send_from_directory(STATIC, "index.html")
+
+    @app.get("/static/<path:name>")
+    def static(name: str):
+        return send_from_directory(STATIC, name)
+
+    # --- cluster ---
+    @app.get("/api/v1/cluster/configuration")
+    def cluster_configuration():
+        # The UI's own conf (its squall.yaml): the cluster's, as Storm's UI shows Nimbus's.
+        return jsonify(cfg.redact({**cfg.defaults(), **conf}))
+
+    @app.get("/api/v1/cluster/summary")
+    def cluster_summary():
+        return jsonify(sj.cluster_summary(client.list(), version))
+
+    @app.get("/api/v1/supervisor/summary")
+    def supervisor_summary():
+        return jsonify(sj.supervisor_summary(client.list()))
+
+    @app.get("/api/v1/nimbus/summary")
+    def nimbus_summary():
+        return jsonify(sj.nimbus_summary(client.list()))
+
+    @app.get("/api/v1/topology/summary")
+    def topology_summary():
+        c = client.list()
+        return jsonify({"topologies": [sj.topology_row(t, topology_health(t))
+                                       for t in c.topologies],
+                        "schedulerDisplayResource": False})
+
+    # --- one topology ---
+    @app.get("/api/v1/topology/<tid>")
+    def topology(tid: str):
+        secs = window()
+        main = info(tid, secs)
+        return jsonify(sj.topology_page(main, windows(tid, {secs: main}), secs,
+                                        topo_conf(tid), log_link,
+                                        include_sys=request.args.get("sys") in ("1", "true")))
+
+    @app.get("/api/v1/topology/<tid>/component/<component>")
+    def component(tid: str, component: str):
+        secs = window()
+        main = info(tid, secs)
+        page = sj.component_page(main, component, secs, windows(tid, {secs: main}), log_link)
+        if page is None:
+            return _error(404, f"topology {tid} has no component {component!r} "
+                               f"(it has: {', '.join(c.component_id for c in main.components)})")
+        return jsonify(page)
+
+    @app.get("/api/v1/topology/<tid>/visualization")
+    def visualization(tid: str):
+        main = info(tid, window())
+        return jsonify(sj.visualization(client.user_topology(tid), main))
+
+    @app.get("/api/v1/topology/<tid>/lag")
+    def lag(tid: str):
+        info(tid)  # an unknown id is still a 404
+        return _error(501, "spout lag is not supported: Squall has no Kafka spout to ask")
+
+    @app.get("/api/v1/topology-workers/<tid>")
+    def topology_workers(tid: str):
+        main = info(tid)
+        hosts = sorted({(e.host, e.port) for e in main.executors if e.host})
+        return jsonify({"hostPortList": [{"host": h, "port": p} for h, p in hosts],
+                        "logviewerPort": cfg.get(conf, cfg.LOGVIEWER_PORT)})
+
+    # --- actions (Storm's POST endpoints) ---
+    def action(tid: str, op: str, fn: Callable[[str], None]):
+        name = info(tid).name
+        fn(name)
+        log.info("UI: %s topology %s (%s)", op, name, tid)
+        return jsonify({"topologyOperation": op, "topologyId": tid, "status": "success"})
+
+    def wait_time(raw: str) -> int:
+        try:
+            secs = int(raw)
+        except ValueError:
+            raise InvalidRequest(f"wait time {raw!r} is not a whole number of seconds") \
+                from None
+        if secs < 0:
+            raise InvalidRequest(f"wait time must not be negative, got {secs}")
+        return secs
+
+    @app.post("/api/v1/topology/<tid>/activate")
+    def activate(tid: str):
+        return action(tid, "activate", client.activate)
+
+    @app.post("/api/v1/topology/<tid>/deactivate")
+    def deactivate(tid: str):
+        return action(tid, "deactivate", client.deactivate)
+
+    @app.post("/api/v1/topology/<tid>/kill/<wait>")
+    def kill(tid: str, wait: str):
+        secs = wait_time(wait)
+        return action(tid, "kill", lambda name: client.kill(name, secs))
+
+    @app.post("/api/v1/topology/<tid>/rebalance/<wait>")
+    def rebalance(tid: str, wait: str):
+        secs = wait_time(wait)
+        body = request.get_json(silent=True) if request.data else {}
+        if body is None or not isinstance(body, dict):
+            raise InvalidRequest("the body must be JSON: {\"rebalanceOptions\": {\"numWorkers\""
+                                 ": 2, \"executors\": {\"count\": 4}}}")
+        opts = body.get("rebalanceOptions") or {}
+        try:
+            workers = opts.get("numWorkers")
+            workers = None if workers in (None, "") else int(workers)
+            executors = {str(k): int(v) for k, v in (opts.get("executors") or {}).items()}
+        except (TypeError, ValueError, AttributeError):
+            raise InvalidRequest("rebalanceOptions: numWorkers and each executors value must "
+                                 "be whole numbers") from None
+        return action(tid, "rebalance",
+                      lambda name: client.rebalance(name, secs, workers, executors))
+
+    @app.get("/api/v1/topology/<tid>/errors")
+    def topology_errors(tid: str):
+        main = info(tid)
+        return jsonify({"errors": [{"component": e.component, "error": e.error,
+                                    "errorTime": e.time_secs, "errorHost": e.host,
+                                    "errorPort": e.port} for e in main.errors]})
+
+    return app

@@ -1,0 +1,154 @@
+"""``squall ui``: the REST API and the page on ``ui.host:ui.port``, and the UI's own
+Prometheus metrics at ``/metrics`` on the same port."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any, Mapping
+from urllib.parse import quote
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from ..client import config as cfg
+from ..client.daemon import Daemon
+from ..client.errors import NimbusError
+from ..client.nimbus_client import NimbusClient
+from ..client.web import WebServer, loopback
+
+log = logging.getLogger("squall.ui")
+
+
+class UiMetrics:
+    """Requests served by the UI, by endpoint and status, and how long they took."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("squall_ui_requests", "HTTP requests served by the UI",
+                                ["method", "endpoint", "status"], registry=self.registry)
+        self.seconds = Histogram("squall_ui_request_seconds", "Time to answer a request",
+                                 ["endpoint"], registry=self.registry)
+
+    def observe(self, method: str, endpoint: str, status: int, secs: float) -> None:
+        self.requests.labels(method, endpoint, str(status)).inc()
+        self.seconds.labels(endpoint).observe(secs)
+
+
+def log_link_maker(conf: Mapping[str, Any], scheme: str, port: int | None = None):
+    """(topology id, host, port) -> the logviewer URL of that worker's log."""
+    lv_port = port or int(cfg.get(conf, cfg.LOGVIEWER_PORT))
+
+    def link(tid: str, host: str, worker_port: int) -> str:
+        return (f"{scheme}://{host}:{lv_port}/log?file="
+                f"{quote(f'{tid}-{worker_port}.log', safe='')}")
+    return link
+
+
+class LeaderClient(NimbusClient):
+    """A NimbusClient that checks every ``recheck_secs`` that it talks to the leader."""
+
+    def __init__(self, conf: Mapping[str, Any], recheck_secs: float = 10.0):
+        super().__init__(conf)
+        self.recheck_secs = recheck_secs
+        self._checked = 0.0
+        self._lock = threading.Lock()
+
+    def _call(self, method: str, request, stream: bool = False, **kw):
+        if method != "GetLeader":
+            now = time.monotonic()
+            with self._lock:
+                due = now - self._checked >= self.recheck_secs
+                if due:
+                    self._checked = now
+            if due:
+                try:
+                    self.prefer_leader()
+                except NimbusError as e:  # no leader right now: any Nimbus answers reads
+                    log.warning("UI: cannot find the Nimbus leader (%s); reading from %s",
+                                e, self.address)
+        return super()._call(method, request, stream, **kw)
+
+
+class UiServer(Daemon):
+    """The UI daemon. Example: ``UiServer(conf, port=0).start().login_url()``."""
+
+    def __init__(self, conf: Mapping[str, Any], host: str | None = None,
+                 port: int | None = None, insecure: bool = False,
+                 logviewer_port: int | None = None):
+        super().__init__()
+        self.conf = dict(conf)
+        self.host = host if host is not None else str(cfg.get(conf, cfg.UI_HOST))
+        self.port = int(cfg.get(conf, cfg.UI_PORT)) if port is None else port
+        self.insecure = insecure
+        self.logviewer_port = logviewer_port
+        self.client: NimbusClient | None = None
+        self.web: WebServer | None = None
+
+    def start_unsafe(self) -> None:
+        from flask import Response
+
+        from ..client import __version__ as version
+        from .rest import make_app
+
+        self.client = LeaderClient(self.conf)
+        metrics = UiMetrics()
+        # The logviewers answer as this UI does: plain on loopback, HTTPS elsewhere.
+        scheme = "http" if loopback(self.host) or not self.conf.get(cfg.SQUALL_TLS_CERT_FILE) \
+            else "https"
+        app = make_app(self.client, self.conf, version,
+                       log_link_maker(self.conf, scheme, self.logviewer_port), metrics)
+
+        @app.get("/metrics")
+        def prometheus():
+            return Response(generate_latest(metrics.registry), content_type=CONTENT_TYPE_LATEST)
+
+        self.web = WebServer(app, self.host, self.port, self.conf, "ui", insecure=self.insecure)
+        log.info("UI serving %s (Nimbus %s)", self.web.url, self.client.address)
+
+    def login_url(self, path: str = "/") -> str:
+        assert self.web is not None
+        return self.web.login_url(path)
+
+    @property
+    def url(self) -> str:
+        assert self.web is not None
+        return self.web.url
+
+    def close_unsafe(self, reason: str) -> None:
+        if self.web is not None:
+            self.web.stop()
+        if self.client is not None:
+            self.client.close()
+
+
+class LogViewerServer(Daemon):
+    """The logviewer daemon over ``roots`` (default: ``<storm.local.dir>/logs``)."""
+
+    def __init__(self, conf: Mapping[str, Any], roots: list[str] | None = None,
+                 host: str | None = None, port: int | None = None, insecure: bool = False):
+        super().__init__()
+        self.conf = dict(conf)
+        self.roots = roots or [os.path.join(str(cfg.get(conf, cfg.STORM_LOCAL_DIR)), "logs")]
+        self.host = host if host is not None else str(cfg.get(conf, cfg.LOGVIEWER_HOST))
+        self.port = int(cfg.get(conf, cfg.LOGVIEWER_PORT)) if port is None else port
+        self.insecure = insecure
+        self.web: WebServer | None = None
+
+    def start_unsafe(self) -> None:
+        from .logviewer import make_app
+
+        self.web = WebServer(make_app(self.roots), self.host, self.port, self.conf,
+                             "logviewer", insecure=self.insecure)
+        log.info("logviewer serving %s from %s", self.web.url, ", ".join(self.roots))
+
+    @property
+    def url(self) -> str:
+        assert self.web is not None
+        return self.web.url
+
+    def close_unsafe(self, reason: str) -> None:
+        if self.web is not None:
+            self.web.stop()

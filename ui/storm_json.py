@@ -1,0 +1,265 @@
+"""Nimbus's answers (proto messages) as Storm's REST API v1 JSON, field names and all.
+
+Pure functions, so the shapes are tested without a server. Storm returns latencies and
+capacity as strings with three decimals ("0.048"); so do we, since dashboards parse them
+that way. Squall's own additions (health, percentiles, per-stream detail) use new names and
+never change a Storm field's meaning.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+from urllib.parse import quote
+
+#: Storm's UI windows, seconds; 0 is all time.
+WINDOWS = (600, 10800, 86400, 0)
+#: Storm's windowPretty values.
+PRETTY = {600: "10m 0s", 10800: "3h 0m 0s", 86400: "1d 0h 0m 0s", 0: "All time"}
+
+LogLink = Callable[[str, str, int], str]  # (topology id, host, port) -> URL
+
+
+def pretty_uptime(secs: int) -> str:
+    """Storm's "29m 19s" / "1d 2h 3m 4s"."""
+    secs = max(0, int(secs))
+    d, rem = divmod(secs, 86400)
+    h, rem = divmod(rem, 3600)
+    m, s = divmod(rem, 60)
+    parts = [f"{d}d"] if d else []
+    if d or h:
+        parts.append(f"{h}h")
+    if d or h or m:
+        parts.append(f"{m}m")
+    parts.append(f"{s}s")
+    return " ".join(parts)
+
+
+def parse_window(raw: str | None) -> int:
+    """``?window=``: seconds (600, 10800, 86400 or any positive number) or ``:all-time``
+    (the default) -> seconds, 0 for all time. ValueError names what is accepted."""
+    if raw in (None, "", ":all-time", "all-time"):
+        return 0
+    try:
+        secs = int(raw)
+    except ValueError:
+        raise ValueError(f"window {raw!r}: use seconds (600, 10800, 86400) or :all-time") \
+            from None
+    if secs < 0:
+        raise ValueError(f"window {raw!r}: must not be negative")
+    return secs
+
+
+def window_label(secs: int) -> str:
+    return str(secs) if secs else ":all-time"
+
+
+def _f3(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def cluster_summary(c: Any, version: str) -> dict:
+    """/api/v1/cluster/summary."""
+    slots_total = sum(s.num_slots for s in c.supervisors)
+    slots_used = sum(s.num_used_slots for s in c.supervisors)
+    return {"stormVersion": version, "squallVersion": version,
+            "supervisors": len(c.supervisors), "topologies": len(c.topologies),
+            "slotsTotal": slots_total, "slotsUsed": slots_used,
+            "slotsFree": slots_total - slots_used,
+            "executorsTotal": sum(t.num_executors for t in c.topologies),
+            "tasksTotal": sum(t.num_tasks for t in c.topologies),
+            "schedulerDisplayResource": False,
+            "nimbusUptime": pretty_uptime(c.nimbus_uptime_secs),
+            "nimbusUptimeSeconds": c.nimbus_uptime_secs}
+
+
+def supervisor_summary(c: Any) -> dict:
+    """/api/v1/supervisor/summary."""
+    return {"supervisors": [
+        {"id": s.id, "host": s.host, "uptime": pretty_uptime(s.uptime_secs),
+         "uptimeSeconds": s.uptime_secs, "slotsTotal": s.num_slots,
+         "slotsUsed": s.num_used_slots, "slotsFree": s.num_slots - s.num_used_slots,
+         "version": ""} for s in c.supervisors],
+        "schedulerDisplayResource": False}
+
+
+def nimbus_summary(c: Any) -> dict:
+    """/api/v1/nimbus/summary: Storm's status strings "Leader" / "Not a Leader"."""
+    return {"nimbuses": [
+        {"host": n.host, "port": n.port, "status": "Leader" if n.is_leader else "Not a Leader",
+         "nimbusUpTime": pretty_uptime(n.uptime_secs), "nimbusUpTimeSeconds": n.uptime_secs,
+         "version": n.version, "nimbusLogLink": ""} for n in c.nimbuses]}
+
+
+def topology_row(t: Any, health: str) -> dict:
+    return {"id": t.id, "encodedId": quote(t.id, safe=""), "name": t.name, "status": t.status,
+            "owner": t.owner, "uptime": pretty_uptime(t.uptime_secs),
+            "uptimeSeconds": t.uptime_secs, "tasksTotal": t.num_tasks,
+            "workersTotal": t.num_workers, "executorsTotal": t.num_executors,
+            "replicationCount": 1, "schedulerDisplayResource": False,
+            # Squall's additions: what a crash loop looks like while status says ACTIVE.
+            "health": health, "recentRestarts": t.recent_restarts,
+            "restartWindowSeconds": t.restart_window_secs, "workersLive": t.live_workers,
+            "lastError": t.last_error.error if t.HasField("last_error") else ""}
+
+
+def _error_fields(errors: list, log_link: LogLink, tid: str, now: float) -> dict:
+    if not errors:
+        return {"lastError": "", "errorHost": "", "errorPort": None, "errorTime": None,
+                "errorLapsedSecs": None, "errorWorkerLogLink": ""}
+    e = errors[-1]
+    return {"lastError": e.error, "errorHost": e.host, "errorPort": e.port,
+            "errorTime": e.time_secs, "errorLapsedSecs": int(now - e.time_secs),
+            "errorWorkerLogLink": log_link(tid, e.host, e.port) if e.host else ""}
+
+
+def window_stats(info: Any, secs: int) -> dict:
+    """One entry of topologyStats: the topology's totals over one window (Storm counts what
+    spouts emitted and acked; bolts' emits add to emitted and transferred)."""
+    spouts = [c for c in info.components if c.type == "spout"]
+    done = sum(c.acked for c in spouts)
+    lat = sum(c.complete_latency_ms * c.acked for c in spouts) / done if done else 0.0
+    user = [c for c in info.components if not c.component_id.startswith("__")]
+    return {"windowPretty": PRETTY.get(secs, f"{secs}s"), "window": window_label(secs),
+            "emitted": sum(c.emitted for c in user),
+            "transferred": sum(c.transferred for c in user),
+            "completeLatency": _f3(lat), "acked": done,
+            "failed": sum(c.failed for c in spouts)}
+
+
+def topology_page(info: Any, by_window: dict[int, Any], secs: int, conf: dict,
+                  log_link: LogLink, include_sys: bool = False,
+                  now: float | None = None) -> dict:
+    """/api/v1/topology/:id. ``info`` is over the requested window, ``by_window`` holds the
+    four standard windows for topologyStats."""
+    now = time.time() if now is None else now
+    errors_by_comp: dict[str, list] = {}
+    for e in info.errors:
+        errors_by_comp.setdefault(e.component, []).append(e)
+    spouts, bolts = [], []
+    for c in info.components:
+        if c.component_id.startswith("__") and not include_sys:
+            continue
+        errs = _error_fields(errors_by_comp.get(c.component_id, []), log_link, info.id, now)
+        common = {"executors": c.num_executors, "tasks": c.num_tasks, "emitted": c.emitted,
+                  "transferred": c.transferred, "acked": c.acked, "failed": c.failed,
+                  "encodedId": quote(c.component_id, safe=""), **errs}
+        if c.type == "spout":
+            spouts.append({"spoutId": c.component_id, **common,
+                           "completeLatency": _f3(c.complete_latency_ms),
+                           "completeLatencyP50": _f3(c.complete_latency_p50_ms),
+                           "completeLatencyP99": _f3(c.complete_latency_p99_ms),
+                           "pending": c.pending})
+        else:
+            bolts.append({"boltId": c.component_id, **common, "executed": c.executed,
+                          "executeLatency": _f3(c.execute_latency_ms),
+                          "processLatency": _f3(c.process_latency_ms),
+                          "capacity": _f3(c.capacity)})
+    workers: dict[tuple[str, int], dict] = {}
+    for ex in info.executors:
+        w = workers.setdefault((ex.host, ex.port), {
+            "topologyId": info.id, "topologyName": info.name, "host": ex.host, "port": ex.port,
+            "supervisorId": "", "uptime": pretty_uptime(ex.uptime_secs),
+            "uptimeSeconds": ex.uptime_secs, "executorsTotal": 0, "componentNumTasks": {},
+            "workerLogLink": log_link(info.id, ex.host, ex.port)})
+        w["executorsTotal"] += 1
+        n = ex.task_end - ex.task_start + 1
+        w["componentNumTasks"][ex.component_id] = w["componentNumTasks"].get(
+            ex.component_id, 0) + n
+    return {"id": info.id, "encodedId": quote(info.id, safe=""), "name": info.name,
+            "owner": info.owner, "status": info.status,
+            "uptime": pretty_uptime(info.uptime_secs), "uptimeSeconds": info.uptime_secs,
+            "tasksTotal": sum(c.num_tasks for c in info.components),
+            "workersTotal": len(workers),
+            "executorsTotal": len(info.executors),
+            "msgTimeout": conf.get("topology.message.timeout.secs", 30),
+            "window": window_label(secs), "windowHint": PRETTY.get(secs, f"{secs}s"),
+            "schedulerDisplayResource": False, "replicationCount": 1,
+            "debug": bool(conf.get("topology.debug", False)),
+            "topologyStats": [window_stats(by_window[w], w) for w in WINDOWS if w in by_window],
+            "spouts": spouts, "bolts": bolts, "workers": list(workers.values()),
+            "recentRestarts": info.recent_restarts,
+            "restartWindowSeconds": info.restart_window_secs,
+            "errors": [{"component": e.component, "error": e.error, "errorTime": e.time_secs,
+                        "errorHost": e.host, "errorPort": e.port,
+                        "errorLapsedSecs": int(now - e.time_secs),
+                        "errorWorkerLogLink": log_link(info.id, e.host, e.port) if e.host
+                        else ""} for e in list(info.errors)[-20:]],
+            "configuration": conf}
+
+
+def component_page(info: Any, component: str, secs: int, by_window: dict[int, Any],
+                   log_link: LogLink, now: float | None = None) -> dict | None:
+    """/api/v1/topology/:id/component/:component, or None for an unknown component."""
+    now = time.time() if now is None else now
+    comp = next((c for c in info.components if c.component_id == component), None)
+    if comp is None:
+        return None
+    kind = comp.type
+    execs = []
+    for ex in info.executors:
+        if ex.component_id != component:
+            continue
+        row = {"id": f"[{ex.task_start}-{ex.task_end}]", "host": ex.host, "port": ex.port,
+               "uptime": pretty_uptime(ex.uptime_secs), "uptimeSeconds": ex.uptime_secs,
+               "emitted": ex.emitted, "transferred": ex.transferred, "acked": ex.acked,
+               "failed": ex.failed, "workerLogLink": log_link(info.id, ex.host, ex.port)}
+        if kind == "spout":
+            row["completeLatency"] = _f3(ex.complete_latency_ms)
+        else:
+            row.update(executed=ex.executed, executeLatency=_f3(ex.execute_latency_ms),
+                       processLatency=_f3(ex.process_latency_ms), capacity=_f3(ex.capacity))
+        execs.append(row)
+    summary_key = "spoutSummary" if kind == "spout" else "boltStats"
+    summaries = []
+    for w in WINDOWS:
+        if w not in by_window:
+            continue
+        c = next((c for c in by_window[w].components if c.component_id == component), None)
+        if c is None:
+            continue
+        s = {"windowPretty": PRETTY[w], "window": window_label(w), "emitted": c.emitted,
+             "transferred": c.transferred, "acked": c.acked, "failed": c.failed}
+        if kind == "spout":
+            s["completeLatency"] = _f3(c.complete_latency_ms)
+        else:
+            s.update(executed=c.executed, executeLatency=_f3(c.execute_latency_ms),
+                     processLatency=_f3(c.process_latency_ms), capacity=_f3(c.capacity))
+        summaries.append(s)
+    return {"id": component, "encodedId": quote(component, safe=""), "name": info.name,
+            "topologyId": info.id, "encodedTopologyId": quote(info.id, safe=""),
+            "topologyStatus": info.status, "user": info.owner, "componentType": kind,
+            "executors": comp.num_executors, "tasks": comp.num_tasks,
+            "window": window_label(secs), "windowHint": PRETTY.get(secs, f"{secs}s"),
+            "schedulerDisplayResource": False, "debug": False,
+            "profilingAndDebuggingCapable": False, "profileActionEnabled": False,
+            "profilerActive": [],
+            summary_key: summaries,
+            "outputStats": [{"stream": k, "emitted": v.emitted, "transferred": v.transferred}
+                            for k, v in sorted(comp.streams.items())],
+            "executorStats": execs,
+            "componentErrors": [
+                {"error": e.error, "errorTime": e.time_secs, "errorHost": e.host,
+                 "errorPort": e.port, "errorLapsedSecs": int(now - e.time_secs),
+                 "errorWorkerLogLink": log_link(info.id, e.host, e.port) if e.host else ""}
+                for e in info.errors if e.component == component]}
+
+
+def visualization(topology: Any, info: Any) -> dict:
+    """/api/v1/topology/:id/visualization: components with their inputs (stream, grouping)
+    and window counters; the page draws the graph from it. ``topology`` is the
+    StormTopology message."""
+    stats = {c.component_id: c for c in info.components}
+    out: dict[str, dict] = {}
+    for kind, comps in (("spout", topology.spouts), ("bolt", topology.bolts)):
+        for cid, comp in comps.items():
+            c = stats.get(cid)
+            inputs = [{"component": i.source.component, "stream": i.source.stream,
+                       "grouping": i.grouping.WhichOneof("kind") or "shuffle"}
+                      for i in comp.common.inputs]
+            out[cid] = {":type": kind, ":capacity": c.capacity if c else 0.0,
+                        ":latency": (c.complete_latency_ms if kind == "spout"
+                                     else c.execute_latency_ms) if c else 0.0,
+                        ":transferred": c.transferred if c else 0,
+                        ":inputs": inputs}
+    return out
