@@ -285,6 +285,8 @@ class WorkerHeartbeat:
     dropped_batches: int = 0
     errors: list[dict] = field(default_factory=list)
     rss_bytes: int = 0
+    #: Garbage collections so far, per generation (gc.get_stats()).
+    gc_collections: list[int] = field(default_factory=list)
 
     VERSION = 1
 
@@ -296,7 +298,8 @@ class WorkerHeartbeat:
                 "executors": self.executors,
                 "throttled": self.throttled, "dropped_frames": self.dropped_frames,
                 "dropped_tuples": self.dropped_tuples, "dropped_batches": self.dropped_batches,
-                "errors": self.errors, "rss_bytes": self.rss_bytes}
+                "errors": self.errors, "rss_bytes": self.rss_bytes,
+                "gc_collections": self.gc_collections}
 
     @classmethod
     def from_json(cls, data: Any) -> "WorkerHeartbeat":
@@ -309,7 +312,8 @@ class WorkerHeartbeat:
                        dict(d.get("tasks") or {}), dict(d.get("executors") or {}),
                        bool(d.get("throttled", False)), int(d.get("dropped_frames", 0)),
                        int(d.get("dropped_tuples", 0)), int(d.get("dropped_batches", 0)),
-                       list(d.get("errors") or []), int(d.get("rss_bytes", 0)))
+                       list(d.get("errors") or []), int(d.get("rss_bytes", 0)),
+                       [int(n) for n in d.get("gc_collections") or []])
         return _parse(HEARTBEAT_FILE, data, build)
 
     @classmethod

@@ -122,6 +122,10 @@ class Report(Bolt):
         self.collector = collector
         self.counts: Counter = Counter()
         self.sentences = int(conf.get(SENTENCES_KEY, 20_000))
+        # User metrics (Storm's metrics v2): on the supervisor's /metrics as
+        # squall_user_distinct_words and squall_user_increments_total.
+        context.register_gauge("distinct_words", lambda: len(self.counts))
+        self.increments = context.register_counter("increments")
 
     def execute(self, tup):
         if tup.is_tick:
@@ -129,6 +133,7 @@ class Report(Bolt):
             print(f"[word_count] {sum(self.counts.values())} words so far; top: {top}", flush=True)
             return
         self.counts.update(tup.values[0])
+        self.increments.inc()
         self.collector.ack(tup)
 
     def cleanup(self):

@@ -61,6 +61,7 @@ from .authorizer import TopologyAcl
 from .code_sync import CodeSync
 from .index import TopologyIndex
 from .liveness import Liveness
+from .metrics import NimbusMetrics
 from .package_store import PackageStore
 from .scheduler import NotEnoughSlots, Slot, edges_of, schedule
 
@@ -118,6 +119,9 @@ class Nimbus(Daemon):
         self._stopping = threading.Event()
         self._election = None
         self._thread: threading.Thread | None = None
+        #: Prometheus (nimbus/metrics.py), served on nimbus.metrics.port when set.
+        self.metrics = NimbusMetrics(lambda: self.is_leader, lambda: self.index.count())
+        self._metrics_server: Any = None
         #: Followers copy every live topology's files from the leader.
         self.code_sync = CodeSync(self, lambda: not self.is_leader and
                                   not self.cluster_state.suspended, self._leader_address)
@@ -128,6 +132,17 @@ class Nimbus(Daemon):
         self.cluster_state.register_nimbus(self.address, {
             "host": self.host, "port": self.port, "start_time_secs": self.start_time,
             "version": VERSION})
+        port = self.conf.get(cfg.NIMBUS_METRICS_PORT)
+        if port is not None:
+            from prometheus_client import make_wsgi_app
+
+            from ..client.web import WebServer
+            self._metrics_server = WebServer(
+                make_wsgi_app(self.metrics.registry),
+                str(cfg.get(self.conf, cfg.SQUALL_METRICS_HOST)), int(port), self.conf,
+                "nimbus metrics", threads=2)
+            log.info("Nimbus %s: Prometheus metrics on %s/metrics", self.address,
+                     self._metrics_server.url)
         self._thread = threading.Thread(target=self._run, name="squall-nimbus", daemon=True)
         self._thread.start()
         self.code_sync.start()
@@ -150,6 +165,8 @@ class Nimbus(Daemon):
         if election is not None:
             election.cancel()
         self.code_sync.stop()
+        if self._metrics_server is not None:
+            self._metrics_server.stop()
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.cluster_state.close()
@@ -213,6 +230,13 @@ class Nimbus(Daemon):
         """Storm's ``doRebalance``/``mkAssignments`` round: due transitions, unassigned topologies,
         and slots whose supervisor is gone; abandoned uploads expire."""
         now = time.time()
+        t0 = time.perf_counter()
+        try:
+            self._monitor_round(now)
+        finally:
+            self.metrics.zookeeper("monitor_round", time.perf_counter() - t0)
+
+    def _monitor_round(self, now: float) -> None:
         self.package_store.expire()
         self._for_each_storm(lambda tid: lc.Tick(now=now, stimulus_id="monitor"))
         try:
@@ -315,6 +339,17 @@ class Nimbus(Daemon):
     def _assign(self, tid: str, num_workers: int, component_executors: Mapping[str, int],
                 stimulus_id: str, retry: bool = True) -> None:
         """Schedule ``tid`` over the free slots and write /assignments/<id> (Storm's mkAssignments)."""
+        t0 = time.perf_counter()
+        try:
+            self._assign_now(tid, num_workers, component_executors, stimulus_id, retry)
+        finally:
+            secs = time.perf_counter() - t0
+            self.metrics.rounds.inc()
+            self.metrics.round_secs.observe(secs)
+            self.metrics.zookeeper("assign", secs)
+
+    def _assign_now(self, tid: str, num_workers: int, component_executors: Mapping[str, int],
+                    stimulus_id: str, retry: bool) -> None:
         sys_topo, executors = self._executors(tid, component_executors)
         now = time.time()
         supervisors = self._live_supervisors(now)

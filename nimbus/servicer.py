@@ -20,6 +20,7 @@ import ipaddress
 import json
 import logging
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -77,23 +78,32 @@ def _fail(op: str, context: grpc.ServicerContext, exc: BaseException):
 
 
 def _rpc(method):
-    """Map errors of one RPC (unary or server-streaming) to a status code, with the op name."""
+    """Map errors of one RPC (unary or server-streaming) to a status code, with the op name;
+    count it by method and status (nimbus/metrics.py)."""
     op = method.__name__
     if inspect.isgeneratorfunction(method):
         @functools.wraps(method)
         def stream(self, request, context):
+            t0, code = time.perf_counter(), "OK"
             try:
                 yield from method(self, request, context)
             except Exception as exc:  # noqa: BLE001 - the one translation point
+                code = status_of(exc).name
                 _fail(op, context, exc)
+            finally:
+                self.nimbus.metrics.rpc(op, code, time.perf_counter() - t0)
         return stream
 
     @functools.wraps(method)
     def unary(self, request, context):
+        t0, code = time.perf_counter(), "OK"
         try:
             return method(self, request, context)
         except Exception as exc:  # noqa: BLE001 - the one translation point
+            code = status_of(exc).name
             _fail(op, context, exc)
+        finally:
+            self.nimbus.metrics.rpc(op, code, time.perf_counter() - t0)
     return unary
 
 

@@ -21,9 +21,6 @@ from typing import Any, Iterable
 
 from ..client import histogram
 
-#: Storm's UI windows, seconds; 0 is all-time.
-WINDOWS = (600, 10800, 86400, 0)
-WINDOW_NAMES = {600: "10m 0s", 10800: "3h 0m 0s", 86400: "1d 0h 0m 0s", 0: ":all-time"}
 #: (age up to, spacing) of kept points, seconds.
 TIERS = ((720.0, 10.0), (11520.0, 120.0), (90000.0, 1200.0))
 COUNTERS = ("emitted", "transferred", "executed", "acked", "failed", "timed_out")

@@ -50,12 +50,14 @@ class Outbox:
     def __init__(self, supervisor_id: str, host: str,
                  send: Callable[[Any], None] | None = None,
                  make_sender: Callable[[], Callable[[Any], None]] | None = None,
-                 max_unsent: int = MAX_UNSENT_ERRORS):
+                 max_unsent: int = MAX_UNSENT_ERRORS,
+                 on_send_error: Callable[[], Any] | None = None):
         self.supervisor_id = supervisor_id
         self.host = host
         #: ``send(SupervisorWorkerHeartbeats)``; made by ``make_sender`` on first use.
         self.send = send
         self.make_sender = make_sender
+        self.on_send_error = on_send_error
         #: pid -> (newest error time, how many with that time) taken from its heartbeat.json.
         self._marks: dict[int, tuple[float, int]] = {}
         #: Errors taken from heartbeat files that Nimbus has not accepted yet (bounded).
@@ -125,6 +127,8 @@ class Outbox:
                 self._errors.extendleft(reversed(errors))
             log.warning("supervisor %s: cannot send worker heartbeats to Nimbus: %s",
                         self.supervisor_id, e)
+            if self.on_send_error is not None:
+                self.on_send_error()
 
     def close(self) -> None:
         close = getattr(self.send, "close", None)

@@ -35,6 +35,7 @@ from ..client.contract import (HEARTBEAT_FILE, Assignment, ContractError, Superv
                                WorkerAssignment, WorkerHeartbeat, WorkerStatus)
 from ..client.daemon import Daemon
 from .local_files import FetchTopology, LocalFiles
+from .metrics import SupervisorMetrics
 from .outbox import Outbox
 from .reconcile import (KillWorker, LaunchWorker, RestartPolicy, RunningWorker, WorkerSpec,
                         plan)
@@ -150,8 +151,14 @@ class Supervisor(Daemon):
         self.kill_grace = float(self.conf[cfg.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS])
         self.heartbeat_secs = float(self.conf[cfg.SUPERVISOR_HEARTBEAT_FREQUENCY_SECS])
         #: Worker heartbeats and errors to Nimbus; ``send_heartbeats`` default: gRPC.
+        #: Prometheus: this supervisor's metrics and its workers' (supervisor/metrics.py).
+        self.metrics = SupervisorMetrics(self.id, self.host, lambda: list(self.procs.values()),
+                                         lambda: self.hb_timeout)
+        self.metrics.workers.set_function(lambda: len(self.procs))
+        self._metrics_server: Any = None
         self.outbox = Outbox(self.id, self.host, send=send_heartbeats,
-                             make_sender=self._grpc_sender)
+                             make_sender=self._grpc_sender,
+                             on_send_error=self.metrics.send_errors.inc)
         self.on_worker_event = on_worker_event
         self._hb_thread: threading.Thread | None = None
         #: port -> the process running there (only pids this supervisor launched).
@@ -216,6 +223,17 @@ class Supervisor(Daemon):
         self._hb_thread = threading.Thread(target=self._heartbeat_loop,
                                            name=f"supervisor-hb-{self.id[:8]}", daemon=True)
         self._hb_thread.start()
+        port = self.conf.get(cfg.SUPERVISOR_METRICS_PORT)
+        if port is not None:
+            from prometheus_client import make_wsgi_app
+
+            from ..client.web import WebServer
+            self._metrics_server = WebServer(
+                make_wsgi_app(self.metrics.registry), str(cfg.get(self.conf,
+                                                                  cfg.SQUALL_METRICS_HOST)),
+                int(port), self.conf, f"supervisor {self.id[:8]} metrics", threads=2)
+            log.info("supervisor %s: Prometheus metrics on %s/metrics", self.id,
+                     self._metrics_server.url)
         log.info("supervisor %s on %s started: slots %s, local dir %s", self.id, self.host,
                  self.ports, self.local_dir)
 
@@ -252,7 +270,9 @@ class Supervisor(Daemon):
         self.reap()
         if full:
             try:
+                t0 = time.perf_counter()
                 self.desired = self.read_assignments()
+                self.metrics.zookeeper("read_assignments", time.perf_counter() - t0)
             except ClusterStateError as e:
                 # Keep the workers we have: ZooKeeper being away says nothing about them.
                 log.warning("supervisor %s: cannot read assignments (%s); keeping %d worker(s)",
@@ -372,6 +392,7 @@ class Supervisor(Daemon):
         if inst.failed:
             d = self.policy.on_exit(p.spec.key, self.clock(), code)
             self.outbox.worker_failed(inst.topology_id, inst.port, d.reason)
+            self.metrics.restarted(inst.topology_id)
             log.warning("supervisor %s: %s (pid %d); last lines of %s:\n%s", self.id, d.reason,
                         inst.pid, p.log_path, log_tail(p.log_path))
 
@@ -406,6 +427,7 @@ class Supervisor(Daemon):
             self.outbox.worker_exited(p)
             d = self.policy.on_exit(p.spec.key, self.clock(), code)
             self.outbox.worker_failed(p.spec.topology_id, port, d.reason)
+            self.metrics.restarted(p.spec.topology_id)
             log.warning("supervisor %s: %s (pid %d); last lines of %s:\n%s",
                         self.id, d.reason, p.proc.pid, p.log_path, log_tail(p.log_path))
             self._notify("exited", p, code)
@@ -422,6 +444,8 @@ class Supervisor(Daemon):
         if self._hb_thread is not None:
             self._hb_thread.join(timeout=10)
         self.outbox.close()
+        if self._metrics_server is not None:
+            self._metrics_server.stop()
         self._terminate([p.proc for p in self.procs.values()])
         self.procs.clear()
         try:

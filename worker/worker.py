@@ -295,10 +295,12 @@ class Worker:
             connected=ws.connected,
             tasks={str(t): s.snapshot() for t, s in ws.stats.items()},
             executors={ex.name: {"queue": len(ex.queue), "queue_max": ex.queue.max_len,
-                                 "congested": ex.queue.congested} for ex in self.executors},
+                                 "congested": ex.queue.congested, "component": ex.component_id,
+                                 "task": ex.tasks[0]} for ex in self.executors},
             throttled=ws.bp.throttled, dropped_frames=ws.dropped_frames,
             dropped_tuples=ws.dropped_tuples, dropped_batches=ws.dropped_batches,
-            errors=list(ws.errors), rss_bytes=_rss_bytes())
+            errors=list(ws.errors), rss_bytes=_rss_bytes(),
+            gc_collections=[g["collections"] for g in gc.get_stats()])
 
     def write_heartbeat(self, state: HeartbeatState = HeartbeatState.RUNNING) -> None:
         try:

@@ -1,0 +1,198 @@
+"""The supervisor's Prometheus ``/metrics``: its own metrics and every worker's.
+
+Why the supervisor and not each worker: one port per host instead of one per slot (a
+scrape config that does not change when topologies move), nothing added to the worker's
+per-tuple path or its process (no HTTP server thread next to the executors), and a worker
+that crashed or hangs still shows, as ``squall_worker_up 0``. The price is freshness: the
+values are the worker's heartbeat file, written every ``topology.stats.freq.secs``.
+
+Worker metrics are read from each running worker's ``heartbeat.json`` at scrape time
+(:class:`WorkerCollector`); counters are cumulative since the worker started, so
+Prometheus's rate() handles a restart as a counter reset. Latency histograms keep the
+runtime's own log-spaced buckets (client/histogram.py), exposed with their upper bounds.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
+                                    HistogramMetricFamily)
+from prometheus_client.registry import Collector
+
+from ..client import histogram
+from ..client.contract import WorkerHeartbeat
+
+TASK_LABELS = ["topology", "component", "task", "host", "port"]
+WORKER_LABELS = ["topology", "host", "port"]
+COUNTERS = (("executed", "Tuples executed (bolts)"),
+            ("acked", "Tuple trees acked (spouts) or tuples acked (bolts)"),
+            ("failed", "Tuple trees failed (spouts) or tuples failed (bolts)"),
+            ("timed_out", "Tuple trees failed by the message timeout (spouts)"))
+
+
+def _buckets(snap: Any) -> tuple[list[tuple[str, float]], float] | None:
+    """A histogram snapshot as Prometheus cumulative buckets (le, count), and its sum."""
+    counts, total, n = histogram.parse(snap)
+    if not n:
+        return None
+    out = []
+    acc = 0
+    for k in sorted(counts):
+        acc += counts[k]
+        out.append((repr(histogram.bucket_upper(k)), float(acc)))
+    out.append(("+Inf", float(acc)))
+    return out, total
+
+
+class WorkerCollector(Collector):
+    """Families built from the running workers' heartbeat files at each scrape."""
+
+    def __init__(self, workers: Callable[[], Iterable[Any]], host: str,
+                 stale_secs: Callable[[], float]):
+        #: ``workers()`` -> objects with topology_id, port, pid, worker_dir.
+        self.workers = workers
+        self.host = host
+        self.stale_secs = stale_secs
+
+    def collect(self):
+        now = time.time()
+        fam = {
+            "emitted": CounterMetricFamily("squall_emitted", "Tuples emitted",
+                                           labels=TASK_LABELS + ["stream"]),
+            "transferred": CounterMetricFamily(
+                "squall_transferred", "Tuples transferred (emitted times subscribers)",
+                labels=TASK_LABELS + ["stream"]),
+            "pending": GaugeMetricFamily("squall_pending", "Tuple trees in flight (spouts)",
+                                         labels=TASK_LABELS),
+            "busy": CounterMetricFamily("squall_busy_seconds",
+                                        "Seconds spent executing (capacity = its rate)",
+                                        labels=TASK_LABELS),
+            "complete": HistogramMetricFamily("squall_complete_latency_ms",
+                                              "Complete latency of tuple trees, ms",
+                                              labels=TASK_LABELS),
+            "execute": HistogramMetricFamily("squall_execute_latency_ms",
+                                             "Execute latency of bolts, ms",
+                                             labels=TASK_LABELS),
+            "queue": GaugeMetricFamily("squall_receive_queue_population",
+                                       "Tuples waiting in an executor's receive queue",
+                                       labels=TASK_LABELS),
+            "up": GaugeMetricFamily("squall_worker_up",
+                                    "1 while the worker's heartbeat is fresh",
+                                    labels=WORKER_LABELS),
+            "bp": GaugeMetricFamily("squall_worker_backpressure",
+                                    "1 while the worker throttles its spouts",
+                                    labels=WORKER_LABELS),
+            "rss": GaugeMetricFamily("squall_worker_rss_bytes", "Resident memory",
+                                     labels=WORKER_LABELS),
+            "gc": CounterMetricFamily("squall_worker_gc_collections", "Garbage collections",
+                                      labels=WORKER_LABELS + ["generation"]),
+            "dropped": CounterMetricFamily("squall_worker_dropped_frames",
+                                           "Frames dropped as malformed or unauthenticated",
+                                           labels=WORKER_LABELS),
+            "uptime": GaugeMetricFamily("squall_worker_uptime_seconds",
+                                        "Seconds since the worker started",
+                                        labels=WORKER_LABELS),
+        }
+        counters = {name: CounterMetricFamily(f"squall_{name}", doc, labels=TASK_LABELS)
+                    for name, doc in COUNTERS}
+        user: dict[tuple[str, str], Any] = {}
+        for w in self.workers():
+            port = str(w.port)
+            wl = [w.topology_id, self.host, port]
+            hb = WorkerHeartbeat.read(w.worker_dir, w.pid)
+            fresh = hb is not None and now - hb.time <= self.stale_secs()
+            fam["up"].add_metric(wl, 1.0 if fresh else 0.0)
+            if hb is None:
+                continue
+            fam["bp"].add_metric(wl, 1.0 if hb.throttled else 0.0)
+            fam["rss"].add_metric(wl, float(hb.rss_bytes))
+            fam["dropped"].add_metric(wl, float(hb.dropped_frames))
+            fam["uptime"].add_metric(wl, float(hb.uptime_secs))
+            for gen, n in enumerate(hb.gc_collections):
+                fam["gc"].add_metric(wl + [str(gen)], float(n))
+            for ex in hb.executors.values():
+                if isinstance(ex, dict) and "task" in ex:
+                    fam["queue"].add_metric([w.topology_id, str(ex.get("component", "")),
+                                             str(ex["task"]), self.host, port],
+                                            float(ex.get("queue", 0)))
+            for task, st in hb.tasks.items():
+                if not isinstance(st, dict):
+                    continue
+                tl = [w.topology_id, str(st.get("component", "")), str(task), self.host, port]
+                for stream, pair in (st.get("streams") or {}).items():
+                    try:
+                        fam["emitted"].add_metric(tl + [str(stream)], float(pair[0]))
+                        fam["transferred"].add_metric(tl + [str(stream)], float(pair[1]))
+                    except (TypeError, ValueError, IndexError):
+                        continue
+                for name, _ in COUNTERS:
+                    counters[name].add_metric(tl, float(st.get(name, 0) or 0))
+                fam["pending"].add_metric(tl, float(st.get("pending", 0) or 0))
+                if "busy_secs" in st:
+                    fam["busy"].add_metric(tl, float(st["busy_secs"]))
+                for key, f in (("complete_hist", "complete"), ("execute_hist", "execute")):
+                    b = _buckets(st.get(key))
+                    if b is not None:
+                        fam[f].add_metric(tl, b[0], b[1])
+                for mname, m in (st.get("metrics") or {}).items():
+                    self._user(user, str(mname), m, tl)
+        yield from counters.values()
+        yield from fam.values()
+        yield from user.values()
+
+    @staticmethod
+    def _user(out: dict, name: str, m: Any, labels: list[str]) -> None:
+        """A user metric (client/metrics.py snapshot) into its family."""
+        if not isinstance(m, dict):
+            return
+        kind = m.get("type")
+        full = f"squall_user_{name}"
+        key = (full, kind)
+        try:
+            if kind in ("counter", "meter"):
+                f = out.get(key) or out.setdefault(key, CounterMetricFamily(
+                    full, f"User {kind} {name}", labels=TASK_LABELS))
+                f.add_metric(labels, float(m["value"]))
+            elif kind == "gauge":
+                f = out.get(key) or out.setdefault(key, GaugeMetricFamily(
+                    full, f"User gauge {name}", labels=TASK_LABELS))
+                f.add_metric(labels, float(m["value"]))
+            elif kind == "histogram":
+                b = _buckets(m.get("hist"))
+                if b is not None:
+                    f = out.get(key) or out.setdefault(key, HistogramMetricFamily(
+                        full, f"User histogram {name}", labels=TASK_LABELS))
+                    f.add_metric(labels, b[0], b[1])
+        except (KeyError, TypeError, ValueError):
+            return  # a malformed entry from a worker: skipped, the scrape still answers
+
+
+class SupervisorMetrics:
+    """The supervisor's own metrics and its workers' (WorkerCollector) in one registry."""
+
+    def __init__(self, supervisor_id: str, host: str, workers: Callable[[], Iterable[Any]],
+                 stale_secs: Callable[[], float]):
+        self.registry = CollectorRegistry()
+        self.registry.register(WorkerCollector(workers, host, stale_secs))
+        sid = [supervisor_id]
+        self.workers = Gauge("squall_supervisor_workers", "Workers this supervisor runs",
+                             ["supervisor"], registry=self.registry).labels(*sid)
+        self._restarts = Counter("squall_supervisor_worker_restarts",
+                                 "Workers that crashed or hung and were launched again",
+                                 ["supervisor", "topology"], registry=self.registry)
+        self.send_errors = Counter("squall_supervisor_heartbeat_send_errors",
+                                   "Reports to Nimbus that failed", ["supervisor"],
+                                   registry=self.registry).labels(*sid)
+        self._zk = Histogram("squall_supervisor_zookeeper_seconds",
+                             "Time of the supervisor's ZooKeeper reads (a sync round)",
+                             ["supervisor", "op"], registry=self.registry)
+        self.sid = supervisor_id
+
+    def restarted(self, topology_id: str) -> None:
+        self._restarts.labels(self.sid, topology_id).inc()
+
+    def zookeeper(self, op: str, secs: float) -> None:
+        self._zk.labels(self.sid, op).observe(secs)
