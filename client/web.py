@@ -22,7 +22,7 @@ import logging
 import secrets
 import threading
 from typing import Any, Callable, Iterable, Mapping
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from . import config as cfg
 from . import tls
@@ -93,7 +93,9 @@ class TokenAuth:
             if not self._ok(given):
                 return _json_error(start_response, "401 Unauthorized", "wrong token")
             rest = urlencode([(k, v) for k, v in query if k != "token"])
-            location = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "/") + \
+            # One leading slash: "//host/..." would send the browser to another site.
+            path = "/" + (environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "/")).lstrip("/")
+            location = path + \
                 (f"?{rest}" if rest else "")
             cookie = f"{COOKIE}={given}; Path=/; HttpOnly; SameSite=Strict" + \
                 ("; Secure" if self.secure_cookie else "")
@@ -132,6 +134,17 @@ def loopback(host: str) -> bool:
         return False
 
 
+def _bind_or_close(sock, addr):
+    """cheroot's ``bind_socket``, closing the socket when the bind fails (cheroot leaves it to
+    the garbage collector: a ResourceWarning)."""
+    try:
+        sock.bind(addr)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 class WebServer:
     """One authenticated WSGI app on ``host:port`` (0: a free port), served by threads."""
 
@@ -158,6 +171,7 @@ class WebServer:
             self.server.ssl_adapter = BuiltinSSLAdapter(
                 conf[cfg.SQUALL_TLS_CERT_FILE], conf[cfg.SQUALL_TLS_KEY_FILE],
                 certificate_chain=conf[cfg.SQUALL_TLS_CA_FILE])
+        self.server.bind_socket = _bind_or_close
         try:
             self.server.prepare()  # binds now: a taken port fails here, with its address
         except OSError as e:
@@ -176,12 +190,13 @@ class WebServer:
 
     @property
     def url(self) -> str:
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        return f"{self.scheme}://{host}:{self.port}"
+        host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
+        return f"{self.scheme}://[{host}]:{self.port}" if ":" in host else \
+            f"{self.scheme}://{host}:{self.port}"
 
     def login_url(self, path: str = "/") -> str:
         """The URL a person opens once: it carries the token, which becomes a cookie."""
-        return f"{self.url}{path}?token={self.token}"
+        return f"{self.url}{path}?token={quote(self.token, safe='')}"  # base64 has + / =
 
     def stop(self) -> None:
         self.server.stop()

@@ -166,9 +166,11 @@ def make_app(roots: list[str]) -> Flask:
         name = os.path.basename(path)
         needle = request.args.get("q", "")
         data, start, size = read_range(path, None, TAIL_BYTES)
-        text = html.escape(data.decode("utf-8", "replace"))
-        if needle:
-            text = text.replace(html.escape(needle), f"<mark>{html.escape(needle)}</mark>")
+        raw = data.decode("utf-8", "replace")
+        # Mark the matches in the text, then escape the pieces (marking escaped text would
+        # match inside entities such as &lt;).
+        text = f"<mark>{html.escape(needle)}</mark>".join(
+            html.escape(part) for part in raw.split(needle)) if needle else html.escape(raw)
         q = quote(os.path.basename(path), safe="")
         form = (f"<form action='/log'><input type=hidden name=file value='{html.escape(name)}'>"
                 f"<input name=q value='{html.escape(needle)}' placeholder='search'> "

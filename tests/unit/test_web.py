@@ -1,0 +1,295 @@
+"""client/web.py: the token every HTTP port asks for, the cookie login, CSRF, and the server."""
+
+import json
+import socket
+import urllib.error
+import urllib.request
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from squall.client import config as cfg
+from squall.client import web
+from squall.client.errors import ConfigError, SquallError
+from werkzeug.test import Client
+
+TOKEN = "s3cret-token-0123456789abcdef"
+
+
+def echo_app(environ, start_response):
+    """A tiny WSGI app: answers with its method, path and query, so a test sees it was reached."""
+    body = json.dumps({"method": environ["REQUEST_METHOD"], "path": environ.get("PATH_INFO"),
+                       "query": environ.get("QUERY_STRING", "")}).encode()
+    start_response("200 OK", [("Content-Type", "application/json"),
+                              ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def client(**kw):
+    return Client(web.TokenAuth(echo_app, TOKEN, **kw))
+
+
+def token_file(tmp_path, token=TOKEN):
+    path = tmp_path / "http.token"
+    path.write_text(token + "\n")
+    return str(path)
+
+
+# --- TokenAuth ----------------------------------------------------------------------------
+
+def test_no_token_is_401_saying_where_the_token_is():
+    resp = client().get("/api/v1/cluster")
+    assert resp.status_code == 401
+    assert resp.headers["WWW-Authenticate"].startswith("Bearer")
+    assert resp.headers["Content-Type"] == "application/json"
+    assert "squall.http.token.file" in resp.get_json()["errorMessage"]
+
+
+def test_bearer_token_passes_and_a_wrong_one_is_401():
+    c = client()
+    ok = c.get("/x?a=1", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert ok.status_code == 200 and ok.get_json() == {"method": "GET", "path": "/x",
+                                                       "query": "a=1"}
+    for wrong in (f"Bearer {TOKEN}x", "Bearer ", f"Basic {TOKEN}", TOKEN):
+        resp = c.get("/x", headers={"Authorization": wrong})
+        assert resp.status_code == 401, wrong
+        assert "errorMessage" in resp.get_json()
+
+
+def test_token_in_the_url_sets_a_cookie_and_redirects_without_it():
+    resp = client().get("/topology/wc-1?window=600&token=" + TOKEN + "&sys=true")
+    assert resp.status_code == 303
+    loc = urlsplit(resp.headers["Location"])
+    assert loc.path == "/topology/wc-1"
+    assert parse_qs(loc.query) == {"window": ["600"], "sys": ["true"]}
+    assert "token" not in resp.headers["Location"]
+    cookie = resp.headers["Set-Cookie"]
+    assert cookie.startswith(f"squall_token={TOKEN};")
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert "Secure" not in cookie  # plain HTTP on loopback: a Secure cookie would be dropped
+
+
+def test_the_url_token_alone_redirects_to_the_bare_path_and_is_secure_over_tls():
+    resp = client(secure_cookie=True).get(f"/?token={TOKEN}")
+    assert resp.status_code == 303 and resp.headers["Location"] == "/"
+    assert "; Secure" in resp.headers["Set-Cookie"]
+
+
+def test_a_wrong_token_in_the_url_is_401_and_sets_no_cookie():
+    resp = client().get("/?token=guess&a=1")
+    assert resp.status_code == 401
+    assert "Set-Cookie" not in resp.headers and "Location" not in resp.headers
+    assert resp.get_json()["errorMessage"] == "wrong token"
+
+
+def test_the_cookie_lets_a_browser_in_after_the_redirect():
+    c = client()
+    assert c.get(f"/?token={TOKEN}").status_code == 303
+    resp = c.get("/logs")  # the test client keeps the cookie, as a browser does
+    assert resp.status_code == 200 and resp.get_json()["path"] == "/logs"
+    other = client()
+    other.set_cookie(web.COOKIE, "not-the-token")
+    assert other.get("/logs").status_code == 401
+
+
+def test_a_post_with_the_cookie_needs_the_csrf_header():
+    c = client()
+    c.set_cookie(web.COOKIE, TOKEN)
+    assert c.get("/").status_code == 200
+    assert c.head("/").status_code == 200
+    refused = c.post("/api/v1/topology/wc-1/kill")
+    assert refused.status_code == 403
+    assert "X-Squall-Csrf" in refused.get_json()["errorMessage"]
+    assert c.delete("/api/v1/topology/wc-1").status_code == 403
+    ok = c.post("/api/v1/topology/wc-1/kill", headers={"X-Squall-Csrf": "1"})
+    assert ok.status_code == 200 and ok.get_json()["method"] == "POST"
+
+
+def test_a_post_with_the_bearer_token_needs_no_csrf_header():
+    resp = client().post("/api/v1/topology/wc-1/kill",
+                         headers={"Authorization": f"Bearer {TOKEN}"})
+    assert resp.status_code == 200 and resp.get_json()["method"] == "POST"
+
+
+def test_open_paths_need_no_token():
+    c = client(open_paths=["/healthz"])
+    assert c.get("/healthz").status_code == 200
+    assert c.get("/healthz/x").status_code == 401
+
+
+def test_token_auth_wraps_a_flask_app():
+    from flask import Flask
+
+    app = Flask("t")
+    app.get("/hello")(lambda: "hi")
+    c = Client(web.TokenAuth(app, TOKEN))
+    assert c.get("/hello").status_code == 401
+    resp = c.get("/hello", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert resp.status_code == 200 and resp.get_data(as_text=True) == "hi"
+
+
+# --- read_token ---------------------------------------------------------------------------
+
+def test_read_token_without_the_key_says_how_to_make_one():
+    with pytest.raises(ConfigError, match="squall.http.token.file") as e:
+        web.read_token({})
+    assert e.value.key == cfg.SQUALL_HTTP_TOKEN_FILE
+    assert "head -c 32 /dev/urandom" in str(e.value)
+    with pytest.raises(ConfigError, match="not set"):
+        web.read_token({cfg.SQUALL_HTTP_TOKEN_FILE: None})
+
+
+def test_read_token_of_an_unreadable_file_names_it(tmp_path):
+    missing = str(tmp_path / "nope.token")
+    with pytest.raises(ConfigError, match="cannot read .*nope.token"):
+        web.read_token({cfg.SQUALL_HTTP_TOKEN_FILE: missing})
+    with pytest.raises(ConfigError, match="cannot read"):
+        web.read_token({cfg.SQUALL_HTTP_TOKEN_FILE: str(tmp_path)})  # a directory
+
+
+def test_read_token_refuses_a_short_token_and_strips_the_newline(tmp_path):
+    short = token_file(tmp_path, "x" * 15)
+    with pytest.raises(ConfigError, match="15 characters; use at least 16"):
+        web.read_token({cfg.SQUALL_HTTP_TOKEN_FILE: short})
+    assert web.read_token({cfg.SQUALL_HTTP_TOKEN_FILE: token_file(tmp_path)}) == TOKEN
+    assert len(web.new_token()) >= 16 and web.new_token() != web.new_token()
+
+
+# --- loopback -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
+def test_loopback_hosts(host):
+    assert web.loopback(host) is True
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "", "10.0.0.1", "example.com",
+                                  "localhost.example.com"])
+def test_non_loopback_hosts(host):
+    assert web.loopback(host) is False
+
+
+# --- WebServer ----------------------------------------------------------------------------
+
+def fetch(url, headers=None):
+    """(status, body) of a real GET; an HTTP error status is returned, not raised."""
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        with e:
+            return e.code, e.read()
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def test_web_server_serves_only_requests_with_the_token(tmp_path):
+    conf = {cfg.SQUALL_HTTP_TOKEN_FILE: token_file(tmp_path)}
+    server = web.WebServer(echo_app, "127.0.0.1", 0, conf, "test")
+    try:
+        assert server.port > 0 and server.url == f"http://127.0.0.1:{server.port}"
+        status, body = fetch(server.url + "/x?a=1", {"Authorization": f"Bearer {TOKEN}"})
+        assert status == 200 and json.loads(body)["path"] == "/x"
+        status, body = fetch(server.url + "/x")
+        assert status == 401 and "squall.http.token.file" in json.loads(body)["errorMessage"]
+    finally:
+        server.stop()
+
+
+def test_login_url_carries_the_token_and_logs_a_browser_in(tmp_path):
+    conf = {cfg.SQUALL_HTTP_TOKEN_FILE: token_file(tmp_path)}
+    server = web.WebServer(echo_app, "127.0.0.1", 0, conf, "test")
+    try:
+        url = server.login_url("/logs")
+        assert url.startswith(f"{server.url}/logs?token=")
+        assert parse_qs(urlsplit(url).query) == {"token": [TOKEN]}
+        opener = urllib.request.build_opener(_NoRedirect)
+        with pytest.raises(urllib.error.HTTPError) as e:
+            opener.open(url, timeout=10)
+        with e.value:
+            assert e.value.code == 303
+            assert e.value.headers["Location"] == "/logs"
+            assert e.value.headers["Set-Cookie"].startswith(f"squall_token={TOKEN};")
+    finally:
+        server.stop()
+
+
+def test_login_url_works_with_a_base64_token(tmp_path):
+    """The documented recipe (`head -c 32 /dev/urandom | base64`) makes tokens with + / =."""
+    token = "ab+cd/ef+gh/ij+kl/mn+op/qr+st=="
+    conf = {cfg.SQUALL_HTTP_TOKEN_FILE: token_file(tmp_path, token)}
+    server = web.WebServer(echo_app, "127.0.0.1", 0, conf, "test")
+    try:
+        assert parse_qs(urlsplit(server.login_url()).query) == {"token": [token]}
+        # accepted: a redirect with the cookie (a wrong token answers 401 without one)
+        opener = urllib.request.build_opener(_NoRedirect)
+        with pytest.raises(urllib.error.HTTPError) as e:
+            opener.open(server.login_url("/x"), timeout=10)
+        with e.value:
+            assert e.value.code == 303 and e.value.headers["Location"] == "/x"
+            assert e.value.headers["Set-Cookie"].startswith(f"squall_token={token};")
+        assert fetch(server.url + "/x", {"Authorization": f"Bearer {token}"})[0] == 200
+    finally:
+        server.stop()
+
+
+def test_web_server_on_ipv6_loopback_has_a_usable_url(tmp_path):
+    """``ui.host: "::1"`` is loopback: served plain, at a URL with the address in brackets."""
+    conf = {cfg.SQUALL_HTTP_TOKEN_FILE: token_file(tmp_path)}
+    try:
+        server = web.WebServer(echo_app, "::1", 0, conf, "test")
+    except SquallError:
+        pytest.skip("no IPv6 loopback on this host")
+    try:
+        assert server.url == f"http://[::1]:{server.port}"
+        assert server.login_url().startswith(f"http://[::1]:{server.port}/?token=")
+        assert fetch(server.url + "/", {"Authorization": f"Bearer {TOKEN}"})[0] == 200
+    finally:
+        server.stop()
+
+
+def test_web_server_refuses_plain_http_on_a_non_loopback_address(tmp_path):
+    conf = {cfg.SQUALL_HTTP_TOKEN_FILE: token_file(tmp_path)}
+    with pytest.raises(SquallError, match="refusing plain HTTP on 0.0.0.0"):
+        web.WebServer(echo_app, "0.0.0.0", 0, conf, "ui")
+    # the refusal comes first: even without a token file the message is about HTTP
+    with pytest.raises(SquallError, match="refusing plain HTTP"):
+        web.WebServer(echo_app, "0.0.0.0", 0, {}, "ui")
+
+
+def test_web_server_on_all_addresses_with_insecure(tmp_path):
+    conf = {cfg.SQUALL_HTTP_TOKEN_FILE: token_file(tmp_path)}
+    server = web.WebServer(echo_app, "0.0.0.0", 0, conf, "ui", insecure=True)
+    try:
+        assert server.scheme == "http" and server.url == f"http://127.0.0.1:{server.port}"
+        assert fetch(server.url + "/", {"Authorization": f"Bearer {TOKEN}"})[0] == 200
+    finally:
+        server.stop()
+
+
+def test_web_server_needs_a_token_file():
+    with pytest.raises(ConfigError, match="squall.http.token.file"):
+        web.WebServer(echo_app, "127.0.0.1", 0, {}, "ui")
+
+
+def test_a_taken_port_names_the_address(tmp_path):
+    conf = {cfg.SQUALL_HTTP_TOKEN_FILE: token_file(tmp_path)}
+    first = web.WebServer(echo_app, "127.0.0.1", 0, conf, "first")
+    try:
+        with pytest.raises(SquallError, match=f"second: cannot listen on 127.0.0.1:{first.port}"):
+            web.WebServer(echo_app, "127.0.0.1", first.port, conf, "second")
+        assert fetch(first.url + "/", {"Authorization": f"Bearer {TOKEN}"})[0] == 200
+    finally:
+        first.stop()
+
+
+def test_stop_frees_the_port(tmp_path):
+    conf = {cfg.SQUALL_HTTP_TOKEN_FILE: token_file(tmp_path)}
+    server = web.WebServer(echo_app, "127.0.0.1", 0, conf, "test")
+    port = server.port
+    server.stop()
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
