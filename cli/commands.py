@@ -237,3 +237,92 @@ def list_topologies(conf: Mapping[str, Any], echo: Echo) -> None:
     used = sum(s.num_used_slots for s in info.supervisors)
     total = sum(s.num_slots for s in info.supervisors)
     echo(f"{len(info.supervisors)} supervisor(s), {used}/{total} slots used")
+
+
+# --- set_log_level (Storm's `storm set_log_level`) -----------------------------------
+def parse_log_levels(specs: Iterable[str], now: float) -> dict[str, tuple[str, int]]:
+    """``["squall.worker=DEBUG:60", "ROOT=WARN"]`` -> logger -> (level, reset_at_secs)."""
+    from ..client.log_levels import level_number
+
+    out: dict[str, tuple[str, int]] = {}
+    for spec in specs:
+        logger, sep, rest = spec.partition("=")
+        level, _, timeout = rest.partition(":")
+        if not sep or not logger or not level:
+            raise ValueError(f"-l {spec!r}: use LOGGER=LEVEL or LOGGER=LEVEL:TIMEOUT_SECS "
+                             "(ROOT is the root logger)")
+        level_number(level)  # ValueError names the known levels
+        secs = 0
+        if timeout:
+            try:
+                secs = int(timeout)
+            except ValueError:
+                raise ValueError(f"-l {spec!r}: the timeout {timeout!r} is not whole "
+                                 "seconds") from None
+            if secs <= 0:
+                raise ValueError(f"-l {spec!r}: the timeout must be positive")
+        out[logger] = (level.upper(), int(now) + secs if secs else 0)
+    return out
+
+
+def set_log_level(conf: Mapping[str, Any], name: str, specs: Iterable[str],
+                  remove: Iterable[str], echo: Echo) -> None:
+    levels = parse_log_levels(specs, time.time())
+    with _client(conf) as nimbus:
+        result = nimbus.set_log_config(name, levels, list(remove))
+    if not result.levels:
+        echo(f"Topology {name}: no log levels set (every logger at its own level)")
+        return
+    echo(f"Topology {name}: log levels (the workers apply them within "
+         f"{cfg.get(conf, cfg.TOPOLOGY_STATS_FREQ_SECS)} s of their supervisor's next sync):")
+    for logger, lv in sorted(result.levels.items()):
+        until = (f" until {time.strftime('%H:%M:%S', time.localtime(lv.reset_at_secs))}"
+                 if lv.reset_at_secs else "")
+        echo(f"  {logger} = {lv.level}{until}")
+
+
+# --- monitor (Storm's `storm monitor`) -----------------------------------------------
+def monitor_rows(before: Any, after: Any, secs: float, component: str | None,
+                 stream: str | None) -> list[tuple[str, str, int, str, int, float]]:
+    """(topology, component, parallelism, stream, emitted in the interval, tuples/s) per
+    (component, stream) from two TopologyInfo snapshots ``secs`` apart."""
+    prev = {(c.component_id, s): v.emitted for c in before.components
+            for s, v in c.streams.items()}
+    rows = []
+    for c in after.components:
+        if c.component_id.startswith("__") and component != c.component_id:
+            continue
+        if component is not None and c.component_id != component:
+            continue
+        for s, v in sorted(c.streams.items()):
+            if stream is not None and s != stream:
+                continue
+            delta = max(0, v.emitted - prev.get((c.component_id, s), 0))
+            rows.append((after.name, c.component_id, c.num_executors, s, delta,
+                         delta / secs if secs > 0 else 0.0))
+    return rows
+
+
+def monitor(conf: Mapping[str, Any], name: str, interval: float, component: str | None,
+            stream: str | None, echo: Echo, rounds: int | None = None,
+            sleep=time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+    """Print each component's emit throughput every ``interval`` seconds (Ctrl-C stops)."""
+    if interval <= 0:
+        raise ValueError(f"-i must be positive, got {interval}")
+    with _client(conf) as nimbus:
+        info = nimbus.topology_info(name)
+        comps = {c.component_id for c in info.components}
+        if component is not None and component not in comps:
+            raise TopologyNotFound(f"topology {name} has no component {component!r} (it has: "
+                                   f"{', '.join(sorted(c for c in comps if not c.startswith('__')))})")
+        echo("topology\tcomponent\tparallelism\tstream\ttime-diff ms\temitted\tthroughput (t/s)")
+        t0 = clock()
+        n = 0
+        while rounds is None or n < rounds:
+            sleep(interval)
+            now = clock()
+            nxt = nimbus.topology_info(name)
+            for row in monitor_rows(info, nxt, now - t0, component, stream):
+                echo(f"{row[0]}\t{row[1]}\t{row[2]}\t{row[3]}\t{int((now - t0) * 1000)}\t"
+                     f"{row[4]}\t{row[5]:.1f}")
+            info, t0, n = nxt, now, n + 1

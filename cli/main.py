@@ -187,6 +187,50 @@ wait_option = click.option("-w", "--wait", "wait_secs", type=click.IntRange(min=
 name_argument = click.argument("name")
 
 
+@cli.command(name="set_log_level")
+@name_argument
+@click.option("-l", "levels", multiple=True, metavar="LOGGER=LEVEL[:TIMEOUT]",
+              help="Set LOGGER (ROOT: the root logger) to LEVEL (TRACE, DEBUG, INFO, WARN, "
+                   "ERROR, FATAL, OFF), reverting after TIMEOUT seconds if given; repeatable.")
+@click.option("-r", "remove", multiple=True, metavar="LOGGER",
+              help="Drop LOGGER's setting: its own level comes back; repeatable.")
+@config_option
+@conf_option
+def set_log_level(name: str, levels: tuple[str, ...], remove: tuple[str, ...],
+                  config_path: str | None, conf_pairs: tuple[str, ...]) -> None:
+    """Change log levels in the running workers of topology NAME (Storm's set_log_level)."""
+    from . import commands
+    if not levels and not remove:
+        raise click.UsageError("give -l LOGGER=LEVEL[:TIMEOUT] or -r LOGGER")
+    try:
+        _run(commands.set_log_level, _conf(config_path, conf_pairs), name, levels, remove,
+             echo=lambda s: click.echo(s))
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+
+
+@cli.command()
+@name_argument
+@click.option("-m", "--component", default=None, help="Only this component.")
+@click.option("-s", "--stream", default=None, help="Only this stream (default: all).")
+@click.option("-i", "--interval", type=float, default=4.0, show_default=True,
+              help="Seconds between two lines.")
+@config_option
+@conf_option
+def monitor(name: str, component: str | None, stream: str | None, interval: float,
+            config_path: str | None, conf_pairs: tuple[str, ...]) -> None:
+    """Print the emit throughput of topology NAME's components every interval, until
+    Ctrl-C (Storm's monitor)."""
+    from . import commands
+    try:
+        _run(commands.monitor, _conf(config_path, conf_pairs), name, interval, component,
+             stream, echo=lambda s: click.echo(s))
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    except KeyboardInterrupt:
+        pass
+
+
 @cli.command()
 @name_argument
 @wait_option

@@ -60,6 +60,7 @@ class Paths:
     ``/supervisors/<id>``          ephemeral: host, slots, used slots, uptime
     ``/errors/<id>/<component>``   JSON list of the last :data:`MAX_ERRORS_PER_COMPONENT` errors
     ``/nimbuses/<host:port>``      ephemeral: one per running Nimbus
+    ``/logconfigs/<id>``           the topology's dynamic log levels (set_log_level)
     ``/leader-lock``               kazoo ``Election`` for the Nimbus leader
     ``<transactional root>/<state id>/<path>``  Trident's transactional state (JSON values;
                                    ``transactional.zookeeper.root``, default ``/transactional``)
@@ -71,7 +72,8 @@ class Paths:
 
     STORMS, ASSIGNMENTS, SUPERVISORS = "/storms", "/assignments", "/supervisors"
     ERRORS, NIMBUSES, LEADER_LOCK = "/errors", "/nimbuses", "/leader-lock"
-    SUBTREES = (STORMS, ASSIGNMENTS, SUPERVISORS, ERRORS, NIMBUSES)
+    LOGCONFIGS = "/logconfigs"
+    SUBTREES = (STORMS, ASSIGNMENTS, SUPERVISORS, ERRORS, NIMBUSES, LOGCONFIGS)
 
     def __init__(self, root: str = "/squall", transactional_root: str = "/transactional"):
         #: The root without a trailing slash ('' for ``/``).
@@ -98,6 +100,9 @@ class Paths:
 
     def errors(self, storm_id: str, component: str | None = None) -> str:
         return self.node(self.ERRORS, storm_id, *([component] if component is not None else []))
+
+    def log_config(self, storm_id: str) -> str:
+        return self.node(self.LOGCONFIGS, storm_id)
 
     @property
     def leader_lock(self) -> str:
@@ -226,13 +231,22 @@ class ClusterState(abc.ABC):
         then its workers' grant on the transactional root goes, unless another live topology
         has the same name and owner (so grants do not pile up)."""
         base = self.get_storm(storm_id)
-        self._delete_trees([self.paths.errors(storm_id), self.paths.assignment(storm_id),
-                            self.paths.storm(storm_id)])
+        self._delete_trees([self.paths.errors(storm_id), self.paths.log_config(storm_id),
+                            self.paths.assignment(storm_id), self.paths.storm(storm_id)])
         if base and base.get("name"):
             key = (str(base["name"]), str(base.get("owner") or ""))
             others = (self.get_storm(t) for t in self.storm_ids())
             if not any(o and (o.get("name"), str(o.get("owner") or "")) == key for o in others):
                 self._disallow_topology(*key)
+
+    # --- dynamic log levels (set_log_level) ---
+    def set_log_config(self, storm_id: str, config: Mapping[str, Any]) -> None:
+        """The topology's log levels: ``{logger: {"level", "reset_at"}}``."""
+        self._write(self.paths.log_config(storm_id), encode(dict(config)), None)
+
+    def get_log_config(self, storm_id: str, watch: Watch | None = None) -> dict:
+        found = self._read(self.paths.log_config(storm_id), watch)
+        return {} if found is None else decode(found[0], self.paths.log_config(storm_id))
 
     # --- assignments ---
     def set_assignment(self, storm_id: str, assignment: Mapping[str, Any],

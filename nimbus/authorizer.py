@@ -26,6 +26,7 @@ from ..client.tls import Principal
 USER_VERBS = frozenset({"fileUpload", "submitTopology", "getClusterInfo", "getLeader"})
 TOPOLOGY_VERBS = frozenset({"killTopology", "activate", "deactivate", "rebalance",
                             "getTopologyConf", "getTopologyInfo", "getUserTopology",
+                            "setLogConfig",
                             # A worker's log (the logviewer, issue 12, asks with this verb).
                             "getTopologyLogs"})
 DAEMON_VERBS = frozenset({"fileDownload", "sendSupervisorWorkerHeartbeats",

@@ -51,6 +51,7 @@ from ..client.daemon import Daemon
 from ..client.errors import (ConfigError, InvalidRequest, InvalidTopology, LimitExceeded,
                              NotALeader, SquallError, TopologyAlreadyExists, TopologyNotFound)
 from ..client.extras import MissingExtra, check_extras
+from ..client.log_levels import level_number
 from ..client.topology import (Topology, assign_task_ids, executors_of, system_topology,
                                topology_name_problem, validate)
 from ..client.topology_proto import from_bytes, from_proto
@@ -637,6 +638,33 @@ class Nimbus(Daemon):
                                          f"its executor count must be 1..{c.task_count}, got {n}")
             self._feed(tid, lc.Rebalance(wait_secs, now=time.time(), num_workers=num_workers,
                                          executors=executors, stimulus_id=f"rebalance-{name}"))
+
+    def set_log_config(self, name: str, levels: Mapping[str, tuple[str, int]],
+                       remove: list[str], guard: Guard | None = None) -> dict[str, dict]:
+        """Merge ``levels`` (logger -> (level, reset_at_secs)) into the topology's log config,
+        drop ``remove``, store it in ZooKeeper for the supervisors; returns the result."""
+        for logger, (level, reset_at) in levels.items():
+            try:
+                level_number(level)
+            except ValueError as e:
+                raise InvalidRequest(f"logger {logger!r}: {e}") from None
+            if reset_at < 0:
+                raise InvalidRequest(f"logger {logger!r}: a timeout must not be negative")
+        with self._lock:  # one read-modify-write at a time
+            self.require_leader()
+            tid = self._guarded(name, guard).topology_id
+            config = self.cluster_state.get_log_config(tid)
+            for logger in remove:
+                config.pop(logger, None)
+            now = time.time()
+            for logger, (level, reset_at) in levels.items():
+                config[logger] = {"level": level.upper(), "reset_at": int(reset_at)}
+            # Entries whose timeout passed are reverted by the workers already: drop them.
+            config = {k: v for k, v in config.items()
+                      if not v.get("reset_at") or v["reset_at"] > now}
+            self.cluster_state.set_log_config(tid, config)
+        log.info("topology %s: log levels %s", tid, config or "reset")
+        return config
 
     def record_heartbeats(self, supervisor_id: str, heartbeats: list[Any],
                           errors: list[Any] = (), restarts: list[Any] | None = None) -> None:

@@ -215,6 +215,15 @@ class NimbusServicer(pb_grpc.NimbusServicer):
         return topology_pb2.Empty()
 
     @_rpc
+    def SetLogConfig(self, request, context):
+        config = self.nimbus.set_log_config(
+            request.name, {k: (v.level, v.reset_at_secs) for k, v in request.levels.items()},
+            list(request.remove), guard=self._guard(context, "setLogConfig"))
+        return pb.LogConfig(levels={k: pb.LogLevel(level=v["level"],
+                                                   reset_at_secs=int(v.get("reset_at") or 0))
+                                    for k, v in config.items()})
+
+    @_rpc
     def Activate(self, request, context):
         self.nimbus.activate(request.name, guard=self._guard(context, "activate"))
         return topology_pb2.Empty()

@@ -119,6 +119,44 @@ class RebalanceRequest(_message.Message):
     executors: _containers.ScalarMap[str, int]
     def __init__(self, name: _Optional[str] = ..., wait_secs: _Optional[int] = ..., num_workers: _Optional[int] = ..., executors: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
+class LogLevel(_message.Message):
+    __slots__ = ("level", "reset_at_secs")
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    RESET_AT_SECS_FIELD_NUMBER: _ClassVar[int]
+    level: str
+    reset_at_secs: int
+    def __init__(self, level: _Optional[str] = ..., reset_at_secs: _Optional[int] = ...) -> None: ...
+
+class SetLogConfigRequest(_message.Message):
+    __slots__ = ("name", "levels", "remove")
+    class LevelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: LogLevel
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[LogLevel, _Mapping]] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LEVELS_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    levels: _containers.MessageMap[str, LogLevel]
+    remove: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., levels: _Optional[_Mapping[str, LogLevel]] = ..., remove: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class LogConfig(_message.Message):
+    __slots__ = ("levels",)
+    class LevelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: LogLevel
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[LogLevel, _Mapping]] = ...) -> None: ...
+    LEVELS_FIELD_NUMBER: _ClassVar[int]
+    levels: _containers.MessageMap[str, LogLevel]
+    def __init__(self, levels: _Optional[_Mapping[str, LogLevel]] = ...) -> None: ...
+
 class SupervisorSummary(_message.Message):
     __slots__ = ("id", "host", "uptime_secs", "num_slots", "num_used_slots")
     ID_FIELD_NUMBER: _ClassVar[int]

@@ -112,6 +112,11 @@ class NimbusStub:
                 request_serializer=topology__pb2.Empty.SerializeToString,
                 response_deserializer=nimbus__pb2.NimbusSummary.FromString,
                 _registered_method=True)
+        self.SetLogConfig = channel.unary_unary(
+                '/squall.Nimbus/SetLogConfig',
+                request_serializer=nimbus__pb2.SetLogConfigRequest.SerializeToString,
+                response_deserializer=nimbus__pb2.LogConfig.FromString,
+                _registered_method=True)
         self.SendSupervisorWorkerHeartbeats = channel.unary_unary(
                 '/squall.Nimbus/SendSupervisorWorkerHeartbeats',
                 request_serializer=nimbus__pb2.SupervisorWorkerHeartbeats.SerializeToString,
@@ -229,6 +234,14 @@ class NimbusServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetLogConfig(self, request, context):
+        """Set or clear log levels of a running topology's workers (Storm's
+        setLogConfig); answers the topology's levels after the change.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SendSupervisorWorkerHeartbeats(self, request, context):
         """Supervisors report their workers' heartbeats (worker liveness never goes
         through ZooKeeper).
@@ -314,6 +327,11 @@ def add_NimbusServicer_to_server(servicer, server):
                     servicer.GetLeader,
                     request_deserializer=topology__pb2.Empty.FromString,
                     response_serializer=nimbus__pb2.NimbusSummary.SerializeToString,
+            ),
+            'SetLogConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetLogConfig,
+                    request_deserializer=nimbus__pb2.SetLogConfigRequest.FromString,
+                    response_serializer=nimbus__pb2.LogConfig.SerializeToString,
             ),
             'SendSupervisorWorkerHeartbeats': grpc.unary_unary_rpc_method_handler(
                     servicer.SendSupervisorWorkerHeartbeats,
@@ -728,6 +746,33 @@ class Nimbus:
             '/squall.Nimbus/GetLeader',
             topology__pb2.Empty.SerializeToString,
             nimbus__pb2.NimbusSummary.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetLogConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/squall.Nimbus/SetLogConfig',
+            nimbus__pb2.SetLogConfigRequest.SerializeToString,
+            nimbus__pb2.LogConfig.FromString,
             options,
             channel_credentials,
             insecure,

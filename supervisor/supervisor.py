@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..client import config as cfg
+from ..client import log_levels
 from ..client.cluster_state import ClusterState, ClusterStateError, Paths, WatchEvent
 from ..client.contract import (HEARTBEAT_FILE, Assignment, ContractError, SupervisorInfo,
                                WorkerAssignment, WorkerHeartbeat, WorkerStatus)
@@ -316,6 +317,7 @@ class Supervisor(Daemon):
             if not mine:
                 continue
             storm = self.state.get_storm(tid, watch=self._watch(paths.storm(tid))) or {}
+            levels = self.state.get_log_config(tid, watch=self._watch(paths.log_config(tid)))
             topo_dir = self.files.ensure_topology(tid)
             if topo_dir is None:
                 continue
@@ -332,7 +334,7 @@ class Supervisor(Daemon):
                 spec = WorkerSpec.of(tid, port, workers[wid], payload=a,
                                      version_data={k: v for k, v in a.to_json().items()
                                                    if k != "workers"})
-                self.files.write_worker_dir(a, status)
+                log_levels.write_config(self.files.write_worker_dir(a, status), levels)
                 out[port] = spec
         return out
 

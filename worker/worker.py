@@ -32,6 +32,7 @@ import time
 import zmq
 
 from ..client import config as cfg
+from ..client import log_levels
 from ..client.contract import (ASSIGNMENT_FILE, EXIT_PARENT_GONE, EXIT_STARTUP_FAILED,
                                EXIT_USER_CODE, STATUS_FILE, TOPOLOGY_FILE, ContractError,
                                HeartbeatState, WorkerAssignment, WorkerHeartbeat, WorkerStatus,
@@ -87,6 +88,10 @@ class Worker:
         self.loop: EventLoop | None = None
         self._stop_reason: str | None = None
         self._status_mtime = 0.0
+        #: Dynamic log levels (squall set_log_level): the file's mtime, its config, who applies.
+        self._log_mtime = 0.0
+        self._log_config: dict = {}
+        self._log_levels = log_levels.Applier()
         self._assignment_mtime = self._mtime(ASSIGNMENT_FILE)
         self._peers: dict[str, zmq.Socket] = {}
         self._codec = Codec()
@@ -155,6 +160,7 @@ class Worker:
             self._broadcast_backpressure()
             now = time.monotonic()
             if now >= next_beat:
+                self._follow_log_levels()
                 self.write_heartbeat()
                 next_beat = now + freq
             self._wake.wait(0.2 if self.ws.connected else 0.1)
@@ -209,6 +215,18 @@ class Worker:
         self.ws.active = active
         for ex in self.executors:
             ex.queue.wake()
+
+    def _follow_log_levels(self) -> None:
+        """Apply logconfig.json (the supervisor copies set_log_level's levels there) and
+        restore levels whose timeout passed."""
+        mtime = self._mtime(log_levels.LOG_CONFIG_FILE)
+        if mtime != self._log_mtime:
+            self._log_mtime = mtime
+            self._log_config = log_levels.read_config(self.worker_dir) or {}
+        changes = self._log_levels.apply(self._log_config, time.time())
+        if changes:
+            log.warning("worker %s of topology %s: log levels %s", self.ws.worker_id,
+                        self.ws.topology_id, ", ".join(changes))
 
     def _mtime(self, name: str) -> float:
         try:

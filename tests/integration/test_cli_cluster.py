@@ -313,3 +313,103 @@ def test_jar_takes_a_topology_file_as_squall_local_does(cluster):
     bad.write_text("def topology(:\n")
     r = c.run("jar", str(bad))
     assert r.returncode == 1 and "broken_topo.py" in r.stderr and "Traceback" not in r.stderr
+
+
+CRASHY = '''
+from squall.client import Bolt, Spout, TopologyBuilder
+
+
+class Numbers(Spout):
+    def open(self, conf, context, collector):
+        self.collector, self.n = collector, 0
+
+    def next_tuple(self):
+        self.n += 1
+        self.collector.emit([self.n], msg_id=self.n)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["n"])
+
+
+class Boom(Bolt):
+    def prepare(self, conf, context, collector):
+        pass
+
+    def execute(self, tup):
+        raise ValueError(f"bad number {tup.values[0]}")
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+NAME = "crashy"
+CONF = {"topology.workers": 1}
+
+
+def topology():
+    b = TopologyBuilder()
+    b.set_spout("numbers", Numbers())
+    b.set_bolt("boom", Boom()).shuffle_grouping("numbers")
+    return b
+'''
+
+
+def test_monitor_set_log_level_and_a_crash_loop_in_list(cluster):
+    """The operator's verbs on a running topology: `squall monitor` prints throughput lines,
+    `squall set_log_level` reaches the workers (and a removed level is restored), and a
+    topology whose bolt raises on every tuple is ACTIVE *and* says its workers restart, with
+    its last error, in `squall list`."""
+    c = cluster
+    c.submit_word_count()
+    poll_for(lambda: c.acked() > 100, timeout=30, what="acks\n" + c.logs())
+
+    # monitor: a header, then a line per interval for split's default stream, until Ctrl-C.
+    proc = subprocess.Popen(squall_cmd("monitor", "word-count", "-m", "split", "-i", "0.5"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=c.env, cwd=str(c.tmp))
+    try:
+        header = proc.stdout.readline()
+        lines = [proc.stdout.readline() for _ in range(3)]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    assert header.startswith("topology\tcomponent\tparallelism\tstream"), header + err
+    for line in lines:
+        topo, comp, par, stream, ms, emitted, rate = line.rstrip("\n").split("\t")
+        assert (topo, comp, par, stream) == ("word-count", "split", "2", "default"), line
+        assert int(ms) > 0 and int(emitted) >= 0 and float(rate) >= 0
+    assert any(int(line.split("\t")[5]) > 0 for line in lines), lines
+    assert proc.returncode == 0, err
+    r = c.run("monitor", "word-count", "-m", "nope", "-i", "1")
+    assert r.returncode == 1 and "has no component 'nope'" in r.stderr, r.stderr
+
+    # set_log_level: every worker logs the change within a supervisor sync and a stats period.
+    def worker_logs():
+        return "".join(p.read_text(errors="replace") for d in c.sup_dirs
+                       for p in (d / "logs").glob("word-count-*.log"))
+    r = c.run("set_log_level", "word-count", "-l", "squall.worker=DEBUG:600")
+    assert r.returncode == 0 and "squall.worker = DEBUG until" in r.stdout, r.stdout + r.stderr
+    poll_for(lambda: worker_logs().count("log levels squall.worker=DEBUG") == 2, timeout=15,
+             what="both workers applying DEBUG\n" + c.logs())
+    r = c.run("set_log_level", "word-count", "-r", "squall.worker")
+    assert r.returncode == 0 and "no log levels set" in r.stdout, r.stdout + r.stderr
+    poll_for(lambda: worker_logs().count("log levels squall.worker restored") == 2, timeout=15,
+             what="both workers restoring the level")
+    r = c.run("set_log_level", "word-count", "-l", "squall.worker=LOUD")
+    assert r.returncode == 2 and "unknown log level 'LOUD'" in r.stderr, r.stderr
+    r = c.run("kill", "word-count", "-w", "0")
+    assert r.returncode == 0, r.stderr
+
+    # A crash loop shows in `squall list`, status still ACTIVE.
+    crashy = c.tmp / "crashy.py"
+    crashy.write_text(CRASHY)
+    r = c.run("jar", str(crashy))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    def looping():
+        out = c.run("list").stdout
+        row = next((line for line in out.splitlines() if line.startswith("crashy ")), "")
+        return out if "ACTIVE" in row and "workers restarting: " in row and \
+            "crashy: last error" in out else None
+    out = poll_for(looping, timeout=40, what="the crash loop in squall list\n" + c.logs())
+    assert "in boom on 127.0.0." in out and "ValueError: bad number" in out, out
