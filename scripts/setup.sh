@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
 # Set up a machine for Squall: the repo's .venv with Squall installed
 # (editable, with the spark, trident-redis and test extras), Debian's
-# ZooKeeper and Redis, and a Java runtime for Spark. Idempotent; run from
-# any cwd:  bash scripts/setup.sh
+# ZooKeeper and Redis, a Java runtime for Spark, and (with --with-browser, as
+# scripts/test.sh asks) Chromium for the UI's browser tests. Idempotent; run
+# from any cwd:  bash scripts/setup.sh [--with-browser]
 set -euo pipefail
+
+WITH_BROWSER=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-browser) WITH_BROWSER=1 ;;
+    *) echo "[setup] unknown argument $arg (known: --with-browser)" >&2; exit 2 ;;
+  esac
+done
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -82,6 +91,17 @@ if command -v java >/dev/null 2>&1 && [[ "$(java_major)" -ge 17 ]]; then
 else
   log "installing a Java runtime for Spark (default-jre-headless) with apt-get"
   apt_install default-jre-headless
+fi
+
+# --- Chromium (Debian package): the UI's browser tests drive it through Playwright --
+# (tests/integration/test_ui_browser.py); Playwright's own browser download is never used.
+if [[ $WITH_BROWSER -eq 0 ]]; then
+  :  # running topologies needs no browser
+elif [[ -x /usr/bin/chromium ]]; then
+  log "chromium present (/usr/bin/chromium)"
+else
+  log "installing chromium and fonts-dejavu-core with apt-get (for the UI's browser tests)"
+  apt_install chromium fonts-dejavu-core
 fi
 
 log "done"

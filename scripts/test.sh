@@ -4,7 +4,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bash "$ROOT/scripts/setup.sh"
+bash "$ROOT/scripts/setup.sh" --with-browser  # the UI's browser tests need Chromium
 cd "$ROOT"
 
 rc=0

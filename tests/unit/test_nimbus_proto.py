@@ -55,6 +55,7 @@ METHODS = [
     ("GetUserTopology", "IdRequest", "StormTopology", False, False),
     ("DownloadPackage", "IdRequest", "Chunk", False, True),
     ("GetLeader", "Empty", "NimbusSummary", False, False),
+    ("SetLogConfig", "SetLogConfigRequest", "LogConfig", False, False),
     ("SendSupervisorWorkerHeartbeats", "SupervisorWorkerHeartbeats", "Empty", False, False),
 ]
 

@@ -6,6 +6,7 @@ const CHART_POINTS = 60;       // samples kept per chart (3 minutes at POLL_MS)
 const $ = (sel) => document.querySelector(sel);
 let timer = null;
 let view = null;               // {kind, id, component}
+let seq = 0;                   // the latest refresh; an older one that answers late is dropped
 const history = {};            // topology id -> {component -> [{t, count, latency}]}
 
 function esc(s) {
@@ -65,25 +66,29 @@ function route() {
 
 async function refresh(first) {
   clearTimeout(timer);
+  const mine = ++seq, v = view;
+  const current = () => mine === seq;  // a route change or a newer refresh supersedes this one
   try {
-    if (view.kind === "cluster") await showCluster();
-    else if (view.kind === "topology") await showTopology(view.id, first);
-    else await showComponent(view.id, view.component);
-    $("#updated").textContent = "updated " + new Date().toLocaleTimeString();
+    if (v.kind === "cluster") await showCluster(current);
+    else if (v.kind === "topology") await showTopology(v.id, first, current);
+    else await showComponent(v.id, v.component, current);
+    if (current()) $("#updated").textContent = "updated " + new Date().toLocaleTimeString();
   } catch (e) {
-    if (e.status === 404 && view.kind !== "cluster") {
+    if (!current()) return;
+    if (e.status === 404 && v.kind !== "cluster") {
       $("#main").innerHTML = `<p class="muted">${esc(e.message)}</p><p><a href="#/">Back to the cluster</a></p>`;
     } else {
       $("#updated").textContent = "error: " + e.message;
     }
   }
-  timer = setTimeout(() => refresh(false), POLL_MS);
+  if (current() && $("#dialog").hidden) timer = setTimeout(() => refresh(false), POLL_MS);
 }
 
 // ---- cluster ---------------------------------------------------------------------------
-async function showCluster() {
+async function showCluster(current) {
   const [cs, nim, sup, top] = await Promise.all([api("/api/v1/cluster/summary"),
     api("/api/v1/nimbus/summary"), api("/api/v1/supervisor/summary"), api("/api/v1/topology/summary")]);
+  if (!current()) return;
   $("#crumbs").innerHTML = "";
   const cards = [["Topologies", cs.topologies], ["Supervisors", cs.supervisors],
     ["Slots used", `${cs.slotsUsed} / ${cs.slotsTotal}`], ["Slots free", cs.slotsFree],
@@ -107,11 +112,12 @@ async function showCluster() {
 }
 
 // ---- topology --------------------------------------------------------------------------
-async function showTopology(id, first) {
+async function showTopology(id, first, current) {
   const w = windowParam();
   const t = await api(`/api/v1/topology/${encodeURIComponent(id)}?window=${encodeURIComponent(w)}`);
   // Rates come from all-time counters, whatever window the tables show.
   const all = w === ":all-time" ? t : await api(`/api/v1/topology/${encodeURIComponent(id)}`);
+  if (!current()) return;
   record(id, all);
   $("#crumbs").innerHTML = `› <a href="#/topology/${encodeURIComponent(id)}">${esc(t.name)}</a>`;
   const restarts = t.recentRestarts ? `<span class="health-bad">workers restarting: ${t.recentRestarts} in ${t.restartWindowSeconds} s</span>` : "";
@@ -171,10 +177,19 @@ async function showTopology(id, first) {
   $("#main").innerHTML = html;
   for (const c of comps) drawChart(id, c);
   wireActions(t);
+  // The graph's shape is fetched once; its numbers are this refresh's.
   if (first || !graphCache[id]) {
-    graphCache[id] = await api(`/api/v1/topology/${tid}/visualization`);
+    const vis = await api(`/api/v1/topology/${tid}/visualization`);
+    if (!current()) return;
+    graphCache[id] = vis;
   }
-  drawGraph(graphCache[id]);
+  const vis = graphCache[id];
+  for (const b of t.bolts) if (vis[b.boltId]) {
+    vis[b.boltId][":capacity"] = Number(b.capacity);
+    vis[b.boltId][":latency"] = Number(b.executeLatency);
+  }
+  for (const s of t.spouts) if (vis[s.spoutId]) vis[s.spoutId][":latency"] = Number(s.completeLatency);
+  drawGraph(vis);
 }
 const graphCache = {};
 
@@ -243,7 +258,7 @@ function drawGraph(vis) {
   ids.forEach((c) => d(c));
   const cols = {};
   ids.forEach((c) => (cols[depth[c]] = cols[depth[c]] || []).push(c));
-  const NW = 170, NH = 54, GX = 90, GY = 26;
+  const NW = 170, NH = 54, GX = 140, GY = 26;
   const pos = {};
   let maxRows = 1;
   Object.entries(cols).forEach(([col, cs]) => {
@@ -278,7 +293,7 @@ function ask(title, text, fields, okLabel) {
       `<label>${esc(f.label)}<input id="field-${f.id}" type="number" min="0" value="${esc(f.value ?? "")}"></label>`).join("");
     $("#dialog-ok").textContent = okLabel;
     $("#dialog").hidden = false;
-    clearTimeout(timer);  // no refresh under an open dialog
+    clearTimeout(timer);  // no refresh under an open dialog (refresh() does not re-arm then)
     const done = (ok) => {
       $("#dialog").hidden = true;
       const values = {};
@@ -316,8 +331,9 @@ function wireActions(t) {
 }
 
 // ---- component -------------------------------------------------------------------------
-async function showComponent(id, comp) {
+async function showComponent(id, comp, current) {
   const c = await api(`/api/v1/topology/${encodeURIComponent(id)}/component/${encodeURIComponent(comp)}?window=${encodeURIComponent(windowParam())}`);
+  if (!current()) return;
   $("#crumbs").innerHTML = `› <a href="#/topology/${encodeURIComponent(id)}">${esc(c.name)}</a> › ${esc(comp)}`;
   const spout = c.componentType === "spout";
   const execHeaders = [{label: "Id"}, {label: "Host:port"}, {label: "Uptime"}, {label: "Emitted", num: 1},

@@ -1,0 +1,384 @@
+"""The UI in a real browser: Debian's headless Chromium, driven by Playwright, against a
+LocalCluster started with ``web=True`` (private ZooKeeper, Nimbus, a supervisor, the UI and
+a logviewer).
+
+* the word-count example on the topology page: tables, graph, and a live chart that moves
+  (a full-page screenshot is kept as a test artifact);
+* the Kill button with a wait time: the topology goes KILLED, then is removed after the wait;
+* the page-load time of a topology with ~50 executors (measured and reported, not asserted;
+  written to ``ui-page-load.json`` beside the screenshot);
+* an unknown topology id: the page shows the REST API's 404 message.
+
+Nothing is downloaded: Playwright drives ``/usr/bin/chromium`` (``scripts/setup.sh`` installs
+it); ``playwright install`` is never needed. Artifacts go to ``$SQUALL_TEST_ARTIFACTS``
+(default: ``test-artifacts/`` at the repo root).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from urllib.parse import parse_qs, quote, urlsplit
+
+import pytest
+
+from squall.client import config as cfg
+from squall.client.topology import TopologyBuilder
+from zk_fixtures import poll_for
+
+pytestmark = pytest.mark.integration
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+EXAMPLES = os.path.join(REPO, "examples")
+APP_JS = os.path.join(REPO, "ui", "static", "app.js")
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+VIEWPORT = {"width": 1400, "height": 1000}
+
+#: The daemons' conf: the UI on a free port (not 8080, which a real `squall ui` may hold).
+CLUSTER_OVERRIDES = {cfg.UI_PORT: 0}
+#: Slots: the three topologies of this module (2 + 1 + 2 workers) fit side by side.
+SLOTS = 6
+#: Bound on a submitted topology's workers starting and its spout acking (a cold worker
+#: imports Squall and the example in well under 10 s; 2 CPUs shared with a browser).
+STARTUP_SECS = 60
+
+
+def _page_poll_secs() -> float:
+    """How often the page refreshes (POLL_MS in app.js): the unit of the page's waits."""
+    with open(APP_JS, encoding="utf-8") as fh:
+        m = re.search(r"const POLL_MS = (\d+);", fh.read())
+    assert m, f"{APP_JS} no longer defines POLL_MS"
+    return int(m.group(1)) / 1000
+
+
+POLL_SECS = _page_poll_secs()
+#: Playwright's default timeout for an action or a selector: a few page refreshes.
+UI_TIMEOUT_MS = int(5 * POLL_SECS * 1000)
+#: A chart "moves" once it has 3 rates (4 samples) with the last above 0: ~10 refreshes.
+CHART_TIMEOUT_MS = int(10 * POLL_SECS * 1000)
+
+
+def artifacts_dir() -> str:
+    path = os.environ.get("SQUALL_TEST_ARTIFACTS") or os.path.join(REPO, "test-artifacts")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def word_count_example():
+    """examples/word_count.py as the module ``word_count``, the name the workers import it
+    by (the examples folder is the uploaded package)."""
+    sys.path.insert(0, EXAMPLES)
+    try:
+        return importlib.import_module("word_count")
+    finally:
+        sys.path.remove(EXAMPLES)
+
+
+# --- the cluster, its REST API and the browser --------------------------------------------
+@pytest.fixture(scope="module")
+def chromium():
+    """Skip the module, before any daemon starts, without Debian's chromium or Playwright."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing: run scripts/setup.sh (it installs Debian's "
+                    "chromium for the UI's browser tests)")
+    pytest.importorskip("playwright.sync_api",
+                        reason="Playwright is missing: run scripts/setup.sh (the test extra)")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def local(chromium, tmp_path_factory):
+    """One LocalCluster with the UI and a logviewer for the module; every process it started
+    (ZooKeeper, Redis, workers, the web servers) is stopped, and its directory removed."""
+    from squall.deploy.local import LocalCluster
+
+    lc = LocalCluster(CLUSTER_OVERRIDES, slots=SLOTS,
+                      base_dir=str(tmp_path_factory.mktemp("ui-local")), web=True,
+                      worker_stdout=subprocess.DEVNULL)
+    try:
+        lc.start()
+        yield lc
+    finally:
+        lc.close("ui browser tests done")
+        lc.cleanup()
+
+
+class Rest:
+    """The UI's REST API over urllib, with the token of the login URL as a Bearer token."""
+
+    def __init__(self, lc):
+        login = lc.ui.login_url()
+        self.base = lc.ui.url
+        self.token = parse_qs(urlsplit(login).query)["token"][0]
+
+    def get(self, path: str) -> tuple[int, dict]:
+        req = urllib.request.Request(self.base + path,
+                                     headers={"Authorization": f"Bearer {self.token}"})
+        try:
+            with urllib.request.urlopen(req, timeout=15) as resp:
+                return resp.status, json.load(resp)
+        except urllib.error.HTTPError as e:
+            with e:
+                return e.code, json.load(e)
+
+    def topology(self, tid: str) -> dict | None:
+        """/api/v1/topology/<id>, or None once it answers 404."""
+        status, body = self.get(f"/api/v1/topology/{quote(tid, safe='')}")
+        if status == 404:
+            return None
+        assert status == 200, (status, body)
+        return body
+
+
+@pytest.fixture(scope="module")
+def rest(local):
+    return Rest(local)
+
+
+@pytest.fixture
+def page(chromium, tmp_path):
+    """A page of a fresh headless Chromium (its own profile in tmp_path); uncaught errors of
+    the page's JavaScript are collected in ``page.js_errors``."""
+    from playwright.sync_api import sync_playwright
+
+    profile = tmp_path / "chromium-profile"
+    profile.mkdir()
+    with sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(
+            str(profile), executable_path=chromium, headless=True, viewport=VIEWPORT,
+            args=CHROMIUM_ARGS)
+        try:
+            ctx.set_default_timeout(UI_TIMEOUT_MS)
+            pg = ctx.pages[0] if ctx.pages else ctx.new_page()
+            pg.js_errors = []
+            pg.on("pageerror", lambda exc: pg.js_errors.append(str(exc)))
+            yield pg
+        finally:
+            ctx.close()
+
+
+def topology_ids(lc) -> dict[str, str]:
+    """Live topologies as {id: status}, from Nimbus."""
+    with lc.client() as nimbus:
+        return {t.id: t.status for t in nimbus.list().topologies}
+
+
+def kill_and_wait(lc, name: str, tid: str, timeout: float = 30.0) -> None:
+    """Kill ``name`` with no wait and wait (bounded) until Nimbus no longer lists it."""
+    with lc.client() as nimbus:
+        if tid in {t.id for t in nimbus.list().topologies}:
+            nimbus.kill(name, wait_secs=0)
+    poll_for(lambda: tid not in topology_ids(lc), timeout=timeout, interval=0.2,
+             what=f"topology {tid} to be removed")
+
+
+@contextlib.contextmanager
+def running(lc, name, topology, conf):
+    """Submit from the examples folder; kill (wait 0) at the end, whatever happened."""
+    tid = lc.submit(name, topology, conf, EXAMPLES)
+    try:
+        yield tid
+    finally:
+        kill_and_wait(lc, name, tid)
+
+
+def open_ui(page, lc, hash_route: str = "#/") -> None:
+    """Open the login URL with ``hash_route`` on it: the server turns the token into a cookie
+    and redirects to "/", and the browser keeps the fragment, so the page's first route is
+    ``hash_route``. (Going to "/" first and then changing the hash would race the page's
+    refresh of the cluster view: see ``texts_are``.)"""
+    page.goto(lc.ui.login_url() + hash_route)
+    assert "token=" not in page.url, page.url  # the token left the address bar
+    assert page.url.endswith(hash_route), page.url
+
+
+#: The sorted texts of ``selector`` equal ``expected`` (JS predicate for wait_for_function).
+SORTED_TEXTS = """([sel, expected]) => JSON.stringify([...document.querySelectorAll(sel)]
+    .map((e) => e.textContent.trim()).sort()) === JSON.stringify(expected)"""
+
+
+def texts_are(page, selector: str, expected: list[str]) -> None:
+    """Wait until the elements of ``selector`` show ``expected`` (in any order). Waiting,
+    not reading once: the page re-renders every POLL_MS, and a refresh started before a
+    route change can still paint the previous view over the new one for a moment."""
+    page.wait_for_function(SORTED_TEXTS, arg=[selector, sorted(expected)])
+
+
+# --- 1. the topology page ------------------------------------------------------------------
+def test_topology_page_shows_the_word_count_and_its_chart_moves(local, page):
+    wc = word_count_example()
+    conf = dict(wc.CONF, **{"wordcount.sentences": 0, "topology.workers": 2})
+    with running(local, wc.NAME, wc.topology().create_topology(), conf) as tid:
+        open_ui(page, local)
+        row = page.locator("#topologies tbody tr", has_text=tid)
+        row.wait_for()
+        assert wc.NAME in row.inner_text()
+        row.get_by_role("link", name=wc.NAME, exact=True).click()
+        page.wait_for_url(re.compile(rf"#/topology/{re.escape(quote(tid, safe=''))}$"))
+
+        texts_are(page, "#spouts tbody tr td:first-child", ["sentences"])
+        texts_are(page, "#bolts tbody tr td:first-child", ["split", "count", "report"])
+        # The graph (drawn after the tables, from /visualization): the 4 user components,
+        # no acker.
+        texts_are(page, "#graph svg g.node[data-component] > text:first-of-type",
+                  ["sentences", "split", "count", "report"])
+        nodes = page.eval_on_selector_all("#graph svg g.node",
+                                          "els => els.map((e) => e.dataset.component)")
+        assert sorted(nodes) == ["count", "report", "sentences", "split"]
+
+        # The spout's chart moves: more than 2 rates, the last above 0 (its values are read
+        # in the same check: the next refresh redraws the chart).
+        points, rate, vertices = page.wait_for_function(
+            """sel => { const c = document.querySelector(sel);
+                        if (!c || !(Number(c.dataset.points) > 2 && Number(c.dataset.lastRate) > 0))
+                          return null;
+                        const line = c.querySelector('svg polyline').getAttribute('points');
+                        return [Number(c.dataset.points), Number(c.dataset.lastRate),
+                                line.trim().split(' ').length]; }""",
+            arg='div.chart[data-component="sentences"]', timeout=CHART_TIMEOUT_MS).json_value()
+        assert points > 2 and rate > 0
+        assert vertices == points  # the line has a vertex per rate
+
+        shot = os.path.join(artifacts_dir(), "ui-topology-page.png")
+        page.screenshot(path=shot, full_page=True)
+        assert os.path.getsize(shot) > 10_000
+        print(f"\nscreenshot of the topology page: {shot} "
+              f"(chart: {points} points, last rate {rate:g}/s)")
+        assert page.js_errors == []
+
+
+# --- 2. Kill with a wait -------------------------------------------------------------------
+def small_topology():
+    wc = word_count_example()
+    b = TopologyBuilder()
+    b.set_spout("sentences", wc.SentenceSpout(), 1)
+    b.set_bolt("split", wc.SplitSentence(), 1).shuffle_grouping("sentences")
+    return b.create_topology()
+
+
+def test_kill_button_with_a_wait_removes_the_topology_after_the_wait(local, rest, page):
+    name, wait = "ui-kill-me", 2
+    conf = {"wordcount.sentences": 0, "topology.workers": 1, "topology.max.spout.pending": 500}
+    tid = local.submit(name, small_topology(), conf, EXAMPLES)
+    try:
+        open_ui(page, local, f"#/topology/{quote(tid, safe='')}")
+        page.locator("#bolts tbody tr", has_text="split").wait_for()
+        page.click("#btn-kill")
+        page.locator("#dialog").wait_for(state="visible")
+        assert page.inner_text("#dialog-title") == f"Kill {name}?"
+        page.fill("#field-wait", str(wait))
+        clicked = time.monotonic()
+        page.click("#dialog-ok")
+        page.locator("#dialog").wait_for(state="hidden")
+        page.locator("#toast", has_text=f"Kill {name}: done").wait_for()
+
+        # KILLED at once (the spouts stop), removed only after the wait.
+        poll_for(lambda: (rest.topology(tid) or {}).get("status") == "KILLED",
+                 timeout=wait + 5, interval=0.1, what=f"{tid} KILLED in the REST API")
+        assert topology_ids(local).get(tid) == "KILLED"
+        poll_for(lambda: rest.topology(tid) is None and tid not in topology_ids(local),
+                 timeout=wait + 20, interval=0.2, what=f"{tid} removed after the kill")
+        gone_after = time.monotonic() - clicked
+        assert gone_after >= wait - 0.5, \
+            f"removed {gone_after:.2f} s after Kill: the wait of {wait} s was not honoured"
+        # The open page notices on its next refresh.
+        page.locator("#main", has_text=f"no live topology with id '{tid}'").wait_for()
+        assert page.js_errors == []
+    finally:
+        if tid in topology_ids(local):
+            kill_and_wait(local, name, tid)
+
+
+# --- 3. page-load time with ~50 executors (measured, not asserted) -------------------------
+#: Records when #bolts first appears, in performance.now() of the navigation.
+BOLTS_OBSERVER = """
+(() => {
+  const seen = () => { if (document.querySelector('#bolts tbody tr') && !window.__boltsAt) {
+    window.__boltsAt = performance.now(); } };
+  new MutationObserver(seen).observe(document, {childList: true, subtree: true});
+})();
+"""
+
+
+def wide_word_count(wc):
+    """The example's components with more parallelism: 5 + 20 + 20 + 1 executors, plus the
+    ackers the conf asks for."""
+    b = TopologyBuilder()
+    b.set_spout("sentences", wc.SentenceSpout(), 5)
+    b.set_bolt("split", wc.SplitSentence(), 20).shuffle_grouping("sentences")
+    b.set_bolt("count", wc.WordCount(), 20).fields_grouping("split", ["word"])
+    b.set_bolt("report", wc.Report(), 1).global_grouping("count", "increments")
+    return b.create_topology()
+
+
+def test_page_load_time_with_50_executors(local, rest, page):
+    wc = word_count_example()
+    name, runs = "ui-word-count-50", 5
+    conf = dict(wc.CONF, **{"wordcount.sentences": 0, "topology.workers": 2,
+                            "topology.acker.executors": 4})
+    with running(local, name, wide_word_count(wc), conf) as tid:
+        def live():
+            t = rest.topology(tid)
+            return t if t and t["executorsTotal"] >= 45 and t["workersTotal"] == 2 and \
+                any(s["acked"] for s in t["spouts"]) else None
+        t = poll_for(live, timeout=STARTUP_SECS, interval=0.5,
+                     what=f"{tid} running with >= 45 executors on 2 workers")
+        executors = t["executorsTotal"]
+
+        open_ui(page, local)
+        page.add_init_script(BOLTS_OBSERVER)
+        url = f"{local.ui.url}/#/topology/{quote(tid, safe='')}"
+        wall, in_page = [], []
+        for _ in range(runs):
+            page.goto("about:blank")
+            t0 = time.perf_counter()
+            page.goto(url)
+            page.wait_for_selector("#bolts tbody tr")
+            wall.append((time.perf_counter() - t0) * 1000)
+            in_page.append(page.wait_for_function("() => window.__boltsAt").json_value())
+        rows = page.locator("#bolts tbody tr").count()
+        assert rows == 3  # the page did render the topology, not an error
+
+    result = {"topologyId": tid, "executors": executors, "workers": 2, "runs": runs,
+              "wallMs": [round(x, 1) for x in wall],
+              "inPageMs": [round(x, 1) for x in in_page],
+              "medianWallMs": round(statistics.median(wall), 1),
+              "medianInPageMs": round(statistics.median(in_page), 1),
+              "measured": "navigation to #/topology/<id> until #bolts has rows: wall = "
+                          "Python's clock around goto + wait; inPage = performance.now() "
+                          "when a MutationObserver first saw the rows",
+              "cpus": os.cpu_count(), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    path = os.path.join(artifacts_dir(), "ui-page-load.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(result, fh, indent=2)
+        fh.write("\n")
+    print(f"\ntopology page with {executors} executors: median {result['medianWallMs']} ms "
+          f"wall, {result['medianInPageMs']} ms in page (runs, wall: {result['wallMs']}); "
+          f"written to {path}")
+
+
+# --- 4. an unknown topology ----------------------------------------------------------------
+def test_unknown_topology_shows_the_404_message(local, rest, page):
+    status, body = rest.get("/api/v1/topology/nope-1-1")
+    assert status == 404, body
+    assert body["error"] == "Not Found"
+    assert "no live topology" in body["errorMessage"] and "nope-1-1" in body["errorMessage"]
+
+    open_ui(page, local, "#/topology/nope-1-1")
+    page.locator("#main p", has_text=body["errorMessage"]).wait_for()
+    page.locator("#main p a[href='#/']", has_text="Back to the cluster").wait_for()
+    assert page.locator("#spouts").count() == 0
+    assert page.js_errors == []
