@@ -217,10 +217,12 @@ def fig_pipe(quick: bool) -> dict:
 EXTRA_CONF: dict[str, Any] = {}
 
 
-def cluster(name: str, conf: dict, parallelism: int, ipc: bool = True):
+def cluster(name: str, conf: dict, parallelism: int, ipc: bool = True,
+            builder: Callable[[int], Any] | None = None):
+    """``builder(parallelism)``: the TopologyBuilder to run (default: topo.word_count)."""
     from squall.deploy.static import StaticCluster
     conf = {**conf, **EXTRA_CONF}
-    return StaticCluster(name, topo.word_count(parallelism).create_topology(), conf,
+    return StaticCluster(name, (builder or topo.word_count)(parallelism).create_topology(), conf,
                         code_paths=CODE_PATHS, stdout=subprocess.DEVNULL, ipc=ipc)
 
 
@@ -316,6 +318,23 @@ def _component_sum(component: str, key: str) -> Callable[[dict], float]:
     return fn
 
 
+def user_metrics(hbs: dict[str, dict]) -> dict[str, dict[str, float]]:
+    """Tasks' user metrics summed per component: counters, meters and gauges by value,
+    histograms by their number of updates (``<name>.n``) and sum (``<name>.sum``)."""
+    out: dict[str, dict[str, float]] = {}
+    for hb in hbs.values():
+        for s in hb.get("tasks", {}).values():
+            comp = out.setdefault(s.get("component", "?"), {})
+            for name, m in (s.get("metrics") or {}).items():
+                if m.get("type") == "histogram":
+                    h = m.get("hist", {})
+                    comp[f"{name}.n"] = comp.get(f"{name}.n", 0) + h.get("n", 0)
+                    comp[f"{name}.sum"] = comp.get(f"{name}.sum", 0) + h.get("sum", 0)
+                else:
+                    comp[name] = comp.get(name, 0) + m.get("value", 0)
+    return {c: m for c, m in out.items() if m}
+
+
 def _cpu_secs(pids: list[int]) -> dict[int, float]:
     import psutil
     out = {}
@@ -368,7 +387,8 @@ def _gc_line(gcs: dict[str, dict]) -> str:
 # ---------------------------------------------------------------------------------------
 
 def run_throughput(acking: bool, n: int, parallelism: int, max_pending: int,
-                   extra: dict | None = None, ipc: bool = True) -> dict:
+                   extra: dict | None = None, ipc: bool = True,
+                   builder: Callable[[int], Any] | None = None) -> dict:
     conf: dict[str, Any] = {
         "topology.workers": 2, "topology.stats.freq.secs": 0.25,
         "topology.max.spout.pending": max_pending,
@@ -387,7 +407,7 @@ def run_throughput(acking: bool, n: int, parallelism: int, max_pending: int,
         series = CounterSeries(_component_sum(topo.COUNT, "executed"))
         target = float(n * WORDS_PER_SENTENCE)
     label = "acked" if acking else "unacked"
-    lc = cluster(f"bench-{label}", conf, parallelism, ipc=ipc)
+    lc = cluster(f"bench-{label}", conf, parallelism, ipc=ipc, builder=builder)
     res: dict[str, Any] = {"sentences": n, "acking": acking, "parallelism": parallelism,
                            "max_spout_pending": max_pending if acking else None}
     try:
@@ -448,6 +468,9 @@ def run_throughput(acking: bool, n: int, parallelism: int, max_pending: int,
         res["rss_mb"] = [round(hb.get("rss_bytes", 0) / 2**20, 1) for hb in hbs.values()]
         res["dropped"] = sum(hb.get("dropped_batches", 0) + hb.get("dropped_tuples", 0)
                              for hb in hbs.values())
+        user = user_metrics(hbs)
+        if user:
+            res["user_metrics"] = user
         log(f"  steady {res['steady_words_per_s']:,.0f} words/s, overall "
             f"{res['overall_words_per_s']:,.0f} words/s over {res['wall_s']:.1f}s"
             + (f", worker CPU {', '.join(f'{c:.0f}%' for c in res.get('cpu_pct_per_worker_loaded', []))}"))

@@ -238,3 +238,49 @@ def word_count(parallelism: int = 2) -> TopologyBuilder:
     b.set_bolt(SPLIT, SplitSentence(), parallelism).shuffle_grouping(SPOUT)
     b.set_bolt(COUNT, CountWords(), parallelism).fields_grouping(SPLIT, ["word"])
     return b
+
+
+# -- bench/metrics.py: the same word count with user metrics (Storm metrics v2) -------------
+
+class SplitSentenceMetrics(BasicBolt):
+    """SplitSentence plus a counter (sentences) and a histogram (words per sentence)."""
+
+    def prepare(self, conf, context):
+        self.sentences = context.register_counter("sentences")
+        self.words_per_sentence = context.register_histogram("words_per_sentence")
+
+    def execute(self, tup, collector):
+        emit = collector.emit
+        words = tup.values[0].split(" ")
+        for word in words:
+            emit([word])
+        self.sentences.inc()
+        self.words_per_sentence.update(len(words))
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["word"])
+
+
+class CountWordsMetrics(CountWords):
+    """CountWords plus a counter (words) and a gauge (distinct words seen by this task)."""
+
+    def prepare(self, conf, context, collector):
+        super().prepare(conf, context, collector)
+        self.words = context.register_counter("words")
+        context.register_gauge("distinct_words", lambda: len(self.counts))
+
+    def execute(self, tup):
+        w = tup.values[0]
+        counts = self.counts
+        counts[w] = counts.get(w, 0) + 1
+        self.words.inc()
+        self.ack(tup)
+
+
+def word_count_metrics(parallelism: int = 2) -> TopologyBuilder:
+    """``word_count`` with SplitSentenceMetrics and CountWordsMetrics; same groupings."""
+    b = TopologyBuilder()
+    b.set_spout(SPOUT, BenchSentenceSpout(), parallelism)
+    b.set_bolt(SPLIT, SplitSentenceMetrics(), parallelism).shuffle_grouping(SPOUT)
+    b.set_bolt(COUNT, CountWordsMetrics(), parallelism).fields_grouping(SPLIT, ["word"])
+    return b

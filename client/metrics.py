@@ -57,16 +57,13 @@ class Meter(Counter):
         self.inc(n)
 
 
-class Histogram:
+class Histogram(_Buckets):
     """A distribution of values (Storm's ``Histogram.update``), in log-spaced buckets."""
 
-    __slots__ = ("buckets",)
+    __slots__ = ()
 
-    def __init__(self) -> None:
-        self.buckets = _Buckets()
-
-    def update(self, value: float) -> None:
-        self.buckets.record(float(value))
+    #: ``update(value)``: one bucket increment, no wrapper call (it runs per tuple).
+    update = _Buckets.record
 
 
 class MetricRegistry:
@@ -113,7 +110,7 @@ class MetricRegistry:
                     continue
                 out[name] = {"type": kind, "value": v}
             elif kind == "histogram":
-                out[name] = {"type": kind, "hist": m.buckets.snapshot()}
+                out[name] = {"type": kind, "hist": m.snapshot()}
             else:
                 out[name] = {"type": kind, "value": m.count}
         return out
