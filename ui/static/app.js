@@ -219,7 +219,8 @@ function chartBox(id, c) {
   return `<div class="chart" id="${cid}" data-component="${esc(c.id)}"><h4>${esc(c.id)} <span class="muted">${c.kind}</span></h4>` +
     `<svg viewBox="0 0 400 150" preserveAspectRatio="none"></svg>` +
     `<div class="legend"><span style="color:#2563eb">■ ${c.kind === "spout" ? "acked" : "executed"}/s <b class="rate"></b></span>` +
-    `<span style="color:#d97706">■ ${c.kind === "spout" ? "complete" : "execute"} latency ms <b class="lat"></b></span></div></div>`;
+    `<span style="color:#d97706">■ ${c.kind === "spout" ? "complete" : "execute"} latency ms <b class="lat"></b></span>` +
+    `<span class="scale"></span></div></div>`;
 }
 function drawChart(id, c) {
   const box = document.getElementById("chart-" + c.id.replace(/[^A-Za-z0-9_-]/g, "_"));
@@ -236,8 +237,9 @@ function drawChart(id, c) {
   svg.innerHTML =
     `<line x1="0" y1="${H - P}" x2="${W}" y2="${H - P}" stroke="#e5e7eb"/>` +
     `<polyline fill="none" stroke="#2563eb" stroke-width="2" points="${line("rate", maxR)}"/>` +
-    `<polyline fill="none" stroke="#d97706" stroke-width="1.5" stroke-dasharray="4 3" points="${line("latency", maxL)}"/>` +
-    `<text x="${W - 4}" y="12" text-anchor="end" font-size="11" fill="#6b7280">max ${Math.round(maxR).toLocaleString("en-US")}/s · ${maxL.toFixed(2)} ms</text>`;
+    `<polyline fill="none" stroke="#d97706" stroke-width="1.5" stroke-dasharray="4 3" points="${line("latency", maxL)}"/>`;
+  // The scale goes in the legend: text inside the stretched SVG would be stretched too.
+  box.querySelector(".scale").textContent = `top of chart: ${Math.round(maxR).toLocaleString("en-US")}/s · ${maxL.toFixed(3)} ms`;
   const last = pts[pts.length - 1];
   box.querySelector(".rate").textContent = last ? Math.round(last.rate).toLocaleString("en-US") : "–";
   box.querySelector(".lat").textContent = last ? last.latency.toFixed(3) : "–";
@@ -279,7 +281,7 @@ function drawGraph(vis) {
     const hot = v[":capacity"] > 0.8;
     nodes += `<g class="node" data-component="${esc(c)}"><rect x="${p.x}" y="${p.y}" width="${NW}" height="${NH}" rx="6" fill="${v[":type"] === "spout" ? "#eff6ff" : "#f8fafc"}" stroke="${hot ? "#b91c1c" : "#64748b"}"/>` +
       `<text x="${p.x + 10}" y="${p.y + 20}" font-size="13" font-weight="600" fill="#1d2330">${esc(c)}</text>` +
-      `<text x="${p.x + 10}" y="${p.y + 40}" font-size="11" fill="#6b7280">${v[":type"]} · ${v[":type"] === "bolt" ? "cap " + Number(v[":capacity"]).toFixed(2) + " · " : ""}${Number(v[":latency"]).toFixed(2)} ms</text></g>`;
+      `<text x="${p.x + 10}" y="${p.y + 40}" font-size="11" fill="#6b7280">${v[":type"]} · ${v[":type"] === "bolt" ? "cap " + Number(v[":capacity"]).toFixed(2) + " · " : ""}${Number(v[":latency"]).toFixed(3)} ms</text></g>`;
   }
   $("#graph").innerHTML = `<svg viewBox="0 0 ${W} ${H}" height="${H}"><defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#94a3b8"/></marker></defs>${edges}${nodes}</svg>`;
 }
