@@ -118,29 +118,24 @@ def run_supervisor(conf: Mapping[str, Any], echo: Echo,
         sup.close(reason=reason)
 
 
+def run_web(daemon: Any, echo: Echo, wait: Callable[[], int] = wait_for_signal) -> None:
+    """A web daemon (ui/server.py) until ``wait()`` returns a signal."""
+    daemon.start()
+    try:
+        echo(f"{daemon.daemon_name} running: open {daemon.login_url()} ; Ctrl-C stops it")
+        signum = wait()
+        echo(f"{daemon.daemon_name} stopping (signal-{signum})")
+    finally:
+        daemon.close()
+
+
 def run_ui(conf: Mapping[str, Any], echo: Echo, wait: Callable[[], int] = wait_for_signal,
            insecure: bool = False) -> None:
-    """The UI until ``wait()`` returns a signal."""
     from ..ui.server import UiServer
-
-    ui = UiServer(conf, insecure=insecure).start()
-    try:
-        echo(f"UI running: open {ui.login_url()} ; Ctrl-C stops it")
-        signum = wait()
-        echo(f"UI stopping (signal-{signum})")
-    finally:
-        ui.close()
+    run_web(UiServer(conf, insecure=insecure), echo, wait)
 
 
 def run_logviewer(conf: Mapping[str, Any], echo: Echo, wait: Callable[[], int] = wait_for_signal,
                   insecure: bool = False) -> None:
-    """The logviewer until ``wait()`` returns a signal."""
     from ..ui.server import LogViewerServer
-
-    lv = LogViewerServer(conf, insecure=insecure).start()
-    try:
-        echo(f"logviewer running on {lv.url} for {', '.join(lv.roots)}; Ctrl-C stops it")
-        signum = wait()
-        echo(f"logviewer stopping (signal-{signum})")
-    finally:
-        lv.close()
+    run_web(LogViewerServer(conf, insecure=insecure), echo, wait)

@@ -72,7 +72,30 @@ class LeaderClient(NimbusClient):
         return super()._call(method, request, stream, **kw)
 
 
-class UiServer(Daemon):
+class WebDaemon(Daemon):
+    """A daemon whose face is one authenticated WebServer (client/web.py)."""
+
+    def __init__(self, conf: Mapping[str, Any], host: str, port: int, insecure: bool):
+        super().__init__()
+        self.conf = dict(conf)
+        self.host, self.port, self.insecure = host, port, insecure
+        self.web: WebServer | None = None
+
+    def login_url(self, path: str = "/") -> str:
+        assert self.web is not None
+        return self.web.login_url(path)
+
+    @property
+    def url(self) -> str:
+        assert self.web is not None
+        return self.web.url
+
+    def close_unsafe(self, reason: str) -> None:
+        if self.web is not None:
+            self.web.stop()
+
+
+class UiServer(WebDaemon):
     """The UI daemon. Example: ``UiServer(conf, port=0).start().login_url()``."""
 
     def __init__(self, conf: Mapping[str, Any], host: str | None = None,
@@ -108,34 +131,22 @@ class UiServer(Daemon):
         self.web = WebServer(app, self.host, self.port, self.conf, "ui", insecure=self.insecure)
         log.info("UI serving %s (Nimbus %s)", self.web.url, self.client.address)
 
-    def login_url(self, path: str = "/") -> str:
-        assert self.web is not None
-        return self.web.login_url(path)
-
-    @property
-    def url(self) -> str:
-        assert self.web is not None
-        return self.web.url
-
     def close_unsafe(self, reason: str) -> None:
-        if self.web is not None:
-            self.web.stop()
+        super().close_unsafe(reason)
         if self.client is not None:
             self.client.close()
 
 
-class LogViewerServer(Daemon):
+class LogViewerServer(WebDaemon):
     """The logviewer daemon over ``roots`` (default: ``<storm.local.dir>/logs``)."""
 
     def __init__(self, conf: Mapping[str, Any], roots: list[str] | None = None,
                  host: str | None = None, port: int | None = None, insecure: bool = False):
-        super().__init__()
-        self.conf = dict(conf)
+        super().__init__(conf,
+                         host if host is not None else str(cfg.get(conf, cfg.LOGVIEWER_HOST)),
+                         int(cfg.get(conf, cfg.LOGVIEWER_PORT)) if port is None else port,
+                         insecure)
         self.roots = roots or [os.path.join(str(cfg.get(conf, cfg.STORM_LOCAL_DIR)), "logs")]
-        self.host = host if host is not None else str(cfg.get(conf, cfg.LOGVIEWER_HOST))
-        self.port = int(cfg.get(conf, cfg.LOGVIEWER_PORT)) if port is None else port
-        self.insecure = insecure
-        self.web: WebServer | None = None
 
     def start_unsafe(self) -> None:
         from .logviewer import make_app
@@ -143,12 +154,3 @@ class LogViewerServer(Daemon):
         self.web = WebServer(make_app(self.roots), self.host, self.port, self.conf,
                              "logviewer", insecure=self.insecure)
         log.info("logviewer serving %s from %s", self.web.url, ", ".join(self.roots))
-
-    @property
-    def url(self) -> str:
-        assert self.web is not None
-        return self.web.url
-
-    def close_unsafe(self, reason: str) -> None:
-        if self.web is not None:
-            self.web.stop()
