@@ -122,9 +122,9 @@ def run_web(daemon: Any, echo: Echo, wait: Callable[[], int] = wait_for_signal) 
     """A web daemon (ui/server.py) until ``wait()`` returns a signal."""
     daemon.start()
     try:
-        echo(f"{daemon.daemon_name} running: open {daemon.login_url()} ; Ctrl-C stops it")
+        echo(f"{daemon.label} running: open {daemon.login_url()} ; Ctrl-C stops it")
         signum = wait()
-        echo(f"{daemon.daemon_name} stopping (signal-{signum})")
+        echo(f"{daemon.label} stopping (signal-{signum})")
     finally:
         daemon.close()
 

@@ -75,6 +75,9 @@ class LeaderClient(NimbusClient):
 class WebDaemon(Daemon):
     """A daemon whose face is one authenticated WebServer (client/web.py)."""
 
+    #: What the console calls it.
+    label = "web daemon"
+
     def __init__(self, conf: Mapping[str, Any], host: str, port: int, insecure: bool):
         super().__init__()
         self.conf = dict(conf)
@@ -98,17 +101,15 @@ class WebDaemon(Daemon):
 class UiServer(WebDaemon):
     """The UI daemon. Example: ``UiServer(conf, port=0).start().login_url()``."""
 
+    label = "UI"
+
     def __init__(self, conf: Mapping[str, Any], host: str | None = None,
                  port: int | None = None, insecure: bool = False,
                  logviewer_port: int | None = None):
-        super().__init__()
-        self.conf = dict(conf)
-        self.host = host if host is not None else str(cfg.get(conf, cfg.UI_HOST))
-        self.port = int(cfg.get(conf, cfg.UI_PORT)) if port is None else port
-        self.insecure = insecure
+        super().__init__(conf, host if host is not None else str(cfg.get(conf, cfg.UI_HOST)),
+                         int(cfg.get(conf, cfg.UI_PORT)) if port is None else port, insecure)
         self.logviewer_port = logviewer_port
         self.client: NimbusClient | None = None
-        self.web: WebServer | None = None
 
     def start_unsafe(self) -> None:
         from flask import Response
@@ -139,6 +140,8 @@ class UiServer(WebDaemon):
 
 class LogViewerServer(WebDaemon):
     """The logviewer daemon over ``roots`` (default: ``<storm.local.dir>/logs``)."""
+
+    label = "logviewer"
 
     def __init__(self, conf: Mapping[str, Any], roots: list[str] | None = None,
                  host: str | None = None, port: int | None = None, insecure: bool = False):
