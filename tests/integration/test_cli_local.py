@@ -3,12 +3,15 @@ supervisor; `squall list` against that Nimbus while it runs; Ctrl-C stopping eve
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
+from urllib.parse import unquote
 
 import psutil
 import pytest
@@ -89,6 +92,15 @@ def test_ctrl_c_stops_every_worker_cleanly(tmp_path):
         assert plain.returncode == 1 and "set squall.tls.*" in plain.stderr, plain.stderr
         assert re.search(r"^word-count\s+\S+\s+ACTIVE\s+2\s", listed.stdout, re.M), \
             listed.stdout + listed.stderr
+        # The printed UI address answers (its token in it), and shows the same topology.
+        ui = re.search(r"UI: (http://127\.0\.0\.1:(\d+))/\?token=(\S+)", "".join(lines))
+        assert ui, "".join(lines)
+        req = urllib.request.Request(f"{ui.group(1)}/api/v1/topology/summary",
+                                     headers={"Authorization": f"Bearer {unquote(ui.group(3))}"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            shown = json.load(resp)["topologies"]
+        assert [(t["name"], t["status"], t["workersTotal"]) for t in shown] == \
+            [("word-count", "ACTIVE", 2)]
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=60)
     finally:

@@ -293,3 +293,36 @@ def test_stop_frees_the_port(tmp_path):
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))
+
+
+def test_off_loopback_the_port_speaks_https_with_the_daemons_certificate(tmp_path):
+    """A non-loopback address with squall.tls.* set: HTTPS with the daemon's server
+    certificate, which a client trusting the cluster's CA accepts; the token still counts."""
+    import ssl
+
+    from squall.deploy.certs import CertificateAuthority
+
+    token = tmp_path / "tok"
+    token.write_text("0123456789abcdefghij\n")
+    issued = CertificateAuthority(str(tmp_path / "pki")).issue("ui", hosts=["127.0.0.1"],
+                                                              server=True)
+    conf = {"squall.http.token.file": str(token), **issued.conf()}
+    app = lambda environ, start: (start("200 OK", [("Content-Type", "text/plain")]),  # noqa: E731
+                                  [b"hello"])[1]
+    server = web.WebServer(app, "0.0.0.0", 0, conf, "tls-test")
+    try:
+        assert server.url.startswith("https://127.0.0.1:")
+        ctx = ssl.create_default_context(cafile=conf["squall.tls.ca.file"])
+        req = urllib.request.Request(server.url + "/",
+                                     headers={"Authorization": "Bearer 0123456789abcdefghij"})
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
+            assert resp.read() == b"hello"
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(server.url + "/", context=ctx, timeout=10)
+        assert e.value.code == 401
+        e.value.close()
+        plain = urllib.request.Request(server.url.replace("https", "http") + "/")
+        with pytest.raises((urllib.error.URLError, ConnectionError)):
+            urllib.request.urlopen(plain, timeout=10).close()
+    finally:
+        server.stop()
