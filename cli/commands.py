@@ -224,6 +224,10 @@ def topology_table(topologies: Iterable[Any]) -> list[str]:
 
 def list_topologies(conf: Mapping[str, Any], echo: Echo) -> None:
     with _client(conf) as nimbus:
+        try:  # the leader: it alone receives heartbeats, so it alone knows the health
+            nimbus.prefer_leader()
+        except NimbusUnavailable:
+            pass  # no leader right now: any Nimbus lists, the health says unknown
         info = nimbus.list()
     if not info.topologies:
         echo("No topologies running.")
@@ -240,8 +244,9 @@ def list_topologies(conf: Mapping[str, Any], echo: Echo) -> None:
 
 
 # --- set_log_level (Storm's `storm set_log_level`) -----------------------------------
-def parse_log_levels(specs: Iterable[str], now: float) -> dict[str, tuple[str, int]]:
-    """``["squall.worker=DEBUG:60", "ROOT=WARN"]`` -> logger -> (level, reset_at_secs)."""
+def parse_log_levels(specs: Iterable[str]) -> dict[str, tuple[str, int]]:
+    """``["squall.worker=DEBUG:60", "ROOT=WARN"]`` -> logger -> (level, timeout_secs; 0
+    never)."""
     from ..client.log_levels import level_number
 
     out: dict[str, tuple[str, int]] = {}
@@ -261,13 +266,13 @@ def parse_log_levels(specs: Iterable[str], now: float) -> dict[str, tuple[str, i
                                  "seconds") from None
             if secs <= 0:
                 raise ValueError(f"-l {spec!r}: the timeout must be positive")
-        out[logger] = (level.upper(), int(now) + secs if secs else 0)
+        out[logger] = (level.upper(), secs)
     return out
 
 
 def set_log_level(conf: Mapping[str, Any], name: str, specs: Iterable[str],
                   remove: Iterable[str], echo: Echo) -> None:
-    levels = parse_log_levels(specs, time.time())
+    levels = parse_log_levels(specs)
     with _client(conf) as nimbus:
         result = nimbus.set_log_config(name, levels, list(remove))
     if not result.levels:

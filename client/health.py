@@ -10,6 +10,8 @@ from typing import Any
 def topology_health(t: Any) -> str:
     """``"ok"``, or what is wrong: ``"workers restarting: 5 in 60 s"``,
     ``"workers down: 1 of 2"`` (joined with "; ")."""
+    if not t.health_known:
+        return "unknown (a follower Nimbus answered; the leader knows)"
     problems = []
     if t.recent_restarts:
         problems.append(f"workers restarting: {t.recent_restarts} in {t.restart_window_secs} s")

@@ -22,13 +22,19 @@ PER_OCTAVE = 4
 #: Smallest distinguished value, ms (1 microsecond).
 MIN_MS = 0.001
 _MIN_KEY = math.floor(math.log2(MIN_MS) * PER_OCTAVE)
+#: Largest distinguished value's bucket (2**40 ms, 35 years): bigger values, infinity and
+#: NaN land here rather than raise inside the caller's bolt.
+MAX_KEY = 40 * PER_OCTAVE
 _log2 = math.log2
 _floor = math.floor
 
 
 def bucket_of(ms: float) -> int:
     """The bucket a value in ms falls in."""
-    return _floor(_log2(ms) * PER_OCTAVE) if ms > MIN_MS else _MIN_KEY
+    try:
+        return min(MAX_KEY, _floor(_log2(ms) * PER_OCTAVE)) if ms > MIN_MS else _MIN_KEY
+    except (OverflowError, ValueError):  # inf, nan
+        return MAX_KEY
 
 
 def bucket_upper(key: int) -> float:
@@ -61,7 +67,12 @@ class Histogram:
 
     def record(self, ms: float) -> None:
         # On every acked tree and every user histogram update: kept to one call and a dict op.
-        k = _floor(_log2(ms) * 4) if ms > MIN_MS else _MIN_KEY
+        try:
+            k = _floor(_log2(ms) * 4) if ms > MIN_MS else _MIN_KEY
+        except (OverflowError, ValueError):  # inf, nan (try costs nothing until it raises)
+            k = MAX_KEY
+        if k > MAX_KEY:
+            k = MAX_KEY
         c = self.counts
         c[k] = c.get(k, 0) + 1
         self.total += ms
@@ -87,9 +98,12 @@ def parse(snap: Mapping | None) -> tuple[dict[int, int], float, int]:
     if not isinstance(snap, Mapping):
         return {}, 0.0, 0
     try:
-        counts = {int(k): int(v) for k, v in (snap.get("b") or {}).items()}
+        counts: dict[int, int] = {}
+        for k, v in (snap.get("b") or {}).items():
+            key = min(MAX_KEY, max(_MIN_KEY, int(k)))  # a file's keys are not trusted
+            counts[key] = counts.get(key, 0) + max(0, int(v))
         return counts, float(snap.get("sum", 0.0)), int(snap.get("n", 0))
-    except (TypeError, ValueError, AttributeError):
+    except (TypeError, ValueError, AttributeError, OverflowError):
         return {}, 0.0, 0
 
 

@@ -218,11 +218,11 @@ class NimbusClient:
 
     def set_log_config(self, name: str, levels: Mapping[str, tuple[str, int]],
                        remove: list[str] = ()) -> pb.LogConfig:
-        """Set loggers' levels (logger -> (level, reset_at_secs; 0 never)) in a running
+        """Set loggers' levels (logger -> (level, timeout_secs; 0 never)) in a running
         topology, and drop ``remove``; answers the topology's levels afterwards."""
         return self._call("SetLogConfig", pb.SetLogConfigRequest(
-            name=name, levels={k: pb.LogLevel(level=lv, reset_at_secs=int(at))
-                               for k, (lv, at) in levels.items()}, remove=list(remove)))
+            name=name, levels={k: pb.LogLevel(level=lv, timeout_secs=int(secs))
+                               for k, (lv, secs) in levels.items()}, remove=list(remove)))
 
     def leader(self) -> pb.NimbusSummary:
         return self._call("GetLeader", topology_pb2.Empty())

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import json
@@ -77,9 +78,18 @@ class TokenAuth:
         self.token = token.encode()
         self.secure_cookie = secure_cookie
         self.open_paths = frozenset(open_paths)
+        # The browser keeps a value derived from the token, never the token: cookies are not
+        # scoped by port, so another service on the host name would receive it.
+        self.session = hmac.new(self.token, b"squall browser session",
+                                hashlib.sha256).hexdigest()
+        #: ``__Host-`` (HTTPS only): the browser refuses it from subdomains and plain HTTP.
+        self.cookie = ("__Host-" if secure_cookie else "") + COOKIE
 
     def _ok(self, given: str | None) -> bool:
         return bool(given) and hmac.compare_digest(given.encode(), self.token)
+
+    def _session_ok(self, given: str | None) -> bool:
+        return bool(given) and hmac.compare_digest(given.encode(), self.session.encode())
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         if environ.get("PATH_INFO", "") in self.open_paths:
@@ -93,16 +103,16 @@ class TokenAuth:
             if not self._ok(given):
                 return _json_error(start_response, "401 Unauthorized", "wrong token")
             rest = urlencode([(k, v) for k, v in query if k != "token"])
-            # One leading slash: "//host/..." would send the browser to another site.
-            path = "/" + (environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "/")).lstrip("/")
-            location = path + \
-                (f"?{rest}" if rest else "")
-            cookie = f"{COOKIE}={given}; Path=/; HttpOnly; SameSite=Strict" + \
+            # Re-quoted (no CR/LF into the header) with one leading slash ("//host" or
+            # "/\\host" would send the browser to another site).
+            path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "/")
+            location = "/" + quote(path.lstrip("/\\"), safe="/") + (f"?{rest}" if rest else "")
+            cookie = f"{self.cookie}={self.session}; Path=/; HttpOnly; SameSite=Strict" + \
                 ("; Secure" if self.secure_cookie else "")
             start_response("303 See Other", [("Location", location), ("Set-Cookie", cookie),
                                               ("Content-Length", "0")])
             return [b""]
-        if self._ok(_cookie(environ.get("HTTP_COOKIE", ""), COOKIE)):
+        if self._session_ok(_cookie(environ.get("HTTP_COOKIE", ""), self.cookie)):
             if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD") and \
                     not environ.get(CSRF_HEADER):
                 return _json_error(start_response, "403 Forbidden",

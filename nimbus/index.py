@@ -69,6 +69,9 @@ class TopologyIndex:
         self._assignments.pop(tid, None)
 
     # --- reads ---
+    def live(self, tid: str) -> bool:
+        return tid in self._owner
+
     def topology_id(self, name: str) -> str | None:
         return self._by_name.get(name)
 

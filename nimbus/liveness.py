@@ -42,8 +42,9 @@ class Liveness:
         self.supervisor_reports: dict[str, float] = {}
         #: When this Nimbus began to lead: nothing counts as silent from before then.
         self.lead_start = now
-        #: (topology id, task) -> the task's windowed history (stats_windows.py).
-        self.series: dict[tuple[str, int], TaskSeries] = {}
+        #: (topology id, task) -> (supervisor id, port) -> that slot's history of the task
+        #: (stats_windows.py): a task that moved, or a stale worker, keeps its own series.
+        self.series: dict[tuple[str, int], dict[tuple[str, int], TaskSeries]] = {}
         #: supervisor id -> its latest list of recent worker restarts (WorkerRestart).
         self.restarts: dict[str, list[Any]] = {}
         self._lock = threading.Lock()
@@ -67,11 +68,13 @@ class Liveness:
                     self.heartbeats[key] = (prev[0], hb)
                 else:
                     self.heartbeats[key] = (now, hb)
+                    slot = (supervisor_id, int(hb.port))
                     for ts in hb.tasks:
-                        series = self.series.get((hb.topology_id, ts.task))
+                        by_slot = self.series.setdefault((hb.topology_id, ts.task), {})
+                        series = by_slot.get(slot)
                         if series is None:
-                            series = self.series[(hb.topology_id, ts.task)] = TaskSeries()
-                        series.add(now, ts)
+                            series = by_slot[slot] = TaskSeries()
+                        series.add(now, ts, float(hb.uptime_secs))
 
     def live_supervisors(self, registered: Mapping[str, dict], now: float
                          ) -> dict[str, SupervisorInfo]:
@@ -124,8 +127,8 @@ class Liveness:
                  ) -> list[tuple[Snap, float]]:
         """Each of ``tasks``' values over the last ``secs`` (0: all), with the span covered."""
         with self._lock:
-            return [self.series[(topology_id, t)].window(now, secs) for t in tasks
-                    if (topology_id, t) in self.series]
+            return [series.window(now, secs) for t in tasks
+                    for series in self.series.get((topology_id, t), {}).values()]
 
     def recent_restarts(self, topology_id: str, now: float, secs: float) -> int:
         """Worker restarts of the topology within the last ``secs``, on every supervisor."""
@@ -134,13 +137,19 @@ class Liveness:
                        if r.topology_id == topology_id and now - r.time_secs <= secs)
 
     def live_workers(self, record: Assignment, now: float) -> int:
-        """Slots of ``record`` whose worker reported within nimbus.task.timeout.secs."""
+        """Slots of ``record`` not counted dead: a fresh heartbeat of a running worker, or
+        still within nimbus.task.launch.secs of the assignment (or of this Nimbus's lead),
+        as :meth:`dead_slots` judges them."""
         n = 0
         with self._lock:
             for hp, sid in record.slots.items():
                 hb = self.heartbeats.get((sid, record.topology_id, host_port(hp)[1]))
-                if hb is not None and now - hb[0] <= self.task_timeout_secs and \
-                        hb[1].state in ("", "running"):
+                if hb is not None:
+                    if now - hb[0] <= self.task_timeout_secs and hb[1].state in ("", "running"):
+                        n += 1
+                    continue
+                since = max(float(record.start_times.get(hp, now)), self.lead_start)
+                if now - since <= self.task_launch_secs:
                     n += 1
         return n
 

@@ -195,6 +195,7 @@ class Nimbus(Daemon):
             return
         log.info("Nimbus %s is the leader", self.address)
         self.liveness.leading_since(time.time())
+        self._last_errors.clear()  # kept while leading only: re-read from ZooKeeper
         try:
             with self._lock:
                 self._timers.clear()
@@ -641,14 +642,15 @@ class Nimbus(Daemon):
 
     def set_log_config(self, name: str, levels: Mapping[str, tuple[str, int]],
                        remove: list[str], guard: Guard | None = None) -> dict[str, dict]:
-        """Merge ``levels`` (logger -> (level, reset_at_secs)) into the topology's log config,
-        drop ``remove``, store it in ZooKeeper for the supervisors; returns the result."""
-        for logger, (level, reset_at) in levels.items():
+        """Merge ``levels`` (logger -> (level, timeout_secs; 0 never)) into the topology's
+        log config, drop ``remove``, store it in ZooKeeper for the supervisors; returns the
+        result. Timeouts count on this clock (Storm's setLogConfig does the same)."""
+        for logger, (level, timeout) in levels.items():
             try:
                 level_number(level)
             except ValueError as e:
                 raise InvalidRequest(f"logger {logger!r}: {e}") from None
-            if reset_at < 0:
+            if timeout < 0:
                 raise InvalidRequest(f"logger {logger!r}: a timeout must not be negative")
         with self._lock:  # one read-modify-write at a time
             self.require_leader()
@@ -657,8 +659,9 @@ class Nimbus(Daemon):
             for logger in remove:
                 config.pop(logger, None)
             now = time.time()
-            for logger, (level, reset_at) in levels.items():
-                config[logger] = {"level": level.upper(), "reset_at": int(reset_at)}
+            for logger, (level, timeout) in levels.items():
+                config[logger] = {"level": level.upper(),
+                                  "reset_at": int(now + timeout) if timeout else 0}
             # Entries whose timeout passed are reverted by the workers already: drop them.
             config = {k: v for k, v in config.items()
                       if not v.get("reset_at") or v["reset_at"] > now}
@@ -672,6 +675,8 @@ class Nimbus(Daemon):
         stores the forwarded worker ``errors`` (WorkerError) under /errors, one write each.
         Only the leader takes them (NotALeader otherwise)."""
         self.require_leader()  # a follower's view would go unused: the supervisor finds the leader
+        if self.index.ready:  # a removed topology's late heartbeats would be kept forever
+            heartbeats = [hb for hb in heartbeats if self.index.live(hb.topology_id)]
         self.liveness.record(supervisor_id, heartbeats, time.time(), restarts)
         if errors:  # outside the lock: ZooKeeper writes must not stall the loop
             self._store_errors(errors)
@@ -700,18 +705,21 @@ class Nimbus(Daemon):
         """Supervisors, topologies and Nimbuses, as plain dicts (Storm's getClusterInfo)."""
         topologies = [t for t in map(self._state, self.cluster_state.storm_ids()) if t]
         return views.cluster_info(self.cluster_state, topologies, self.nimbuses(),
-                                  time.time() - self.start_time, self.liveness,
-                                  self._last_error)
+                                  time.time() - self.start_time,
+                                  self.liveness if self.is_leader else None, self._last_error)
 
     def _last_error(self, tid: str) -> dict[str, Any] | None:
         """The topology's newest error: read from ZooKeeper once, then kept up to date as
         supervisors forward errors (so `squall list` costs no reads per topology)."""
-        if tid not in self._last_errors:
+        if tid not in self._last_errors or not self.is_leader:
             try:
                 errs = self.cluster_state.errors(tid)
             except ClusterStateError:
                 return None
-            self._last_errors[tid] = views.error_row(errs[-1]) if errs else None
+            row = views.error_row(errs[-1]) if errs else None
+            if not self.is_leader:
+                return row  # only the leader stores errors, so only its cache stays current
+            self._last_errors[tid] = row
         return self._last_errors[tid]
 
     def nimbuses(self) -> list[dict[str, Any]]:

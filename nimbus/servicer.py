@@ -217,7 +217,7 @@ class NimbusServicer(pb_grpc.NimbusServicer):
     @_rpc
     def SetLogConfig(self, request, context):
         config = self.nimbus.set_log_config(
-            request.name, {k: (v.level, v.reset_at_secs) for k, v in request.levels.items()},
+            request.name, {k: (v.level, v.timeout_secs) for k, v in request.levels.items()},
             list(request.remove), guard=self._guard(context, "setLogConfig"))
         return pb.LogConfig(levels={k: pb.LogLevel(level=v["level"],
                                                    reset_at_secs=int(v.get("reset_at") or 0))

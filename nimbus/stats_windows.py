@@ -9,8 +9,14 @@ written to ZooKeeper. A worker restart resets its counters; a drop is taken as a
 the series stays monotone (the values before it are carried in ``base``), as Prometheus does
 with counter resets.
 
-A Nimbus that just became leader has no history: until it has one, a window covers what it
-has seen (the first heartbeat's cumulative values count as the window's start).
+A Nimbus that just became leader has no history. A window reaching back before the
+worker started covers everything the worker counted (the worker's uptime in the heartbeat
+says when that was); one that starts after the worker did but before this Nimbus's first
+heartbeat of it covers what this Nimbus saw, from that first heartbeat on.
+
+A series belongs to one worker slot (supervisor, port): when a task moves, or a stale
+worker of a partitioned supervisor still reports, each slot's counts stay in their own
+series and a window sums them, so nothing is counted twice.
 """
 
 from __future__ import annotations
@@ -86,9 +92,13 @@ class TaskSeries:
         self.base = Snap()
         self.last_raw: Snap | None = None
         self.current: tuple[float, Snap] | None = None
+        #: When the counting began: the first worker's start (now - its uptime).
+        self.start: float | None = None
 
-    def add(self, now: float, ts: Any) -> None:
+    def add(self, now: float, ts: Any, uptime_secs: float = 0.0) -> None:
         raw = Snap.of(ts)
+        if self.start is None:
+            self.start = now - max(0.0, uptime_secs)
         if self.last_raw is not None and raw.dropped_below(self.last_raw):
             self.base = self.base.plus(self.last_raw)
         self.last_raw = raw
@@ -126,8 +136,12 @@ class TaskSeries:
                 older = (t, s)
             else:
                 break
-        if older is None:  # history shorter than the window: it spans what was seen
-            return cur, max(0.0, t_cur - self.points[0][0])
+        if older is None:  # history shorter than the window
+            assert self.start is not None
+            if self.start >= start:  # the worker started inside it: all it counted
+                return cur, max(0.0, t_cur - self.start)
+            first_t, first = self.points[0]  # this Nimbus came later: from its first look
+            return cur.minus(first), max(0.0, t_cur - first_t)
         return cur.minus(older[1]), t_cur - older[0]
 
 

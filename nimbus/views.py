@@ -48,7 +48,8 @@ def cluster_info(state: ClusterState, topologies: list[TopologyState],
                  last_error: Callable[[str], dict | None] = lambda tid: None
                  ) -> dict[str, Any]:
     """Supervisors, topologies (with their health: recent restarts, live workers, the last
-    error) and Nimbuses (Storm's getClusterInfo)."""
+    error; ``liveness`` only on the leader, the one that receives heartbeats) and Nimbuses
+    (Storm's getClusterInfo)."""
     now = time.time()
     used: dict[str, int] = {}
     rows = []
@@ -67,6 +68,7 @@ def cluster_info(state: ClusterState, topologies: list[TopologyState],
                                                                    RESTART_WINDOW_SECS)
             rows[-1]["restart_window_secs"] = RESTART_WINDOW_SECS
             rows[-1]["live_workers"] = liveness.live_workers(record, now) if record else 0
+            rows[-1]["health_known"] = True
         err = last_error(t.topology_id)
         if err:
             rows[-1]["last_error"] = err

@@ -120,12 +120,14 @@ class RebalanceRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., wait_secs: _Optional[int] = ..., num_workers: _Optional[int] = ..., executors: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class LogLevel(_message.Message):
-    __slots__ = ("level", "reset_at_secs")
+    __slots__ = ("level", "reset_at_secs", "timeout_secs")
     LEVEL_FIELD_NUMBER: _ClassVar[int]
     RESET_AT_SECS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECS_FIELD_NUMBER: _ClassVar[int]
     level: str
     reset_at_secs: int
-    def __init__(self, level: _Optional[str] = ..., reset_at_secs: _Optional[int] = ...) -> None: ...
+    timeout_secs: int
+    def __init__(self, level: _Optional[str] = ..., reset_at_secs: _Optional[int] = ..., timeout_secs: _Optional[int] = ...) -> None: ...
 
 class SetLogConfigRequest(_message.Message):
     __slots__ = ("name", "levels", "remove")
@@ -172,7 +174,7 @@ class SupervisorSummary(_message.Message):
     def __init__(self, id: _Optional[str] = ..., host: _Optional[str] = ..., uptime_secs: _Optional[int] = ..., num_slots: _Optional[int] = ..., num_used_slots: _Optional[int] = ...) -> None: ...
 
 class TopologySummary(_message.Message):
-    __slots__ = ("id", "name", "status", "num_workers", "num_executors", "num_tasks", "uptime_secs", "owner", "recent_restarts", "restart_window_secs", "last_error", "live_workers")
+    __slots__ = ("id", "name", "status", "num_workers", "num_executors", "num_tasks", "uptime_secs", "owner", "recent_restarts", "restart_window_secs", "last_error", "live_workers", "health_known")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -185,6 +187,7 @@ class TopologySummary(_message.Message):
     RESTART_WINDOW_SECS_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     LIVE_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_KNOWN_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     status: str
@@ -197,7 +200,8 @@ class TopologySummary(_message.Message):
     restart_window_secs: int
     last_error: ErrorInfo
     live_workers: int
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., num_workers: _Optional[int] = ..., num_executors: _Optional[int] = ..., num_tasks: _Optional[int] = ..., uptime_secs: _Optional[int] = ..., owner: _Optional[str] = ..., recent_restarts: _Optional[int] = ..., restart_window_secs: _Optional[int] = ..., last_error: _Optional[_Union[ErrorInfo, _Mapping]] = ..., live_workers: _Optional[int] = ...) -> None: ...
+    health_known: bool
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., num_workers: _Optional[int] = ..., num_executors: _Optional[int] = ..., num_tasks: _Optional[int] = ..., uptime_secs: _Optional[int] = ..., owner: _Optional[str] = ..., recent_restarts: _Optional[int] = ..., restart_window_secs: _Optional[int] = ..., last_error: _Optional[_Union[ErrorInfo, _Mapping]] = ..., live_workers: _Optional[int] = ..., health_known: _Optional[bool] = ...) -> None: ...
 
 class StreamCount(_message.Message):
     __slots__ = ("emitted", "transferred")

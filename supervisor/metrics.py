@@ -51,11 +51,17 @@ class WorkerCollector(Collector):
     """Families built from the running workers' heartbeat files at each scrape."""
 
     def __init__(self, workers: Callable[[], Iterable[Any]], host: str,
-                 stale_secs: Callable[[], float]):
+                 stale_secs: Callable[[], float],
+                 expected: Callable[[], Iterable[tuple[str, int]]] = lambda: ()):
         #: ``workers()`` -> objects with topology_id, port, pid, worker_dir.
         self.workers = workers
         self.host = host
         self.stale_secs = stale_secs
+        #: ``expected()`` -> (topology id, port) assigned here: one without a process (a
+        #: crash in backoff) is ``squall_worker_up 0``, so an alert on it fires.
+        self.expected = expected
+        #: Heartbeat files that could not be read into metrics (a worker's file is not trusted).
+        self.skipped = 0
 
     def collect(self):
         now = time.time()
@@ -98,75 +104,92 @@ class WorkerCollector(Collector):
         }
         counters = {name: CounterMetricFamily(f"squall_{name}", doc, labels=TASK_LABELS)
                     for name, doc in COUNTERS}
-        user: dict[tuple[str, str], Any] = {}
+        user: dict[str, Any] = {}
+        running = set()
         for w in self.workers():
-            port = str(w.port)
-            wl = [w.topology_id, self.host, port]
+            running.add((w.topology_id, int(w.port)))
+            wl = [w.topology_id, self.host, str(w.port)]
             hb = WorkerHeartbeat.read(w.worker_dir, w.pid)
             fresh = hb is not None and now - hb.time <= self.stale_secs()
             fam["up"].add_metric(wl, 1.0 if fresh else 0.0)
             if hb is None:
                 continue
-            fam["bp"].add_metric(wl, 1.0 if hb.throttled else 0.0)
-            fam["rss"].add_metric(wl, float(hb.rss_bytes))
-            fam["dropped"].add_metric(wl, float(hb.dropped_frames))
-            fam["uptime"].add_metric(wl, float(hb.uptime_secs))
-            for gen, n in enumerate(hb.gc_collections):
-                fam["gc"].add_metric(wl + [str(gen)], float(n))
-            for ex in hb.executors.values():
-                if isinstance(ex, dict) and "task" in ex:
-                    fam["queue"].add_metric([w.topology_id, str(ex.get("component", "")),
-                                             str(ex["task"]), self.host, port],
-                                            float(ex.get("queue", 0)))
-            for task, st in hb.tasks.items():
-                if not isinstance(st, dict):
-                    continue
-                tl = [w.topology_id, str(st.get("component", "")), str(task), self.host, port]
-                for stream, pair in (st.get("streams") or {}).items():
-                    try:
-                        fam["emitted"].add_metric(tl + [str(stream)], float(pair[0]))
-                        fam["transferred"].add_metric(tl + [str(stream)], float(pair[1]))
-                    except (TypeError, ValueError, IndexError):
-                        continue
-                for name, _ in COUNTERS:
-                    counters[name].add_metric(tl, float(st.get(name, 0) or 0))
-                fam["pending"].add_metric(tl, float(st.get("pending", 0) or 0))
-                if "busy_secs" in st:
-                    fam["busy"].add_metric(tl, float(st["busy_secs"]))
-                for key, f in (("complete_hist", "complete"), ("execute_hist", "execute")):
-                    b = _buckets(st.get(key))
-                    if b is not None:
-                        fam[f].add_metric(tl, b[0], b[1])
-                for mname, m in (st.get("metrics") or {}).items():
-                    self._user(user, str(mname), m, tl)
+            try:
+                self._worker(fam, counters, user, w, hb)
+            except Exception:  # noqa: BLE001 - one worker's odd file must not fail the scrape
+                self.skipped += 1
+        for tid, port in self.expected():
+            if (tid, int(port)) not in running:
+                fam["up"].add_metric([tid, self.host, str(port)], 0.0)
         yield from counters.values()
         yield from fam.values()
         yield from user.values()
 
+    def _worker(self, fam: dict, counters: dict, user: dict, w: Any,
+                hb: WorkerHeartbeat) -> None:
+        """One worker's heartbeat into the families. A malformed file raises here and the
+        caller skips the rest of that worker: what was added stays valid exposition."""
+        port = str(w.port)
+        wl = [w.topology_id, self.host, port]
+        fam["bp"].add_metric(wl, 1.0 if hb.throttled else 0.0)
+        fam["rss"].add_metric(wl, float(hb.rss_bytes))
+        fam["dropped"].add_metric(wl, float(hb.dropped_frames))
+        fam["uptime"].add_metric(wl, float(hb.uptime_secs))
+        for gen, n in enumerate(hb.gc_collections):
+            fam["gc"].add_metric(wl + [str(gen)], float(n))
+        for ex in hb.executors.values():
+            if isinstance(ex, dict) and "task" in ex:
+                fam["queue"].add_metric([w.topology_id, str(ex.get("component", "")),
+                                         str(ex["task"]), self.host, port],
+                                        float(ex.get("queue", 0)))
+        for task, st in hb.tasks.items():
+            if not isinstance(st, dict):
+                continue
+            tl = [w.topology_id, str(st.get("component", "")), str(task), self.host, port]
+            for stream, pair in (st.get("streams") or {}).items():
+                try:
+                    fam["emitted"].add_metric(tl + [str(stream)], float(pair[0]))
+                    fam["transferred"].add_metric(tl + [str(stream)], float(pair[1]))
+                except (TypeError, ValueError, IndexError):
+                    continue
+            for name, _ in COUNTERS:
+                counters[name].add_metric(tl, float(st.get(name, 0) or 0))
+            fam["pending"].add_metric(tl, float(st.get("pending", 0) or 0))
+            if "busy_secs" in st:
+                fam["busy"].add_metric(tl, float(st["busy_secs"]))
+            for key, f in (("complete_hist", "complete"), ("execute_hist", "execute")):
+                b = _buckets(st.get(key))
+                if b is not None:
+                    fam[f].add_metric(tl, b[0], b[1])
+            for mname, m in (st.get("metrics") or {}).items():
+                self._user(user, str(mname), m, tl)
+
     @staticmethod
     def _user(out: dict, name: str, m: Any, labels: list[str]) -> None:
-        """A user metric (client/metrics.py snapshot) into its family."""
-        if not isinstance(m, dict):
+        """A user metric (client/metrics.py snapshot) into its family. One name has one
+        kind: a component registering it as another kind is left out (two TYPE lines for
+        one name would make Prometheus refuse the whole scrape)."""
+        if not isinstance(m, dict) or not name.isidentifier():
             return
         kind = m.get("type")
         full = f"squall_user_{name}"
-        key = (full, kind)
+        make = {"counter": CounterMetricFamily, "meter": CounterMetricFamily,
+                "gauge": GaugeMetricFamily, "histogram": HistogramMetricFamily}.get(kind)
+        if make is None:
+            return
+        f = out.get(name)
+        if f is None:
+            f = out[name] = make(full, f"User {kind} {name}", labels=TASK_LABELS)
+        elif type(f) is not make:
+            return
         try:
-            if kind in ("counter", "meter"):
-                f = out.get(key) or out.setdefault(key, CounterMetricFamily(
-                    full, f"User {kind} {name}", labels=TASK_LABELS))
-                f.add_metric(labels, float(m["value"]))
-            elif kind == "gauge":
-                f = out.get(key) or out.setdefault(key, GaugeMetricFamily(
-                    full, f"User gauge {name}", labels=TASK_LABELS))
-                f.add_metric(labels, float(m["value"]))
-            elif kind == "histogram":
+            if kind == "histogram":
                 b = _buckets(m.get("hist"))
                 if b is not None:
-                    f = out.get(key) or out.setdefault(key, HistogramMetricFamily(
-                        full, f"User histogram {name}", labels=TASK_LABELS))
                     f.add_metric(labels, b[0], b[1])
-        except (KeyError, TypeError, ValueError):
+            else:
+                f.add_metric(labels, float(m["value"]))
+        except (KeyError, TypeError, ValueError, OverflowError):
             return  # a malformed entry from a worker: skipped, the scrape still answers
 
 
@@ -174,9 +197,11 @@ class SupervisorMetrics:
     """The supervisor's own metrics and its workers' (WorkerCollector) in one registry."""
 
     def __init__(self, supervisor_id: str, host: str, workers: Callable[[], Iterable[Any]],
-                 stale_secs: Callable[[], float]):
+                 stale_secs: Callable[[], float],
+                 expected: Callable[[], Iterable[tuple[str, int]]] = lambda: ()):
         self.registry = CollectorRegistry()
-        self.registry.register(WorkerCollector(workers, host, stale_secs))
+        self.collector = WorkerCollector(workers, host, stale_secs, expected)
+        self.registry.register(self.collector)
         sid = [supervisor_id]
         self.workers = Gauge("squall_supervisor_workers", "Workers this supervisor runs",
                              ["supervisor"], registry=self.registry).labels(*sid)

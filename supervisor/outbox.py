@@ -80,7 +80,17 @@ class Outbox:
             if hb is None:
                 continue  # not started yet, or the file is left by an earlier process
             self._take_errors(w, hb)
-            _add_worker_heartbeat(msg, w, hb)
+            before = len(msg.worker_heartbeats)
+            try:
+                _add_worker_heartbeat(msg, w, hb)
+            except (TypeError, ValueError, AttributeError, OverflowError) as e:
+                # A worker's file is not trusted: one that does not fit the message is left
+                # out of this report (Nimbus times the worker out if it keeps doing so),
+                # and every other worker is still reported.
+                del msg.worker_heartbeats[before:]
+                log.warning("supervisor %s: worker of topology %s on port %d wrote a heartbeat "
+                            "that does not fit the report (%s); leaving it out",
+                            self.supervisor_id, w.topology_id, w.port, e)
         return msg
 
     def worker_exited(self, w: Worker) -> None:

@@ -153,8 +153,9 @@ class Supervisor(Daemon):
         self.heartbeat_secs = float(self.conf[cfg.SUPERVISOR_HEARTBEAT_FREQUENCY_SECS])
         #: Worker heartbeats and errors to Nimbus; ``send_heartbeats`` default: gRPC.
         #: Prometheus: this supervisor's metrics and its workers' (supervisor/metrics.py).
-        self.metrics = SupervisorMetrics(self.id, self.host, lambda: list(self.procs.values()),
-                                         lambda: self.hb_timeout)
+        self.metrics = SupervisorMetrics(
+            self.id, self.host, lambda: list(self.procs.values()), lambda: self.hb_timeout,
+            lambda: [(spec.topology_id, port) for port, spec in list(self.desired.items())])
         self.metrics.workers.set_function(lambda: len(self.procs))
         self._metrics_server: Any = None
         self.outbox = Outbox(self.id, self.host, send=send_heartbeats,

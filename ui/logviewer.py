@@ -19,6 +19,7 @@ from __future__ import annotations
 import html
 import os
 import re
+import stat
 import time
 from typing import Iterable
 from urllib.parse import quote
@@ -29,9 +30,10 @@ from flask import Flask, Response, jsonify, request, send_file
 TAIL_BYTES = 64 * 1024
 #: The most bytes /api/v1/log returns at once.
 MAX_LENGTH = 1024 * 1024
-#: Search: lines returned, and bytes scanned, at most.
+#: Search: lines returned, bytes scanned, and bytes of one line read at once, at most.
 MAX_MATCHES = 200
 MAX_SCAN = 64 * 1024 * 1024
+MAX_LINE = 64 * 1024
 WORKER_LOG = re.compile(r"^(?P<tid>.+)-(?P<port>\d+)\.log(\.\d+)?$")
 
 
@@ -71,7 +73,10 @@ def list_logs(roots: Iterable[str]) -> dict[str, list[tuple[str, int, float]]]:
                 continue  # a symlink out of the root: not listed either
             if path is None:
                 continue
-            st = os.stat(path)
+            try:
+                st = os.stat(path)
+            except OSError:  # rotated away since the listing
+                continue
             m = WORKER_LOG.match(name)
             out.setdefault(m.group("tid") if m else "daemons", []).append(
                 (name, st.st_size, st.st_mtime))
@@ -80,14 +85,28 @@ def list_logs(roots: Iterable[str]) -> dict[str, list[tuple[str, int, float]]]:
     return dict(sorted(out.items()))
 
 
+def open_log(path: str):
+    """The resolved file, opened without following a symlink and checked to be a regular
+    file: one swapped in after :func:`resolve` looked is refused, not followed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as e:
+        raise BadName(f"{os.path.basename(path)!r} cannot be opened ({e.strerror})") from None
+    fh = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        fh.close()
+        raise BadName(f"{os.path.basename(path)!r} is not a regular file")
+    return fh
+
+
 def read_range(path: str, start: int | None, length: int) -> tuple[bytes, int, int]:
     """(bytes, start, file size): ``length`` bytes from ``start``, or the tail when None."""
-    size = os.path.getsize(path)
     length = max(0, min(length, MAX_LENGTH))
-    if start is None:
-        start = max(0, size - length)
-    start = max(0, min(start, size))
-    with open(path, "rb") as fh:
+    with open_log(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if start is None:
+            start = max(0, size - length)
+        start = max(0, min(start, size))
         fh.seek(start)
         return fh.read(length), start, size
 
@@ -99,8 +118,11 @@ def search(path: str, needle: str) -> list[dict]:
     key = needle.encode("utf-8", "replace")
     out = []
     offset = 0
-    with open(path, "rb") as fh:
-        for lineno, line in enumerate(fh, 1):
+    with open_log(path) as fh:
+        lineno = 0
+        # Bounded reads: a "line" of a gigabyte is taken in MAX_LINE pieces.
+        for line in iter(lambda: fh.readline(MAX_LINE), b""):
+            lineno += 1
             if key in line:
                 out.append({"line": lineno, "offset": offset,
                             "text": line.decode("utf-8", "replace").rstrip("\n")})
@@ -144,6 +166,10 @@ def make_app(roots: list[str]) -> Flask:
     @app.errorhandler(_Refused)
     def refused(e: "_Refused"):
         return error(e.status, e.message)
+
+    @app.errorhandler(BadName)
+    def bad_name(e: BadName):  # the file changed into something else after resolve()
+        return error(400, str(e))
 
     @app.get("/")
     def index():
@@ -207,7 +233,7 @@ def make_app(roots: list[str]) -> Flask:
     @app.get("/download")
     def download():
         path = named()
-        return send_file(path, as_attachment=True, download_name=os.path.basename(path),
+        return send_file(open_log(path), as_attachment=True, download_name=os.path.basename(path),
                          mimetype="text/plain")
 
     return app

@@ -48,13 +48,29 @@ def log_link_maker(conf: Mapping[str, Any], scheme: str, port: int | None = None
 
 
 class LeaderClient(NimbusClient):
-    """A NimbusClient that checks every ``recheck_secs`` that it talks to the leader."""
+    """A NimbusClient that checks every ``recheck_secs`` that it talks to the leader.
+
+    Shared by the web server's threads: moving to another Nimbus swaps the channel and
+    keeps the old one open until :meth:`shutdown`, so calls in flight on it finish.
+    """
 
     def __init__(self, conf: Mapping[str, Any], recheck_secs: float = 10.0):
+        self._retired: list[Any] = []
         super().__init__(conf)
         self.recheck_secs = recheck_secs
         self._checked = 0.0
         self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Retire the current channel (a switch); :meth:`shutdown` closes them all."""
+        if getattr(self, "_channel", None) is not None:
+            self._retired.append(self._channel)
+
+    def shutdown(self) -> None:
+        self.close()
+        for ch in self._retired:
+            ch.close()
+        self._retired.clear()
 
     def _call(self, method: str, request, stream: bool = False, **kw):
         if method != "GetLeader":
@@ -109,7 +125,7 @@ class UiServer(WebDaemon):
         super().__init__(conf, host if host is not None else str(cfg.get(conf, cfg.UI_HOST)),
                          int(cfg.get(conf, cfg.UI_PORT)) if port is None else port, insecure)
         self.logviewer_port = logviewer_port
-        self.client: NimbusClient | None = None
+        self.client: LeaderClient | None = None
 
     def start_unsafe(self) -> None:
         from flask import Response
@@ -119,9 +135,10 @@ class UiServer(WebDaemon):
 
         self.client = LeaderClient(self.conf)
         metrics = UiMetrics()
-        # The logviewers answer as this UI does: plain on loopback, HTTPS elsewhere.
-        scheme = "http" if loopback(self.host) or not self.conf.get(cfg.SQUALL_TLS_CERT_FILE) \
-            else "https"
+        # The logviewers speak HTTPS off loopback when the cluster has certificates.
+        lv_host = str(cfg.get(self.conf, cfg.LOGVIEWER_HOST))
+        scheme = "https" if self.conf.get(cfg.SQUALL_TLS_CERT_FILE) and not loopback(lv_host) \
+            else "http"
         app = make_app(self.client, self.conf, version,
                        log_link_maker(self.conf, scheme, self.logviewer_port), metrics)
 
@@ -135,7 +152,7 @@ class UiServer(WebDaemon):
     def close_unsafe(self, reason: str) -> None:
         super().close_unsafe(reason)
         if self.client is not None:
-            self.client.close()
+            self.client.shutdown()
 
 
 class LogViewerServer(WebDaemon):

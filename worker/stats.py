@@ -70,6 +70,7 @@ class TaskStats:
                 "p99": quantile(counts, 0.99), "n": hist["n"]}
         if self.execute.n:
             out["execute_hist"] = self.execute.snapshot()
+        if self.busy_secs:  # every task of a multi-task executor has its share
             out["busy_secs"] = self.busy_secs
         if self.metrics.metrics:
             out["metrics"] = self.metrics.snapshot()

@@ -364,12 +364,17 @@ def test_monitor_set_log_level_and_a_crash_loop_in_list(cluster):
     poll_for(lambda: c.acked() > 100, timeout=30, what="acks\n" + c.logs())
 
     # monitor: a header, then a line per interval for split's default stream, until Ctrl-C.
-    proc = subprocess.Popen(squall_cmd("monitor", "word-count", "-m", "split", "-i", "0.5"),
+    # Counters reach Nimbus with the supervisors' reports (supervisor.heartbeat.frequency.secs):
+    # the lines span more than one report, so some interval has emits.
+    report = float(c.conf.get("supervisor.heartbeat.frequency.secs", 5))
+    interval = 1.0
+    proc = subprocess.Popen(squall_cmd("monitor", "word-count", "-m", "split", "-i",
+                                       str(interval)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=c.env, cwd=str(c.tmp))
     try:
         header = proc.stdout.readline()
-        lines = [proc.stdout.readline() for _ in range(3)]
+        lines = [proc.stdout.readline() for _ in range(int(2 * report / interval) + 1)]
     finally:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=20)

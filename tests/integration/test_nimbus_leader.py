@@ -159,15 +159,20 @@ def test_follower_refuses_writes_naming_leader(pair):
 
 def test_supervisor_heartbeats_reach_leader(pair):
     a, b = pair
+    with NimbusClient(a.conf, timeout=5, address=a.address) as client:
+        tid = client.submit("beats", client.upload(b"PK"), "{}", topology())
     # A supervisor whose nimbus.seeds/port point at the follower.
     send = grpc_heartbeat_sender(dict(b.conf, **{"nimbus.seeds": ["127.0.0.1"]}), timeout=5)
     try:
         send(pb.SupervisorWorkerHeartbeats(supervisor_id="sup-1", worker_heartbeats=[
-            pb.WorkerHeartbeat(topology_id="t-1-1", port=6700, time_secs=12.5)]))
+            pb.WorkerHeartbeat(topology_id=tid, port=6700, time_secs=12.5),
+            # A topology that is gone (its late heartbeats): not kept.
+            pb.WorkerHeartbeat(topology_id="gone-1-1", port=6701, time_secs=12.5)]))
     finally:
         send.close()
     assert "sup-1" in a.liveness.supervisor_reports
-    assert a.liveness.heartbeats[("sup-1", "t-1-1", 6700)][1].time_secs == 12.5
+    assert a.liveness.heartbeats[("sup-1", tid, 6700)][1].time_secs == 12.5
+    assert ("sup-1", "gone-1-1", 6701) not in a.liveness.heartbeats
     assert "sup-1" not in b.liveness.supervisor_reports
 
 

@@ -10,13 +10,13 @@ from squall.proto import nimbus_pb2 as pb
 
 
 def test_parse_log_levels():
-    got = commands.parse_log_levels(["squall.worker=debug:60", "ROOT=WARN"], now=1000.0)
-    assert got == {"squall.worker": ("DEBUG", 1060), "ROOT": ("WARN", 0)}
+    got = commands.parse_log_levels(["squall.worker=debug:60", "ROOT=WARN"])
+    assert got == {"squall.worker": ("DEBUG", 60), "ROOT": ("WARN", 0)}
     for bad, msg in (("squall.worker", "LOGGER=LEVEL"), ("=INFO", "LOGGER=LEVEL"),
                      ("x=LOUD", "unknown log level 'LOUD'"), ("x=INFO:soon", "not whole"),
                      ("x=INFO:0", "positive")):
         with pytest.raises(ValueError, match=msg):
-            commands.parse_log_levels([bad], now=0)
+            commands.parse_log_levels([bad])
     assert level_number("fatal") == logging.CRITICAL and level_number("TRACE") == 5
 
 

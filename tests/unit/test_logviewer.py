@@ -227,3 +227,32 @@ def test_resolve_works_with_a_relative_or_symlinked_root(tmp_path, logs, monkeyp
     assert resolve([str(tmp_path / "link-to-logs")], WORKER) == os.path.realpath(logs / WORKER)
     monkeypatch.chdir(tmp_path)
     assert resolve(["logs/"], WORKER) == os.path.realpath(logs / WORKER)
+
+
+def test_a_file_swapped_for_a_symlink_after_the_check_is_refused(tmp_path):
+    """resolve() looked at a plain file; by the time it is opened it is a symlink out of the
+    log directory: open_log refuses it instead of following it."""
+    from squall.ui.logviewer import open_log
+
+    root = tmp_path / "logs"
+    root.mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not show")
+    log = root / "wc-1-1-6700.log"
+    log.write_text("fine\n")
+    path = resolve([str(root)], log.name)
+    log.unlink()
+    log.symlink_to(secret)
+    with pytest.raises(BadName, match="cannot be opened"):
+        open_log(path)
+
+
+def test_search_reads_a_huge_line_in_bounded_pieces(tmp_path):
+    from squall.ui import logviewer
+
+    root = tmp_path / "logs"
+    root.mkdir()
+    (root / "big.log").write_bytes(b"x" * (3 * logviewer.MAX_LINE) + b"needle\nnext needle\n")
+    found = logviewer.search(str(root / "big.log"), "needle")
+    assert [m["text"] for m in found][-1] == "next needle"
+    assert all(len(m["text"]) <= logviewer.MAX_LINE for m in found)

@@ -134,3 +134,49 @@ def test_user_metrics_registry():
         r.counter("bad name")
     with pytest.raises(ValueError, match="only goes up"):
         c.inc(-1)
+
+
+def test_a_new_leader_counts_a_window_from_its_first_look_not_the_worker_start():
+    """A Nimbus that took over two days into a worker's life: its 10-minute row shows what
+    happened since it started watching, not the worker's whole total (nor capacity 1.0)."""
+    s = TaskSeries()
+    s.add(1000.0, _ts(acked=10_000_000, busy=40_000.0), uptime_secs=2 * 86400)
+    s.add(1030.0, _ts(acked=10_000_300, busy=40_003.0), uptime_secs=2 * 86400 + 30)
+    snap, covered = s.window(1030.0, 600)
+    assert snap.counters["acked"] == 300 and covered == pytest.approx(30.0)
+    assert summarize([(snap, covered)])["capacity"] == pytest.approx(0.1)
+    assert s.window(1030.0, 0)[0].counters["acked"] == 10_000_300
+    # A worker that started inside the window: everything it counted is in the window.
+    young = TaskSeries()
+    young.add(1000.0, _ts(acked=500), uptime_secs=20)
+    assert young.window(1000.0, 600) == (young.current[1], pytest.approx(20.0))
+
+
+def test_two_workers_reporting_one_task_are_not_counted_twice():
+    """A task moved (or a partitioned supervisor's stale worker still reports): each slot
+    keeps its own series and a window sums them, however their reports interleave."""
+    from squall.nimbus.liveness import Liveness
+
+    live = Liveness({}, now=0.0)
+
+    def report(sup, port, t, acked):
+        hb = pb.WorkerHeartbeat(topology_id="t-1", port=port, time_secs=t, uptime_secs=int(t))
+        hb.tasks.append(_ts(acked=acked))
+        live.record(sup, [hb], now=t)
+
+    for i in range(1, 6):
+        report("old", 6700, float(i), 1_000_000)  # stale: stuck at a large total
+        report("new", 6701, float(i) + 0.5, 10 * i)  # the task's new home, counting up
+    (a, _), (b, _) = live.windowed("t-1", [1], now=6.0, secs=0)
+    assert a.counters["acked"] + b.counters["acked"] == 1_000_000 + 50
+    live.forget("t-1")
+    assert live.windowed("t-1", [1], now=6.0, secs=0) == []
+
+
+def test_every_task_of_a_multi_task_executor_reports_its_busy_share():
+    from squall.worker.stats import TaskStats
+
+    first, second = TaskStats("count"), TaskStats("count")
+    first.busy_secs = second.busy_secs = 0.5
+    first.execute.record_many(0.01, 100)  # the histogram sits on the first task only
+    assert first.snapshot()["busy_secs"] == 0.5 and second.snapshot()["busy_secs"] == 0.5

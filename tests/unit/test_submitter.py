@@ -170,9 +170,11 @@ def test_parse_executors_and_table():
 
     from squall.proto import nimbus_pb2 as pb
     ok = pb.TopologySummary(name="wc", id="wc-1-1", status="ACTIVE", num_workers=2,
-                            num_executors=9, num_tasks=9, uptime_secs=61, live_workers=2)
+                            num_executors=9, num_tasks=9, uptime_secs=61, live_workers=2,
+                            health_known=True)
     looping = pb.TopologySummary(name="bad", id="bad-2-1", status="ACTIVE", num_workers=2,
                                  num_executors=3, num_tasks=3, uptime_secs=12, live_workers=1,
+                                 health_known=True,
                                  recent_restarts=5, restart_window_secs=60,
                                  last_error=pb.ErrorInfo(component="split", error="ValueError: x",
                                                          time_secs=100, host="h", port=6700))
@@ -183,6 +185,9 @@ def test_parse_executors_and_table():
     # A crash loop is ACTIVE and says so.
     assert lines[2].split("  ")[0] == "bad"
     assert lines[2].endswith("workers restarting: 5 in 60 s; workers down: 1 of 2")
+    follower = pb.TopologySummary(name="wc", status="ACTIVE", num_workers=2)
+    assert commands.topology_table([follower])[1].endswith("unknown (a follower Nimbus "
+                                                           "answered; the leader knows)")
     from squall.client.health import last_error_line
     assert last_error_line(ok) is None
     assert last_error_line(looping, now=112) == \

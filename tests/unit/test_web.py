@@ -63,7 +63,9 @@ def test_token_in_the_url_sets_a_cookie_and_redirects_without_it():
     assert parse_qs(loc.query) == {"window": ["600"], "sys": ["true"]}
     assert "token" not in resp.headers["Location"]
     cookie = resp.headers["Set-Cookie"]
-    assert cookie.startswith(f"squall_token={TOKEN};")
+    # The browser keeps a session value derived from the token, never the token itself:
+    # cookies are not scoped by port, and other services on the host would receive it.
+    assert cookie.startswith("squall_token=") and TOKEN not in cookie
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
     assert "Secure" not in cookie  # plain HTTP on loopback: a Secure cookie would be dropped
 
@@ -72,6 +74,16 @@ def test_the_url_token_alone_redirects_to_the_bare_path_and_is_secure_over_tls()
     resp = client(secure_cookie=True).get(f"/?token={TOKEN}")
     assert resp.status_code == 303 and resp.headers["Location"] == "/"
     assert "; Secure" in resp.headers["Set-Cookie"]
+    assert resp.headers["Set-Cookie"].startswith("__Host-squall_token=")
+
+
+def test_the_login_redirect_stays_on_this_host_and_cannot_inject_a_header():
+    for path, where in (("//evil.example/x", "/evil.example/x"),
+                        ("/\\evil.example", "/evil.example"),
+                        ("/a\r\nSet-Cookie: x=1", "/a%0D%0ASet-Cookie%3A%20x%3D1")):
+        resp = client().get("/", query_string={"token": TOKEN},
+                            environ_overrides={"PATH_INFO": path})
+        assert resp.status_code == 303 and resp.headers["Location"] == where, path
 
 
 def test_a_wrong_token_in_the_url_is_401_and_sets_no_cookie():
@@ -93,7 +105,7 @@ def test_the_cookie_lets_a_browser_in_after_the_redirect():
 
 def test_a_post_with_the_cookie_needs_the_csrf_header():
     c = client()
-    c.set_cookie(web.COOKIE, TOKEN)
+    c.set_cookie(web.COOKIE, web.TokenAuth(None, TOKEN).session)
     assert c.get("/").status_code == 200
     assert c.head("/").status_code == 200
     refused = c.post("/api/v1/topology/wc-1/kill")
@@ -211,7 +223,7 @@ def test_login_url_carries_the_token_and_logs_a_browser_in(tmp_path):
         with e.value:
             assert e.value.code == 303
             assert e.value.headers["Location"] == "/logs"
-            assert e.value.headers["Set-Cookie"].startswith(f"squall_token={TOKEN};")
+            assert e.value.headers["Set-Cookie"].startswith("squall_token=")
     finally:
         server.stop()
 
@@ -229,7 +241,7 @@ def test_login_url_works_with_a_base64_token(tmp_path):
             opener.open(server.login_url("/x"), timeout=10)
         with e.value:
             assert e.value.code == 303 and e.value.headers["Location"] == "/x"
-            assert e.value.headers["Set-Cookie"].startswith(f"squall_token={token};")
+            assert e.value.headers["Set-Cookie"].startswith("squall_token=")
         assert fetch(server.url + "/x", {"Authorization": f"Bearer {token}"})[0] == 200
     finally:
         server.stop()
