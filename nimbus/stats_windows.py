@@ -3,8 +3,9 @@
 Workers report cumulative counters and histograms (worker/stats.py); supervisors forward
 them with their heartbeats, which Nimbus keeps in memory (liveness.py). A window's value is
 the newest cumulative value minus the one at the window's start, so Nimbus keeps, per task,
-a thinned history of snapshots: every 10 s for the last 12 minutes, every 2 minutes for the
-last 3.2 hours, every 20 minutes for the last 25 hours (about 240 points a task). Nothing is
+a thinned history of snapshots: every 10 s for the last 12 minutes, every 5 minutes for the
+last 3.2 hours, every 30 minutes for the last 25 hours (about 150 points a task: a 3 h or
+1 d window's start is within one spacing of exact, as Storm's buckets are). Nothing is
 written to ZooKeeper. A worker restart resets its counters; a drop is taken as a reset and
 the series stays monotone (the values before it are carried in ``base``), as Prometheus does
 with counter resets.
@@ -28,7 +29,7 @@ from typing import Any, Iterable
 from ..client import histogram
 
 #: (age up to, spacing) of kept points, seconds.
-TIERS = ((720.0, 10.0), (11520.0, 120.0), (90000.0, 1200.0))
+TIERS = ((720.0, 10.0), (11520.0, 300.0), (90000.0, 1800.0))
 COUNTERS = ("emitted", "transferred", "executed", "acked", "failed", "timed_out")
 
 
