@@ -188,6 +188,18 @@ def topology_page(info: Any, by_window: dict[int, Any], secs: int, conf: dict,
             "configuration": conf}
 
 
+def _counts(kind: str, x: Any) -> dict:
+    """Storm's counters of an executor or a component (ExecutorSummary, ComponentStats)."""
+    out = {"emitted": x.emitted, "transferred": x.transferred, "acked": x.acked,
+           "failed": x.failed}
+    if kind == "spout":
+        out["completeLatency"] = _f3(x.complete_latency_ms)
+    else:
+        out.update(executed=x.executed, executeLatency=_f3(x.execute_latency_ms),
+                   processLatency=_f3(x.process_latency_ms), capacity=_f3(x.capacity))
+    return out
+
+
 def component_page(info: Any, component: str, secs: int, by_window: dict[int, Any],
                    log_link: LogLink, now: float | None = None) -> dict | None:
     """/api/v1/topology/:id/component/:component, or None for an unknown component."""
@@ -200,16 +212,11 @@ def component_page(info: Any, component: str, secs: int, by_window: dict[int, An
     for ex in info.executors:
         if ex.component_id != component:
             continue
-        row = {"id": f"[{ex.task_start}-{ex.task_end}]", "host": ex.host, "port": ex.port,
-               "uptime": pretty_uptime(ex.uptime_secs), "uptimeSeconds": ex.uptime_secs,
-               "emitted": ex.emitted, "transferred": ex.transferred, "acked": ex.acked,
-               "failed": ex.failed, "workerLogLink": log_link(info.id, ex.host, ex.port)}
-        if kind == "spout":
-            row["completeLatency"] = _f3(ex.complete_latency_ms)
-        else:
-            row.update(executed=ex.executed, executeLatency=_f3(ex.execute_latency_ms),
-                       processLatency=_f3(ex.process_latency_ms), capacity=_f3(ex.capacity))
-        execs.append(row)
+        execs.append({"id": f"[{ex.task_start}-{ex.task_end}]", "host": ex.host,
+                      "port": ex.port, "uptime": pretty_uptime(ex.uptime_secs),
+                      "uptimeSeconds": ex.uptime_secs,
+                      "workerLogLink": log_link(info.id, ex.host, ex.port),
+                      **_counts(kind, ex)})
     summary_key = "spoutSummary" if kind == "spout" else "boltStats"
     summaries = []
     for w in WINDOWS:
@@ -218,14 +225,8 @@ def component_page(info: Any, component: str, secs: int, by_window: dict[int, An
         c = next((c for c in by_window[w].components if c.component_id == component), None)
         if c is None:
             continue
-        s = {"windowPretty": PRETTY[w], "window": window_label(w), "emitted": c.emitted,
-             "transferred": c.transferred, "acked": c.acked, "failed": c.failed}
-        if kind == "spout":
-            s["completeLatency"] = _f3(c.complete_latency_ms)
-        else:
-            s.update(executed=c.executed, executeLatency=_f3(c.execute_latency_ms),
-                     processLatency=_f3(c.process_latency_ms), capacity=_f3(c.capacity))
-        summaries.append(s)
+        summaries.append({"windowPretty": PRETTY[w], "window": window_label(w),
+                          **_counts(kind, c)})
     return {"id": component, "encodedId": quote(component, safe=""), "name": info.name,
             "topologyId": info.id, "encodedTopologyId": quote(info.id, safe=""),
             "topologyStatus": info.status, "user": info.owner, "componentType": kind,
