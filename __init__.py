@@ -10,3 +10,7 @@ at the repository root is the map.
 """
 
 __version__ = "0.1.0"
+
+from . import _compiled  # noqa: E402 - first: it picks compiled or source modules
+
+_compiled.install()

@@ -146,6 +146,8 @@ class SpoutOutputCollector(_Base):
     def __init__(self, ex: Any, task: int, routes: dict[str, Route], pending: Any):
         super().__init__(ex, task, routes)
         self.pending = pending
+        #: Emits so far, all streams: the executor reads it around next_tuple.
+        self.emits = 0
 
     def emit(self, values: list, stream: str = DEFAULT_STREAM, msg_id: Any = None,
              anchors: Any = None, direct_task: int | None = None) -> list[int]:
@@ -154,6 +156,7 @@ class SpoutOutputCollector(_Base):
         Returns the task ids the tuple was sent to.
         """
         r, values, targets = self._resolve(values, stream, direct_task)
+        self.emits += 1
         if msg_id is not None and self.ex.acking:
             root = new_id()
             ack_val = 0

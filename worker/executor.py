@@ -443,15 +443,13 @@ class SpoutExecutor(Executor):
             next_tuple = st.spout.next_tuple
             pending = st.pending
             cap = st.max_pending
-            routes = tuple(stats.routes.values())
-            # Emits are counted on the routes; with one declared stream read it directly.
-            one = routes[0] if len(routes) == 1 else None
+            out = st.collector
             for _ in range(SPOUT_BUDGET):
                 if cap is not None and len(pending) >= cap:
                     break
-                before = one.emitted if one is not None else stats.emitted
+                before = out.emits
                 next_tuple()
-                delta = (one.emitted if one is not None else stats.emitted) - before
+                delta = out.emits - before
                 if not delta:
                     break
                 made += delta

@@ -1,0 +1,100 @@
+"""Which modules run compiled, and the switch back to their Python source.
+
+The per-tuple path is compiled by Cython from the same ``.py`` files
+(``scripts/build_compiled.py``, run by ``scripts/setup.sh``): each module below gets a C
+extension beside its source, which Python's importer prefers. This module decides, for
+those modules only, whether the extension or the source is loaded:
+
+* ``SQUALL_PURE_PYTHON=1`` in the environment: the source, always (CI runs a subset this
+  way so both stay correct; worker processes inherit the variable);
+* a source newer than its extension (edited since the last build): the source, with one
+  warning naming the module, so a stale build never runs code that is not in the file.
+
+It is imported first by ``squall/__init__.py``; it imports nothing of Squall.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+#: The per-tuple path: collectors and routing, groupings, the tuple, the executor loop,
+#: frames, queues, transfer and receive, the acker ledger and its maps.
+COMPILED = (
+    "squall.acker.compact_map",
+    "squall.acker.ledger",
+    "squall.acker.rotating_map",
+    "squall.client.grouping",
+    "squall.client.tuple",
+    "squall.worker.collector",
+    "squall.worker.executor",
+    "squall.worker.frame",
+    "squall.worker.loop",
+    "squall.worker.queue",
+    "squall.worker.receiver",
+    "squall.worker.transfer",
+)
+ENV = "SQUALL_PURE_PYTHON"
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def source_path(module: str) -> str:
+    """The ``.py`` file of a compiled module (``squall.worker.frame`` -> worker/frame.py)."""
+    return os.path.join(ROOT, *module.split(".")[1:]) + ".py"
+
+
+def extension_path(module: str) -> str | None:
+    """Its built extension, or None when there is none."""
+    base = os.path.join(ROOT, *module.split(".")[1:])
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        if os.path.exists(base + suffix):
+            return base + suffix
+    return None
+
+
+def pure() -> bool:
+    return os.environ.get(ENV, "").strip() not in ("", "0", "false", "no")
+
+
+class _SourceFirst(importlib.abc.MetaPathFinder):
+    """Loads a compiled module from its source when asked to, or when the build is stale."""
+
+    def __init__(self) -> None:
+        self.warned: set[str] = set()
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in COMPILED:
+            return None
+        ext = extension_path(fullname)
+        if ext is None:
+            return None  # not built: the normal import finds the source
+        src = source_path(fullname)
+        if not pure():
+            try:
+                stale = os.path.getmtime(src) > os.path.getmtime(ext)
+            except OSError:
+                return None
+            if not stale:
+                return None  # the normal import finds the extension first
+            if fullname not in self.warned:  # one line on stderr, not a warning (tests make
+                self.warned.add(fullname)     # warnings errors; this one is for a person)
+                sys.stderr.write(f"squall: {os.path.relpath(src, ROOT)} is newer than its "
+                                 "compiled build; running the source (rebuild with "
+                                 "`bash scripts/setup.sh`)\n")
+        return importlib.util.spec_from_file_location(fullname, src)
+
+
+def install() -> None:
+    """Put the finder first on ``sys.meta_path`` (once)."""
+    if not any(isinstance(f, _SourceFirst) for f in sys.meta_path):
+        sys.meta_path.insert(0, _SourceFirst())
+
+
+def loaded_compiled() -> list[str]:
+    """The compiled modules already imported from their extensions."""
+    return [m for m in COMPILED if m in sys.modules
+            and (getattr(sys.modules[m], "__file__", "") or "").endswith(
+                tuple(importlib.machinery.EXTENSION_SUFFIXES))]
