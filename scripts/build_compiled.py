@@ -4,7 +4,8 @@ Run by scripts/setup.sh (``.venv/bin/python scripts/build_compiled.py``). The mo
 squall._compiled.COMPILED; each gets a C extension beside its source, which the importer
 prefers (``SQUALL_PURE_PYTHON=1`` switches back to the source, see _compiled.py). A build
 that fails leaves the pure-Python modules in place and says so in one line: Squall still
-runs, slower. ``--clean`` removes the extensions and the generated C files.
+runs, slower. An up-to-date build is kept (``--force`` rebuilds); ``--clean`` removes the
+extensions and the generated C files.
 """
 
 from __future__ import annotations
@@ -72,11 +73,27 @@ def build(modules: list[str]) -> None:
             os.chdir(cwd)
 
 
+def up_to_date(modules: list[str]) -> bool:
+    """Every module has an extension newer than its source (and than this script)."""
+    import importlib.machinery
+    newest_input = os.path.getmtime(os.path.abspath(__file__))
+    for m in modules:
+        src = os.path.join(ROOT, _path(m) + ".py")
+        exts = [os.path.join(ROOT, _path(m) + s) for s in importlib.machinery.EXTENSION_SUFFIXES]
+        built = [os.path.getmtime(e) for e in exts if os.path.exists(e)]
+        if not built or max(built) < max(os.path.getmtime(src), newest_input):
+            return False
+    return True
+
+
 def main(argv: list[str]) -> int:
     modules = _modules()
     if "--clean" in argv:
         clean(modules)
         print(f"[build] removed the compiled modules ({len(modules)})")
+        return 0
+    if "--force" not in argv and up_to_date(modules):
+        print(f"[build] the {len(modules)} compiled modules are up to date")
         return 0
     try:
         clean(modules)  # a half-built set must not mix with the sources
