@@ -14,7 +14,6 @@ from typing import Any, Callable
 
 from google.protobuf.message import DecodeError
 
-from ..client import histogram
 from ..client.cluster_state import ClusterState
 from ..client.contract import Assignment, ContractError, SupervisorInfo, host_port
 from ..client.errors import SquallError
@@ -22,10 +21,8 @@ from ..proto import topology_pb2
 from .lifecycle import TopologyState
 from .liveness import Liveness
 from .package_store import PackageStore
-from .stats_windows import summarize
+from .stats_windows import Snap, summarize
 
-#: TaskStats counters summed into executor and component summaries.
-STAT_FIELDS = ("emitted", "transferred", "executed", "acked", "failed", "pending")
 #: The span of "recent" worker restarts in summaries, seconds.
 RESTART_WINDOW_SECS = 60
 
@@ -105,24 +102,22 @@ def topology_info(state: ClusterState, packages: PackageStore, liveness: Livenes
     worker_of = record.worker_of_task()
     latest = liveness.task_stats(record)
     executors = []
+    parts = []  # per executor: its tasks' (values, span) over the window
     for comp, tasks in record.executors:
         hp = worker_of.get(tasks[0], ":0")
         host, port = host_port(hp)
         uptime = now - record.start_times.get(hp, now)
         ex = {"component_id": comp, "task_start": tasks[0], "task_end": tasks[-1],
               "host": host, "port": port, "uptime_secs": int(uptime)}
-        ex.update(summarize(liveness.windowed(tid, list(tasks), now, window_secs),
-                            uptime if not window_secs else 0.0))
+        parts.append(liveness.windowed(tid, list(tasks), now, window_secs))
+        ex.update(summarize(parts[-1], uptime if not window_secs else 0.0))
         # Gauges, not windowed: trees in flight now, and when the counters were taken.
         ex["pending"] = sum(latest[t][1].pending for t in tasks if t in latest)
         times = [latest[t][0] for t in tasks if t in latest]
         if times:
             ex["stats_time_secs"] = max(times)
         executors.append(ex)
-    components = component_stats(_spouts(packages, tid), executors)
-    for ex in executors:
-        for k in [k for k in ex if k.startswith("_") or k == "timed_out"]:
-            del ex[k]
+    components = component_stats(_spouts(packages, tid), executors, parts)
     return {"id": tid, "name": topology.name, "status": topology.status.name,
             "uptime_secs": int(now - topology.launch_time_secs), "owner": topology.owner,
             "executors": sorted(executors, key=lambda e: (e["component_id"], e["task_start"])),
@@ -146,39 +141,23 @@ def _spouts(packages: PackageStore, tid: str) -> set[str]:
         return set()
 
 
-def component_stats(spouts: set[str], executors: list[dict]) -> list[dict[str, Any]]:
-    """Per-component totals of ``executors`` (Storm UI's component table): counters summed,
-    latencies weighted by their counts, percentiles from the merged histograms, capacity the
-    highest executor's (as Storm's UI)."""
-    groups: dict[str, list[dict]] = {}
-    for ex in executors:
-        groups.setdefault(ex["component_id"], []).append(ex)
+def component_stats(spouts: set[str], executors: list[dict],
+                    parts: list[list[tuple[Snap, float]]]) -> list[dict[str, Any]]:
+    """Per-component totals (Storm UI's component table): :func:`summarize` over all the
+    tasks of the component's ``executors`` (``parts[i]`` are executor i's), with the
+    highest executor's capacity (as Storm's UI) and the trees in flight summed."""
+    groups: dict[str, list[int]] = {}
+    for i, ex in enumerate(executors):
+        groups.setdefault(ex["component_id"], []).append(i)
     out = []
     for comp in sorted(groups):
-        exs = groups[comp]
+        exs = [executors[i] for i in groups[comp]]
         c: dict[str, Any] = {"component_id": comp,
                              "type": "spout" if comp in spouts else "bolt",
                              "num_executors": len(exs),
                              "num_tasks": sum(e["task_end"] - e["task_start"] + 1 for e in exs)}
-        for f in STAT_FIELDS:
-            c[f] = sum(e.get(f, 0) for e in exs)
-        done = histogram.merge(e["_complete"] for e in exs if "_complete" in e)
-        n_done = sum(done.values())
-        if n_done:
-            c["complete_latency_ms"] = sum(e.get("_complete_sum", 0.0) for e in exs) / n_done
-            c["complete_latency_p50_ms"] = histogram.quantile(done, 0.5)
-            c["complete_latency_p99_ms"] = histogram.quantile(done, 0.99)
-        n_exec = sum(e.get("_execute_n", 0) for e in exs)
-        if n_exec:
-            c["execute_latency_ms"] = sum(e.get("_execute_sum", 0.0) for e in exs) / n_exec
-            c["process_latency_ms"] = c["execute_latency_ms"]
+        c.update(summarize([p for i in groups[comp] for p in parts[i]]))
         c["capacity"] = max((e.get("capacity", 0.0) for e in exs), default=0.0)
-        streams: dict[str, dict[str, int]] = {}
-        for e in exs:
-            for k, v in e.get("streams", {}).items():
-                acc = streams.setdefault(k, {"emitted": 0, "transferred": 0})
-                acc["emitted"] += v["emitted"]
-                acc["transferred"] += v["transferred"]
-        c["streams"] = streams
+        c["pending"] = sum(e.get("pending", 0) for e in exs)
         out.append(c)
     return out
