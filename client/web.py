@@ -211,3 +211,12 @@ class WebServer:
     def stop(self) -> None:
         self.server.stop()
         self._thread.join(timeout=5)
+
+
+def metrics_server(registry: Any, conf: Mapping[str, Any], port: int, name: str) -> WebServer:
+    """A daemon's Prometheus ``/metrics`` (a prometheus-client registry) on
+    ``squall.metrics.host:port``, authenticated as every web port is."""
+    from prometheus_client import make_wsgi_app
+
+    return WebServer(make_wsgi_app(registry), str(cfg.get(conf, cfg.SQUALL_METRICS_HOST)),
+                     int(port), conf, name, threads=2)

@@ -135,13 +135,9 @@ class Nimbus(Daemon):
             "version": VERSION})
         port = self.conf.get(cfg.NIMBUS_METRICS_PORT)
         if port is not None:
-            from prometheus_client import make_wsgi_app
-
-            from ..client.web import WebServer
-            self._metrics_server = WebServer(
-                make_wsgi_app(self.metrics.registry),
-                str(cfg.get(self.conf, cfg.SQUALL_METRICS_HOST)), int(port), self.conf,
-                "nimbus metrics", threads=2)
+            from ..client.web import metrics_server
+            self._metrics_server = metrics_server(self.metrics.registry, self.conf, port,
+                                                  "nimbus metrics")
             log.info("Nimbus %s: Prometheus metrics on %s/metrics", self.address,
                      self._metrics_server.url)
         self._thread = threading.Thread(target=self._run, name="squall-nimbus", daemon=True)

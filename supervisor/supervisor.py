@@ -227,13 +227,9 @@ class Supervisor(Daemon):
         self._hb_thread.start()
         port = self.conf.get(cfg.SUPERVISOR_METRICS_PORT)
         if port is not None:
-            from prometheus_client import make_wsgi_app
-
-            from ..client.web import WebServer
-            self._metrics_server = WebServer(
-                make_wsgi_app(self.metrics.registry), str(cfg.get(self.conf,
-                                                                  cfg.SQUALL_METRICS_HOST)),
-                int(port), self.conf, f"supervisor {self.id[:8]} metrics", threads=2)
+            from ..client.web import metrics_server
+            self._metrics_server = metrics_server(self.metrics.registry, self.conf, port,
+                                                  f"supervisor {self.id[:8]} metrics")
             log.info("supervisor %s: Prometheus metrics on %s/metrics", self.id,
                      self._metrics_server.url)
         log.info("supervisor %s on %s started: slots %s, local dir %s", self.id, self.host,
