@@ -40,14 +40,6 @@ class TaskStats:
         self.busy_secs = 0.0
         self.metrics = MetricRegistry()
 
-    @property
-    def emitted(self) -> int:
-        return sum(r.emitted for r in self.routes.values())
-
-    @property
-    def transferred(self) -> int:
-        return sum(r.transferred for r in self.routes.values())
-
     def add_latency(self, ms: float) -> None:
         self.complete.record(ms)
 
