@@ -26,6 +26,8 @@ from urllib.parse import quote
 
 from flask import Flask, Response, jsonify, request, send_file
 
+from .rest import json_error
+
 #: Bytes of a file shown by default on its page (Storm shows the last page of 51200).
 TAIL_BYTES = 64 * 1024
 #: The most bytes /api/v1/log returns at once.
@@ -147,12 +149,6 @@ mark{{background:#fde68a}}</style></head><body><header><a href="/">Squall logvie
 def make_app(roots: list[str]) -> Flask:
     app = Flask("squall.logviewer", static_folder=None)
 
-    def error(status: int, message: str) -> Response:
-        resp = jsonify({"error": {400: "Bad Request", 404: "Not Found"}.get(status, "Error"),
-                        "errorMessage": message})
-        resp.status_code = status
-        return resp
-
     def named() -> str:
         name = request.args.get("file", "")
         try:
@@ -165,11 +161,11 @@ def make_app(roots: list[str]) -> Flask:
 
     @app.errorhandler(_Refused)
     def refused(e: "_Refused"):
-        return error(e.status, e.message)
+        return json_error(e.status, e.message)
 
     @app.errorhandler(BadName)
     def bad_name(e: BadName):  # the file changed into something else after resolve()
-        return error(400, str(e))
+        return json_error(400, str(e))
 
     @app.get("/")
     def index():
@@ -219,7 +215,7 @@ def make_app(roots: list[str]) -> Flask:
             start_n = None if start in (None, "") else int(start)
             length = int(request.args.get("length", TAIL_BYTES))
         except ValueError:
-            return error(400, "start and length must be whole numbers of bytes")
+            return json_error(400, "start and length must be whole numbers of bytes")
         data, start_n, size = read_range(path, start_n, length)
         return Response(data, mimetype="text/plain",
                         headers={"X-Log-Start": str(start_n), "X-Log-Size": str(size)})

@@ -34,7 +34,8 @@ STATUS_TEXT = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "
 STATIC = os.path.join(os.path.dirname(__file__), "static")
 
 
-def _error(status: int, message: str) -> Response:
+def json_error(status: int, message: str) -> Response:
+    """``{"error", "errorMessage"}`` with the HTTP status: how the web daemons refuse."""
     resp = jsonify({"error": STATUS_TEXT.get(status, str(status)), "errorMessage": message})
     resp.status_code = status
     return resp
@@ -50,24 +51,24 @@ def make_app(client: Any, conf: Mapping[str, Any], version: str,
 
     @app.errorhandler(NimbusError)
     def nimbus_error(e: NimbusError):
-        return _error(HTTP_STATUS.get(e.grpc_code, 500), str(e))
+        return json_error(HTTP_STATUS.get(e.grpc_code, 500), str(e))
 
     @app.errorhandler(SquallError)
     def squall_error(e: SquallError):
-        return _error(400, str(e))
+        return json_error(400, str(e))
 
     @app.errorhandler(404)
     def not_found(e):
-        return _error(404, f"no such endpoint: {request.path} (see /api/v1 in the README)")
+        return json_error(404, f"no such endpoint: {request.path} (see /api/v1 in the README)")
 
     @app.errorhandler(405)
     def bad_method(e):
-        return _error(405, f"{request.method} is not allowed on {request.path}")
+        return json_error(405, f"{request.method} is not allowed on {request.path}")
 
     @app.errorhandler(Exception)
     def crash(e: Exception):
         log.exception("UI request %s %s failed", request.method, request.path)
-        return _error(500, f"{type(e).__name__} inside the UI; see the UI's log")
+        return json_error(500, f"{type(e).__name__} inside the UI; see the UI's log")
 
     if metrics is not None:
         @app.before_request
@@ -152,7 +153,7 @@ def make_app(client: Any, conf: Mapping[str, Any], version: str,
         main = info(tid, secs)
         page = sj.component_page(main, component, secs, windows(tid, {secs: main}), log_link)
         if page is None:
-            return _error(404, f"topology {tid} has no component {component!r} "
+            return json_error(404, f"topology {tid} has no component {component!r} "
                                f"(it has: {', '.join(c.component_id for c in main.components)})")
         return jsonify(page)
 
@@ -164,7 +165,7 @@ def make_app(client: Any, conf: Mapping[str, Any], version: str,
     @app.get("/api/v1/topology/<tid>/lag")
     def lag(tid: str):
         info(tid)  # an unknown id is still a 404
-        return _error(501, "spout lag is not supported: Squall has no Kafka spout to ask")
+        return json_error(501, "spout lag is not supported: Squall has no Kafka spout to ask")
 
     @app.get("/api/v1/topology-workers/<tid>")
     def topology_workers(tid: str):
