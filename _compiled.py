@@ -26,6 +26,7 @@ import sys
 COMPILED = (
     "squall.acker.compact_map",
     "squall.acker.ledger",
+    "squall.acker.pending_map",
     "squall.acker.rotating_map",
     "squall.client.grouping",
     "squall.client.tuple",

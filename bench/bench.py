@@ -26,9 +26,11 @@ figure comes with a baseline measured in the same run and the ratio to it:
    sample the whole run, warm-up included). Baseline: a msgpack ping-pong
    round trip over ZeroMQ ipc between two processes;
 4. acker memory per pending tree (AckerLedger, 1M trees with random 64-bit
-   roots and values) and the spout's pending RotatingMap cost per entry
-   ``root -> (msg_id, monotonic time)``, each from RSS and from tracemalloc in
-   a fresh interpreter; baseline: a bare dict of 64-bit int -> 64-bit int;
+   roots and values) and the spout's pending map cost per entry
+   ``root -> (msg_id, monotonic time)`` with int message ids (PendingMap, what
+   the spout runs, and the RotatingMap of tuples it replaced), each from RSS and
+   from tracemalloc in a fresh interpreter; baseline: a bare dict of 64-bit
+   int -> 64-bit int;
 5. idle CPU per worker with a spout that emits nothing (default stats
    interval); baseline: the same workers' CPU under full load (figure 2).
 
@@ -72,6 +74,7 @@ TARGETS = {
     "unacked_words_per_s": {"floor": 600_000, "goal": 1_600_000},
     "p99_complete_latency_ms": {"max": 10.0},
     "acker_bytes_per_tree": {"max": 100.0},
+    "spout_pending_bytes_per_entry": {"max": 100.0},
     "idle_cpu_pct_per_worker": {"max": 2.0},
 }
 #: The peers' README: pipe limit measured on the reference machine (batched, words/s).
@@ -658,7 +661,7 @@ def _rss() -> int:
 
 def memory_child(kind: str, method: str, n: int) -> dict:
     import tracemalloc
-    from squall.acker import AckerLedger, RotatingMap
+    from squall.acker import AckerLedger, PendingMap, RotatingMap
     rb = random.getrandbits
     mono = time.monotonic
     holder: list[Any] = []
@@ -675,7 +678,13 @@ def memory_child(kind: str, method: str, n: int) -> dict:
             init(rb(64), rb(64) | 1, i & 7)
         assert len(ledger) == n
         holder.append(ledger)
-    elif kind == "rotmap":  # the spout's pending map: root -> (msg_id, emit time)
+    elif kind == "pending":  # the spout's pending map: root -> (msg_id, emit time)
+        pm = PendingMap(3)
+        add = pm.add
+        for i in range(n):
+            add(rb(64) | 2, i, mono())
+        holder.append(pm)
+    elif kind == "rotmap":  # what the spout used before PendingMap
         m: Any = RotatingMap(3)
         put = m.put
         for i in range(n):
@@ -700,7 +709,7 @@ def memory_child(kind: str, method: str, n: int) -> dict:
 def fig_memory(quick: bool) -> dict:
     n = 200_000 if quick else 1_000_000
     out: dict[str, Any] = {"entries": n}
-    for kind in ("ledger", "rotmap", "dict"):
+    for kind in ("ledger", "pending", "rotmap", "dict"):
         for method in ("rss", "tracemalloc"):
             log(f"memory: {kind} x {n:,} via {method}")
             p = subprocess.run([sys.executable, os.path.abspath(__file__), "--memory-child",
@@ -832,8 +841,9 @@ def build_rows(R: dict) -> list[dict]:
             row(f"4. acker bytes/pending tree ({method})", v, "B", "dict int->int",
                 mem["dict"][method], "< 100 B", v < 100.0)
         for method in ("rss", "tracemalloc"):
-            row(f"4. spout RotatingMap bytes/entry ({method})", mem["rotmap"][method], "B",
-                "dict int->int", mem["dict"][method], "", None)
+            v = mem["pending"][method]
+            row(f"4. spout pending bytes/entry ({method})", v, "B",
+                "RotatingMap of tuples", mem["rotmap"][method], "< 100 B", v < 100.0)
     idle = R.get("idle")
     if idle:
         loaded = ((tp.get("acked") or {}).get("cpu_pct_per_worker_loaded")) or []

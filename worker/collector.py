@@ -164,7 +164,7 @@ class SpoutOutputCollector(_Base):
                 e = _randbits(64)
                 ack_val ^= e
                 self._send(t, values, r, {root: e})
-            self.pending.put_new(root, (msg_id, time.monotonic()))
+            self.pending.add(root, msg_id, time.monotonic())
             self.ex.pending_inits.append((root, ack_val, self.task))
             return targets
         for t in targets:

@@ -11,7 +11,7 @@ event loop (:mod:`squall.worker.loop`); a component with
   sends tick tuples.
 * :class:`SpoutExecutor` calls ``next_tuple`` while the topology is active,
   not throttled by backpressure and under ``topology.max.spout.pending``;
-  it keeps each task's pending trees in a RotatingMap that fails them on
+  it keeps each task's pending trees in a PendingMap that fails them on
   timeout, and handles the acker's ack/fail/reset-timeout messages.
 * :class:`AckerExecutor` runs the ``__acker`` tasks' XOR ledgers.
 
@@ -30,7 +30,7 @@ from collections import deque
 from time import perf_counter
 from typing import Any, Callable
 
-from ..acker import AckerLedger, RotatingMap, TimeoutReset, TreeAcked, TreeFailed
+from ..acker import AckerLedger, PendingMap, TimeoutReset, TreeAcked, TreeFailed
 from ..client import config as cfg
 from ..client.components import BasicBolt, Bolt, Spout
 from ..client.context import TopologyContext
@@ -360,7 +360,7 @@ class BoltExecutor(Executor):
 class _SpoutTask:
     __slots__ = ("task", "spout", "pending", "collector", "max_pending", "stats")
 
-    def __init__(self, task: int, spout: Spout, pending: RotatingMap, max_pending: int | None,
+    def __init__(self, task: int, spout: Spout, pending: PendingMap, max_pending: int | None,
                  stats: TaskStats):
         self.task = task
         self.spout = spout
@@ -392,7 +392,7 @@ class SpoutExecutor(Executor):
             spout = comp.instantiate()
             if not isinstance(spout, Spout):
                 raise TypeError(f"component {self.component_id!r} is not a spout: {type(spout)}")
-            st = _SpoutTask(t, spout, RotatingMap(_TIMEOUT_BUCKETS), max_pending, self.ws.stats[t])
+            st = _SpoutTask(t, spout, PendingMap(_TIMEOUT_BUCKETS), max_pending, self.ws.stats[t])
             st.pending.expired = self._expired_cb(st)
             self.spouts.append(st)
             self.by_task[t] = st

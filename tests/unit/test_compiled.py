@@ -56,8 +56,9 @@ def test_a_source_newer_than_its_build_runs_as_source(monkeypatch, capsys):
     monkeypatch.delenv(_compiled.ENV, raising=False)
     assert finder.find_spec(name) is None  # fresh build: the extension is imported
     real = os.path.getmtime
-    monkeypatch.setattr(os.path, "getmtime",
-                        lambda p: real(p) + (1000 if p.endswith(".py") else 0))
+    built = real(_compiled.extension_path(name))
+    monkeypatch.setattr(os.path, "getmtime",  # the source edited a second after the build
+                        lambda p: built + 1 if p.endswith(".py") else real(p))
     spec = finder.find_spec(name)
     assert spec is not None and spec.origin.endswith(os.path.join("worker", "frame.py"))
     assert "newer than its compiled build" in capsys.readouterr().err

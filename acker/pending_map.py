@@ -1,0 +1,224 @@
+"""PendingMap: the spout's pending trees, ``root -> (msg_id, emit time)``, in flat arrays.
+
+A spout task remembers each tree it emitted until the acker acks or fails it, or it
+times out. As a :class:`~squall.acker.rotating_map.RotatingMap` of tuples that costs
+about 218 bytes a tree (the root int, a 2-tuple, a float, the dict slot). Here each
+bucket is an open-addressing table over ``array`` columns: the 64-bit root, the emit time
+as a double, and the message id inline when it is an int that fits in 64 bits (the usual
+case: an offset, a sequence number); any other message id is kept by reference in a
+column that exists only once a bucket has seen one. That is 24 bytes a slot at most 70%
+full: 34-69 bytes a tree with int ids.
+
+Semantics are RotatingMap's, so the two are tested against each other: ``put`` moves a
+key to the newest bucket (resetting its timeout), ``rotate`` drops the oldest and calls
+``expired(root, (msg_id, t0))`` for each of its entries. An int message id comes back
+equal, not identical (it was stored by value). Keys are the spout's random non-zero
+64-bit roots; 0 and 1 mark empty and deleted slots, so those two keys live in a side
+dict. Not thread-safe: one owner (a spout task).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import deque
+from typing import Any, Callable, Iterator
+
+_EMPTY = 0
+_TOMB = 1
+_MAX_LOAD = 0.7
+_MIN_CAP = 256
+_I64_MIN = -(1 << 63)
+_I64_MAX = (1 << 63) - 1
+
+
+class PendingBucket:
+    """One open-addressing table (linear probing) of root -> (msg_id, t0)."""
+
+    __slots__ = ("keys", "ids", "times", "objs", "mask", "live", "filled", "limit")
+
+    def __init__(self, cap: int = _MIN_CAP):
+        self.keys = array("Q", bytes(8 * cap))
+        self.ids = array("q", bytes(8 * cap))
+        self.times = array("d", bytes(8 * cap))
+        #: Message ids that are not 64-bit ints, by slot; None until the first one.
+        self.objs: list | None = None
+        self.mask = cap - 1
+        self.live = 0
+        self.filled = 0  # live + tombstones
+        self.limit = int(cap * _MAX_LOAD)
+
+    def find(self, key: int) -> int:
+        """Slot of ``key``, or -1."""
+        keys = self.keys
+        mask = self.mask
+        i = key & mask
+        while True:
+            k = keys[i]
+            if k == key:
+                return i
+            if k == _EMPTY:
+                return -1
+            i = (i + 1) & mask
+
+    def insert(self, key: int, msg_id: Any, t0: float) -> None:
+        """Add ``key`` (known absent)."""
+        if self.filled >= self.limit:
+            self._resize()
+        keys = self.keys
+        mask = self.mask
+        i = key & mask
+        while keys[i] > _TOMB:
+            i = (i + 1) & mask
+        if keys[i] == _EMPTY:
+            self.filled += 1
+        keys[i] = key
+        self.times[i] = t0
+        if type(msg_id) is int and _I64_MIN <= msg_id <= _I64_MAX:
+            self.ids[i] = msg_id
+            if self.objs is not None:
+                self.objs[i] = None
+        else:
+            if self.objs is None:
+                self.objs = [None] * (self.mask + 1)
+            self.objs[i] = msg_id
+        self.live += 1
+
+    def entry(self, i: int) -> tuple[Any, float]:
+        objs = self.objs
+        if objs is not None:
+            o = objs[i]
+            if o is not None:
+                return o, self.times[i]
+        return self.ids[i], self.times[i]
+
+    def delete(self, i: int) -> None:
+        self.keys[i] = _TOMB
+        if self.objs is not None:
+            self.objs[i] = None  # drop the reference now, not at the next resize
+        self.live -= 1
+
+    def _resize(self) -> None:
+        cap = self.mask + 1
+        # Mostly tombstones: rehash at the same size; otherwise double.
+        new_cap = cap if self.live < cap * _MAX_LOAD / 2 else cap * 2
+        old = [(k, self.entry(i)) for i, k in enumerate(self.keys) if k > _TOMB]
+        self.__init__(new_cap)  # type: ignore[misc]
+        for k, (msg_id, t0) in old:
+            self.insert(k, msg_id, t0)
+
+    def items(self) -> Iterator[tuple[int, tuple[Any, float]]]:
+        for i, k in enumerate(self.keys):
+            if k > _TOMB:
+                yield k, self.entry(i)
+
+    def nbytes(self) -> int:
+        return (self.mask + 1) * (24 if self.objs is None else 32)
+
+
+class PendingMap:
+    """A spout task's pending trees with RotatingMap's interface; values are (msg_id, t0).
+
+    Example::
+
+        pending = PendingMap(3, expired=lambda root, e: spout.fail(e[0]))
+        pending.add(root, msg_id, time.monotonic())
+        msg_id, t0 = pending.pop(root)
+        pending.rotate()   # on every tick
+    """
+
+    def __init__(self, num_buckets: int = 3,
+                 expired: Callable[[int, tuple[Any, float]], None] | None = None):
+        if num_buckets < 2:
+            raise ValueError(f"num_buckets must be >= 2, got {num_buckets}")
+        #: Newest bucket first; buckets[-1] is death row.
+        self.buckets: deque[PendingBucket] = deque(PendingBucket()
+                                                   for _ in range(num_buckets))
+        #: Keys 0 and 1 (reserved in the tables): key -> [bucket age, (msg_id, t0)].
+        self._odd: dict[int, list] = {}
+        self.expired = expired
+
+    def __len__(self) -> int:
+        return sum(b.live for b in self.buckets) + len(self._odd)
+
+    def _locate(self, key: int) -> tuple[PendingBucket | None, int]:
+        for b in self.buckets:
+            i = b.find(key)
+            if i >= 0:
+                return b, i
+        return None, -1
+
+    def __contains__(self, key: object) -> bool:
+        if type(key) is not int or key < 0 or key >> 64:
+            return False
+        if key <= _TOMB:
+            return key in self._odd
+        return self._locate(key)[0] is not None
+
+    def add(self, key: int, msg_id: Any, t0: float) -> None:
+        """Remember a fresh root (known absent: a new random id) in the newest bucket."""
+        if key <= _TOMB:
+            self._odd[key] = [0, (msg_id, t0)]
+        else:
+            self.buckets[0].insert(key, msg_id, t0)
+
+    def put_new(self, key: int, value: tuple[Any, float]) -> None:
+        self.add(key, value[0], value[1])
+
+    def put(self, key: int, value: tuple[Any, float]) -> None:
+        """Set ``key`` in the newest bucket, removing it from older ones (resets its timeout)."""
+        if key <= _TOMB:
+            self._odd[key] = [0, value]
+            return
+        b, i = self._locate(key)
+        if b is not None:
+            b.delete(i)
+        self.buckets[0].insert(key, value[0], value[1])
+
+    def get(self, key: int, default: Any = None) -> Any:
+        if key <= _TOMB:
+            e = self._odd.get(key)
+            return default if e is None else e[1]
+        b, i = self._locate(key)
+        return default if b is None else b.entry(i)
+
+    def pop(self, key: int, default: Any = None) -> Any:
+        """Remove ``key`` and return its (msg_id, t0), or ``default``."""
+        if key <= _TOMB:
+            e = self._odd.pop(key, None)
+            return default if e is None else e[1]
+        for b in self.buckets:
+            i = b.find(key)
+            if i >= 0:
+                e = b.entry(i)
+                b.delete(i)
+                return e
+        return default
+
+    remove = pop
+
+    def rotate(self) -> dict[int, tuple[Any, float]]:
+        """Expire the oldest bucket: call ``expired`` for each entry and return them."""
+        dead_bucket = self.buckets.pop()
+        self.buckets.appendleft(PendingBucket())
+        dead = dict(dead_bucket.items())
+        n = len(self.buckets)
+        for key in list(self._odd):
+            e = self._odd[key]
+            e[0] += 1
+            if e[0] >= n:
+                del self._odd[key]
+                dead[key] = e[1]
+        if self.expired is not None:
+            for k, v in dead.items():
+                self.expired(k, v)
+        return dead
+
+    def items(self) -> Iterator[tuple[int, tuple[Any, float]]]:
+        for b in self.buckets:
+            yield from b.items()
+        for k, e in self._odd.items():
+            yield k, e[1]
+
+    def nbytes(self) -> int:
+        """Bytes held by the tables' arrays."""
+        return sum(b.nbytes() for b in self.buckets)
