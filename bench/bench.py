@@ -579,19 +579,41 @@ def fig_latency(quick: bool, args: argparse.Namespace, acked_max_words: float | 
     else:
         rate = 5_000.0
         why = "default (throughput not measured)"
-    warmup, measure = (1.0, 4.0) if quick else (3.0, 10.0)
     log("latency baseline: ZeroMQ ipc ping-pong")
     rtt = zmq_rtt(5_000 if quick else 20_000)
     log(f"  rtt p50 {rtt['p50_ms']:.3f} ms, p99 {rtt['p99_ms']:.3f} ms")
+    res = latency_at(rate, args.parallelism, args.max_pending, quick,
+                     trace_file=args.latency_trace)
+    res.update({"rate_basis": why, "baseline_zmq_rtt": rtt})
+    return res
+
+
+def _spout_hist(hbs: dict[str, dict]) -> dict[int, int]:
+    """The spouts' complete-latency histograms (cumulative), merged across workers."""
+    from squall.client import histogram
+    return histogram.merge(
+        histogram.parse(s.get("complete_hist"))[0]
+        for hb in hbs.values() for s in hb["tasks"].values() if s["component"] == topo.SPOUT)
+
+
+def latency_at(rate: float, parallelism: int, max_pending: int, quick: bool,
+               trace_file: str = "") -> dict:
+    """Complete latency at ``rate`` sentences/s (a token-bucket spout), spout-measured.
+
+    The runtime's own figure over the same window is reported beside it: the difference
+    of the spouts' complete-latency histograms between the window's first and last
+    heartbeats (every acked tree, the same span the spout times).
+    """
+    from squall.client import histogram
+    warmup, measure = (1.0, 4.0) if quick else (3.0, 10.0)
     out_dir = tempfile.mkdtemp(prefix="sqbench-lat-")
     conf = {"topology.workers": 2, "topology.stats.freq.secs": 0.25,
-            "topology.max.spout.pending": args.max_pending,
+            "topology.max.spout.pending": max_pending,
             "bench.mode": "rate", "bench.rate": rate, "bench.warmup_secs": warmup,
             "bench.measure_secs": measure, "bench.out_dir": out_dir}
-    lc = cluster("bench-latency", conf, args.parallelism)
+    lc = cluster("bench-latency", conf, parallelism)
     res: dict[str, Any] = {"rate_sentences_per_s": rate, "rate_words_per_s": rate * 10,
-                           "rate_basis": why, "warmup_s": warmup, "measure_s": measure,
-                           "baseline_zmq_rtt": rtt}
+                           "warmup_s": warmup, "measure_s": measure}
     try:
         lc.start()
         log(f"latency: {rate:,.0f} sentences/s ({rate * 10:,.0f} words/s), {warmup:.0f}s warm-up "
@@ -607,28 +629,37 @@ def fig_latency(quick: bool, args: argparse.Namespace, acked_max_words: float | 
         t_first = time.monotonic()
         end = t_first + warmup + measure + 1.0  # + slack for the last acks
         bp = ThrottleSampler()
+        hist_start: dict[int, int] | None = None
         while time.monotonic() < end:
             if lc.crashed():
                 raise RuntimeError("\n".join(lc.describe_exit(w) for w in lc.crashed()))
             if warmup <= time.monotonic() - t_first < warmup + measure:
-                bp.add(lc.heartbeats())
+                hbs = lc.heartbeats()
+                bp.add(hbs)
+                if hist_start is None:
+                    hist_start = _spout_hist(hbs)
             time.sleep(0.05)
         res["throttled_fraction_in_window"] = bp.fraction()
         hbs = lc.heartbeats()
+        window = histogram.subtract(_spout_hist(hbs), hist_start or {})
+        res["runtime_window"] = {"p50_ms": histogram.quantile(window, 0.5),
+                                 "p99_ms": histogram.quantile(window, 0.99),
+                                 "p999_ms": histogram.quantile(window, 0.999),
+                                 "n": sum(window.values())}
         spouts = [s for hb in hbs.values() for s in hb["tasks"].values()
                   if s["component"] == topo.SPOUT]
         res["heartbeat_reservoir"] = [s.get("complete_latency_ms") for s in spouts]
         res["spout_failed"] = sum(s["failed"] for s in spouts)
         # the spouts write their window's latencies on deactivate
-        files = collect_spout_files(lc, out_dir, len(spouts) or args.parallelism)
+        files = collect_spout_files(lc, out_dir, len(spouts) or parallelism)
         lats: list[float] = []
         censored: list[float] = []
         for d in files:
             lats.extend(d["latencies_ms"])
             censored.extend(d.get("unacked_age_ms", []))
         emitted = sum(d["window_emitted"] for d in files)
-        if args.latency_trace:
-            with open(args.latency_trace, "w") as fh:
+        if trace_file:
+            with open(trace_file, "w") as fh:
                 json.dump({d["task"]: d.get("trace") for d in files}, fh)
         # Trees of the window still pending at the end count with their age so far (a lower
         # bound): an overloaded run shows up in the percentiles instead of being dropped.
@@ -640,9 +671,12 @@ def fig_latency(quick: bool, args: argparse.Namespace, acked_max_words: float | 
                     "n": len(lats), "achieved_sentences_per_s": emitted / measure,
                     "unacked_in_window": len(censored),
                     "gc_pauses_in_window_all_workers": gc_summary(files)})
-        unacked = len(censored)
-        log(f"  p50 {res['p50_ms']:.2f} ms, p99 {res['p99_ms']:.2f} ms over {len(lats)} trees "
-            f"(achieved {res['achieved_sentences_per_s']:,.0f} sentences/s, {unacked} unacked)")
+        rw = res["runtime_window"]
+        log(f"  spout: p50 {res['p50_ms']:.2f} p99 {res['p99_ms']:.2f} p99.9 "
+            f"{res['p999_ms']:.2f} ms over {len(lats)} trees (achieved "
+            f"{res['achieved_sentences_per_s']:,.0f} sentences/s, {len(censored)} unacked); "
+            f"runtime: p50 {rw['p50_ms']:.2f} p99 {rw['p99_ms']:.2f} p99.9 "
+            f"{rw['p999_ms']:.2f} ms over {rw['n']}")
     finally:
         lc.stop(drain_secs=0)
         lc.cleanup()
