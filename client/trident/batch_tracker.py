@@ -321,6 +321,32 @@ class BatchTracker:
             return self._rotate(sid)
         raise TypeError(f"not a batch tracker event: {ev!r}")
 
+    def accept_data(self, batch: TransactionAttempt) -> _Tracked | None:
+        """The per-tuple fast path of a bolt (one that expects reports) for a data tuple.
+
+        For the attempt being tracked, in TRACKING, ``handle(DataTuple)`` gives just
+        ``[Execute]``, each ``Emitted`` adds to the batch's counts, and ``Executed`` gives
+        just ``[AckTuple]``: no status changes. Here that is done without the events: the
+        tuple is counted received and the tracked batch returned; the executor runs the
+        user's code, adds its emits with :meth:`add_emitted` and acks the tuple (on a
+        FailedException it feeds :class:`ExecuteFailed` through :meth:`handle` as usual).
+        None means: take the full path.
+        """
+        if not self.condition.expected_reports:
+            return None
+        t = self.batches.get(batch.txid)
+        if t is None or t.status is not _T or (t.batch is not batch and t.batch != batch):
+            return None
+        t.received += 1
+        return t
+
+    @staticmethod
+    def add_emitted(t: _Tracked, tasks: Iterable[int]) -> None:
+        """What one :class:`Emitted` per task does for a batch returned by :meth:`accept_data`."""
+        em = t.emitted
+        for task in tasks:
+            em[task] = em.get(task, 0) + 1
+
     # -- helpers ---------------------------------------------------------------------------
 
     def _tuple(self, ev: DataTuple | CoordTuple | CommitTuple, sid: str) -> list[Instruction]:

@@ -33,6 +33,15 @@ class TridentTuple:
         self.fields = list(fields)
         self._index = index if index is not None else {f: i for i, f in enumerate(fields)}
 
+    @classmethod
+    def _of(cls, values: list[Any], fields: list[str], index: Mapping[str, int]
+            ) -> "TridentTuple":
+        """The runtime's constructor: ``values`` is a fresh list and ``fields``/``index`` the
+        node's own (never mutated), so nothing is copied; one per tuple and node."""
+        t = cls.__new__(cls)
+        t.values, t.fields, t._index = values, fields, index
+        return t
+
     def __getitem__(self, key: int | str) -> Any:
         return self.values[self._index[key] if isinstance(key, str) else key]
 
@@ -137,6 +146,27 @@ class Sum(CombinerAggregator):
 
     def zero(self) -> Any:
         return 0
+
+
+class CombinedPartials(CombinerAggregator):
+    """``agg`` over partial aggregates of itself: what a state updater combines after
+    Storm's partial aggregation (each partition folds its batch per group before the
+    repartition, so one tuple per group and partition crosses, not every tuple)."""
+
+    def __init__(self, agg: CombinerAggregator):
+        self.agg = agg
+
+    def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+        self.agg.prepare(conf, context)
+
+    def init(self, tup: TridentTuple) -> Any:
+        return tup.values[0]
+
+    def combine(self, a: Any, b: Any) -> Any:
+        return self.agg.combine(a, b)
+
+    def zero(self) -> Any:
+        return self.agg.zero()
 
 
 def as_aggregator(agg: Operation) -> Aggregator:

@@ -35,13 +35,25 @@ class MapStateUpdater(StateUpdater):
 
     def update_state(self, state: Any, tuples: list[TridentTuple], collector: Any) -> None:
         groups: dict[tuple, list[TridentTuple]] = {}
-        index = {f: i for i, f in enumerate(self.input_fields)}
-        for t in tuples:
-            key = tuple(t.select(self.group_fields))
-            groups.setdefault(key, []).append(TridentTuple(t.select(self.input_fields),
-                                                           self.input_fields, index))
-        if not groups:
+        if not tuples:
             return
+        fields = self.input_fields
+        index = {f: i for i, f in enumerate(fields)}
+        # Positions looked up once a batch; the runtime gives every tuple of a batch the
+        # same fields (the persist node's input).
+        first = tuples[0]
+        same = list(first.fields) == fields
+        gpos = [first._index[f] for f in self.group_fields]
+        ipos = [first._index[f] for f in fields]
+        for t in tuples:
+            if t.fields is not first.fields and t.fields != first.fields:
+                gpos = [t._index[f] for f in self.group_fields]
+                ipos = [t._index[f] for f in fields]
+                same = list(t.fields) == fields
+            vals = t.values
+            key = tuple([vals[i] for i in gpos])
+            groups.setdefault(key, []).append(
+                t if same else TridentTuple._of([vals[i] for i in ipos], fields, index))
         keys = list(groups)
         stored = [state_key(state, k) for k in keys]
         values = state.multi_update(stored, [self._updater(groups[k]) for k in keys])

@@ -55,6 +55,9 @@ class Subtopology:
                              for nid, fs in self.parent_fields.items()}
         self.input_index = {n.id: {f: i for i, f in enumerate(n.input_fields)}
                             for n in self.nodes if n.input_fields is not None}
+        #: Node id -> positions of its input fields among its parent's fields.
+        self.input_pos = {n.id: [self.parent_index[n.id][f] for f in n.input_fields]
+                          for n in self.nodes if n.input_fields is not None}
         self.states: dict[int, Any] = {}
         tasks = context.component_tasks(component)
         for n in self.nodes:
@@ -119,13 +122,18 @@ class Subtopology:
             self.forward(node, batch, values)
             return
         nid = node.id
-        tup = TridentTuple(values, self.parent_fields[nid], self.parent_index[nid])
         if kind == "each":
-            node.op.execute(self._input(node, tup), _Out(self, node, batch, values))
-        elif kind == "filter":
-            if node.op.is_keep(self._input(node, tup)):
+            node.op.execute(self._input(node, values), _Out(self, node, batch, values))
+            return
+        if kind == "persist":
+            self._state[nid].append(self._input(node, values))
+            return
+        if kind == "filter":
+            if node.op.is_keep(self._input(node, values)):
                 self.forward(node, batch, values)
-        elif kind == "map":
+            return
+        tup = TridentTuple._of(values, self.parent_fields[nid], self.parent_index[nid])
+        if kind == "map":
             self.forward(node, batch, list(node.op.execute(tup)))
         elif kind == "flat_map":
             for out in node.op.execute(tup):
@@ -138,20 +146,22 @@ class Subtopology:
             agg = self.aggregators[node.id]
             collector = _Out(self, node, batch, key)  # Storm's aggregators may emit any time
             acc = groups[key] if key in groups else agg.init(batch, collector)
-            groups[key] = agg.aggregate(acc, self._input(node, tup), collector)
-        elif kind == "persist":
-            self._state[node.id].append(self._input(node, tup))
+            groups[key] = agg.aggregate(acc, self._input(node, values), collector)
         elif kind == "query":
             self._state[node.id].append(tup)
         else:
             raise TypeError(f"unknown node kind {kind!r}")
 
-    def _input(self, node: Node, tup: TridentTuple) -> TridentTuple:
-        """The operation's view of a tuple: only its input fields, in their order."""
+    def _input(self, node: Node, values: list[Any]) -> TridentTuple:
+        """The operation's view of the parent's ``values``: only its input fields, in their
+        order (all of them when it names none)."""
+        nid = node.id
         fields = node.input_fields
-        if fields is None:
-            return tup
-        return TridentTuple(tup.select(fields), fields, self.input_index[node.id])
+        if fields is None:  # a copy: what the operation does to it stays with it
+            return TridentTuple._of(list(values), self.parent_fields[nid],
+                                    self.parent_index[nid])
+        return TridentTuple._of([values[i] for i in self.input_pos[nid]], fields,
+                                self.input_index[nid])
 
     def forward(self, node: Node, batch: Any, values: list[Any]) -> None:
         for child in self.children[node.id]:

@@ -144,9 +144,15 @@ class BatchCollector:
         self.anchor: Any = None
         self.batch: TransactionAttempt | None = None
         self.emitted: list[int] = []
+        self._id: list[int] | None = None
+
+    def start(self, batch: TransactionAttempt, anchor: Any) -> None:
+        """Emits from now on belong to ``batch`` and are anchored on ``anchor``."""
+        self.batch, self.anchor, self.emitted = batch, anchor, []
+        self._id = batch.to_list()  # shared by the batch's tuples: nobody mutates it
 
     def emit_to(self, stream: str, values: Sequence[Any]) -> None:
-        tasks = self.bolt.collector.emit([self.batch.to_list(), *values], stream=stream,
+        tasks = self.bolt.collector.emit([self._id, *values], stream=stream,
                                          anchors=self.anchor)
         self.emitted.extend(tasks)
 
@@ -206,6 +212,11 @@ class BatchBolt(Bolt):
         if raw != self._last_raw:  # a batch's tuples come in runs: decode its id once per run
             self._last_raw, self._last_batch = raw, TransactionAttempt.from_list(raw)
         batch = self._last_batch
+        if stream != self.coord and stream != COMMIT_STREAM:
+            t = self.tracker.accept_data(batch)
+            if t is not None:
+                self._execute_tracked(t, batch, tup)
+                return
         self._next_id += 1
         tid = self._next_id
         self.tuples[tid] = tup
@@ -221,6 +232,28 @@ class BatchBolt(Bolt):
         tracked = self.tracker.batches.get(batch.txid)
         if tid in self.tuples and (tracked is None or tracked.batch != batch):
             self._forget(tid)  # an older attempt's tuple: ignored; its tree times out
+
+    def _execute_tracked(self, t: Any, batch: TransactionAttempt, tup: Any) -> None:
+        """A data tuple of a batch in progress (BatchTracker.accept_data): run it, count its
+        emits, ack it; the same as the full path's Execute / Emitted / Executed / AckTuple."""
+        out = self.out
+        out.start(batch, tup)
+        try:
+            self.hosted.execute(self.batch_states.get(batch.txid), tup, out)
+        except FailedException as e:
+            self.tracker.add_emitted(t, out.emitted)
+            self._next_id += 1
+            tid = self._next_id
+            self.tuples[tid] = tup
+            self.batch_of[tid] = batch
+            report = isinstance(e, ReportedFailedException)
+            if report:
+                self.collector.report_error(e)
+            self._run(self.tracker.handle(bt.ExecuteFailed(batch, tid, report,
+                                                           stimulus_id="execute")))
+            return
+        self.tracker.add_emitted(t, out.emitted)
+        self.collector.ack(tup)
 
     def _forget(self, tid: int) -> Any:
         self.batch_of.pop(tid, None)
@@ -258,9 +291,8 @@ class BatchBolt(Bolt):
         """Run hosted code for one input (``tup``) or the batch's finish (``tup`` None) and
         feed the tracker what it emitted and how it ended."""
         out = self.out
-        out.batch, out.emitted = batch, []
         t = self.tracker.batches.get(batch.txid)
-        out.anchor = tup if tup is not None else self.tuples.get(t.anchor if t else None)
+        out.start(batch, tup if tup is not None else self.tuples.get(t.anchor if t else None))
         state = self.batch_states.get(batch.txid)
         failed: BaseException | None = None
         try:

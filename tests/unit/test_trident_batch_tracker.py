@@ -336,3 +336,75 @@ def test_random_arrival_orders_finish_exactly_once_with_exact_counts(make, seed)
     assert (send.batch, send.task_counts) == (B, sent)
     assert sorted(i.tuple_id for i in out if isinstance(i, AckTuple)) == every_tuple
     assert not any(isinstance(i, (FailTuple, FailBatch)) for i in out)
+
+
+def _drive(bt, channels, rng, fast):
+    """Deliver the channels in a random interleaving; with ``fast`` a data tuple first tries
+    accept_data (the executor's per-tuple path). Returns (instructions, finishes, sent)."""
+    out, finishes, sent = [], 0, {7: 0, 8: 0}
+    while any(channels):
+        ch = rng.choice([c for c in channels if c])
+        ev = ch.pop(0)
+        task = rng.choice([7, 8])
+        if fast and isinstance(ev, DataTuple):
+            t = bt.accept_data(ev.batch)
+            if t is not None:
+                sent[task] += 1
+                bt.add_emitted(t, [task])
+                out.append(AckTuple(ev.tuple_id))
+                bt.validate_state()
+                continue
+        for inst in bt.handle(ev):
+            if isinstance(inst, Execute):
+                sent[task] += 1
+                bt.handle(emitted(task))
+                out += bt.handle(executed(inst.tuple_id))
+            elif isinstance(inst, FinishBatch):
+                finishes += 1
+                out += bt.handle(finished())
+            else:
+                out.append(inst)
+        bt.validate_state()
+    return out, finishes, sent
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_per_tuple_fast_path_gives_what_the_events_give(make, seed):
+    committer = random.Random(seed).random() < 0.5
+    results = []
+    for fast in (False, True):
+        rng = random.Random(seed)
+        bt = make(CoordCondition(3, committer=committer, target_tasks={7, 8}))
+        channels = []
+        for task in range(3):
+            n = rng.randint(0, 6)
+            channels.append([data(f"d{task}.{i}") for i in range(n)] + [coord(n, f"c{task}")])
+        if committer:
+            channels.append([commit("k")])
+        out, finishes, sent = _drive(bt, channels, rng, fast)
+        assert finishes == 1
+        [send] = [i for i in out if isinstance(i, SendCoord)]
+        assert send.task_counts == sent
+        results.append((sorted(i.tuple_id for i in out if isinstance(i, AckTuple)),
+                        send.task_counts, [type(i).__name__ for i in out
+                                           if not isinstance(i, AckTuple)]))
+    assert results[0] == results[1]
+
+
+def test_the_fast_path_declines_what_only_the_events_handle(make):
+    spout = make(SPOUT)
+    assert spout.accept_data(B) is None  # a spout executor finishes on its one tuple
+    bolt = make()
+    assert bolt.accept_data(B) is None  # not tracked yet: StartBatch comes from handle
+    assert bolt.handle(data("d1")) == [StartBatch(B), Execute(B, "d1")]
+    bolt.handle(executed("d1"))
+    t = bolt.accept_data(B)
+    assert t is not None and t.received == 2
+    assert bolt.accept_data(A(1, 1)) is None  # a newer attempt supersedes: events
+    assert bolt.accept_data(A(2, 0)) is None  # another txid, untracked
+    bolt.add_emitted(t, [7, 7, 8])
+    for c in ("c1", "c2"):
+        out = bolt.handle(coord(1, c))
+    assert out == [FinishBatch(B)]
+    assert bolt.accept_data(B) is None  # finishing: a late tuple takes the full path (fails)
+    assert bolt.handle(finished())[0] == SendCoord(B, {7: 2, 8: 1}, "c2")
