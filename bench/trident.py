@@ -58,12 +58,12 @@ def stored(client, key: str) -> tuple[int, int]:
 
 
 def run_trident(paths: list[str], words: int, batch_lines: int, zk, redis_server,
-                tx_state: str = "zookeeper") -> dict:
+                tx_state: str = "zookeeper", pending: int = 4) -> dict:
     from squall.deploy.static import StaticCluster
     import trident_topologies as tt
 
     prefix = f"bench-{batch_lines}-{int(time.time())}:"
-    conf = {"topology.workers": 2, "topology.max.spout.pending": 4,
+    conf = {"topology.workers": 2, "topology.max.spout.pending": pending,
             "topology.trident.batch.emit.interval.millis": 1,
             "topology.message.timeout.secs": 60, **zk.conf(root=f"/bench-{prefix[:-1]}"),
             **redis_server.conf(key_prefix=prefix), "trident.transactional.state": tx_state}
@@ -114,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tx-state", choices=("zookeeper", "memory"), default="zookeeper",
                     help="where the coordinators keep txids and batch metadata (diagnostic: "
                          "memory shows what ZooKeeper's writes cost)")
+    ap.add_argument("--pending", type=int, default=4,
+                    help="topology.max.spout.pending: batches in flight")
     args = ap.parse_args(argv)
     from squall.deploy.redis import LocalRedis
     from squall.deploy.zookeeper import LocalZooKeeper
@@ -121,14 +123,16 @@ def main(argv: list[str] | None = None) -> int:
     sentences = 20_000 if args.quick else 100_000
     out_dir = tempfile.mkdtemp(prefix="sqbench-trident-")
     paths, words = write_input(sentences, out_dir)
-    results: dict = {"sentences": sentences, "tx_state": args.tx_state}
+    results: dict = {"sentences": sentences, "tx_state": args.tx_state,
+                     "max_spout_pending": args.pending}
     baseline = B.run_throughput(True, sentences, 2, 2000)
     results["acker_word_count"] = {k: baseline[k] for k in ("steady_words_per_s",
                                                            "overall_words_per_s", "wall_s")}
     with LocalZooKeeper() as zk, LocalRedis() as redis_server:
         for batch_lines in (100, 1000):
             results[f"trident_{batch_lines}"] = run_trident(paths, words, batch_lines, zk,
-                                                             redis_server, args.tx_state)
+                                                             redis_server, args.tx_state,
+                                                             args.pending)
     base = baseline["steady_words_per_s"]
     print(f"\nTrident word count vs the acker word count ({sentences:,} sentences, "
           f"{words:,} words, 2 workers)\n")

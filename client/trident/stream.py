@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..errors import InvalidTopology
-from .operation import (CombinerAggregator, Filter, FlatMapFunction, Function, MapFunction,
-                        Operation, ReducerAggregator, as_aggregator)
+from .operation import (CombinedPartials, CombinerAggregator, Filter, FlatMapFunction,
+                        Function, MapFunction, Operation, ReducerAggregator, as_aggregator)
 from .spout import PartitionedSpout, PartitionedSpoutExecutor, TridentSpout
 
 
@@ -46,6 +46,8 @@ class Node:
     #: ``persist``: the state factory; ``query``: the persist node it reads.
     state: Any = None
     parallelism: int | None = None
+    #: ``aggregate``: a partial aggregate the planner put before a repartition.
+    partial: bool = False
 
 
 class TridentTopology:
@@ -58,6 +60,11 @@ class TridentTopology:
         node = Node(next(self._ids), kind, parents, list(fields), **kw)
         self.nodes.append(node)
         return node
+
+    def _discard_if_unused(self, node: Node) -> None:
+        """Drop ``node`` if no node reads it (a repartition made obsolete by the planner)."""
+        if not any(p is node for n in self.nodes for p in n.parents):
+            self.nodes = [n for n in self.nodes if n is not node]
 
     def new_stream(self, txid: str, spout: TridentSpout | PartitionedSpout) -> "Stream":
         """A stream of batches from ``spout``; ``txid`` names its transactional state (unique)."""
@@ -220,6 +227,23 @@ class Stream:
         inputs = self._check(input_fields if input_fields is not None else
                              [f for f in self.node.fields if f not in group],
                              "persistent_aggregate")
+        part = self.node
+        if isinstance(agg, CombinerAggregator) and part.kind == "partition":
+            # Storm's partial aggregation: fold each partition's batch per group before the
+            # repartition, then combine the partials into the state. The group_by's own
+            # repartition goes unless something else reads it.
+            before = Stream(self.topology, part.parents[0])
+            partial = before._then("aggregate", group + list(output_fields), op=agg,
+                                   input_fields=inputs, group_fields=group, partial=True)
+            regrouped = partial._then("partition", partial.node.fields,
+                                      partitioning=part.partitioning)
+            self.topology._discard_if_unused(part)
+            node = self.topology._add(
+                "persist", [regrouped.node], group + list(output_fields),
+                op=MapStateUpdater(CombinedPartials(agg), group, list(output_fields)),
+                input_fields=group + list(output_fields), state=state_factory,
+                group_fields=group)
+            return TridentState(self.topology, node)
         node = self.topology._add("persist", [self.node], group + list(output_fields),
                                   op=MapStateUpdater(agg, group, inputs), input_fields=group + inputs,
                                   state=state_factory, group_fields=group)

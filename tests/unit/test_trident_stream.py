@@ -7,7 +7,7 @@ from squall.client.errors import InvalidTopology
 from squall.client.topology import validate
 from squall.client.topology_proto import from_bytes, to_bytes
 from squall.client.trident.line_files import OpaqueLineFiles, TransactionalLineFiles
-from squall.client.trident.operation import Aggregator, Count, Sum
+from squall.client.trident.operation import Aggregator, Count, ReducerAggregator, Sum
 from squall.client.trident.persist import MapGet
 from squall.client.trident.runtime import (BatchBolt, MasterBatchCoordinatorSpout, SpoutBatch,
                                            SpoutCoordinatorBolt)
@@ -46,6 +46,13 @@ def word_count(spout=None):
     counts = words.group_by(["word"]).persistent_aggregate(
         MemoryMapState.transactional("wc"), Count(), ["count"])
     return t, stream, words, counts
+
+
+def partial_of(counts):
+    """The partial aggregate the planner put before a combiner persist's repartition."""
+    partition = counts.node.parents[0]
+    assert partition.kind == "partition" and partition.parents[0].partial
+    return partition.parents[0]
 
 
 def inputs(topology, component):
@@ -190,14 +197,44 @@ def test_word_count_compiles_to_coordinators_a_spout_executor_and_two_batch_comp
                       SpoutCoordinatorBolt)
     executor = topo.components["spout-lines"].instantiate()
     assert isinstance(executor, BatchBolt) and isinstance(executor.hosted, SpoutBatch)
-    assert hosted_kinds(topo, "b1-each") == ["each"]
+    # Storm's partial aggregation: Count folds each split task's batch per word before the
+    # repartition, and the persist combines the partial counts.
+    assert hosted_kinds(topo, "b1-each") == ["each", "aggregate"]
     assert hosted_kinds(topo, "b2-persist") == ["partition", "persist"]
 
 
+class CountR(ReducerAggregator):
+    def init(self):
+        return 0
+
+    def reduce(self, curr, t):
+        return curr + 1
+
+
+def test_a_reducer_persist_gets_every_tuple_and_a_reused_grouping_keeps_its_repartition():
+    t = TridentTopology()
+    words = t.new_stream("lines", lines()).each(["line"], Split(), ["word"])
+    grouped = words.group_by(["word"])
+    grouped.aggregate(Count(), ["n"])  # a second reader of the group_by's repartition
+    combined = grouped.persistent_aggregate(MemoryMapState.transactional("a"), Count(), ["c"])
+    reduced = words.group_by(["word"]).persistent_aggregate(
+        MemoryMapState.transactional("b"), CountR(), ["c"])
+    t.build()
+    assert reduced.node.parents[0].kind == "partition"  # no partial step: Storm reduces whole
+    assert reduced.node.parents[0].parents[0] is words.node
+    assert partial_of(combined).parents[0] is words.node
+    assert grouped.stream.node in t.nodes  # still read by the grouped aggregate
+    lone = TridentTopology()
+    w = lone.new_stream("lines", lines()).each(["line"], Split(), ["word"])
+    g = w.group_by(["word"])
+    g.persistent_aggregate(MemoryMapState.transactional("c"), Count(), ["c"])
+    assert g.stream.node not in lone.nodes  # its repartition went unused: dropped
+
+
 def test_word_count_wiring():
-    t, stream, words, _ = word_count()
+    t, stream, words, counts = word_count()
     topo = t.build()
-    s_lines, s_words = f"s{stream.node.id}", f"s{words.node.id}"
+    s_lines, s_words = f"s{stream.node.id}", f"s{partial_of(counts).id}"
     master, coord = "$mastercoord-bg0", "$spoutcoord-spout-lines"
 
     assert inputs(topo, coord) == {(master, "$batch"): ("global", []),
@@ -214,11 +251,12 @@ def test_word_count_wiring():
 
 
 def test_word_count_streams_carry_the_batch_id_then_the_fields():
-    t, stream, words, _ = word_count()
+    t, stream, words, counts = word_count()
     topo = t.build()
     spout, each = topo.components["spout-lines"], topo.components["b1-each"]
     assert spout.streams[f"s{stream.node.id}"].fields == ["$tx", "line"]
-    assert each.streams[f"s{words.node.id}"].fields == ["$tx", "line", "word"]
+    # What crosses to the persist is one [word, partial count] per word and split task.
+    assert each.streams[f"s{partial_of(counts).id}"].fields == ["$tx", "word", "count"]
     assert (each.streams["$coord-bg0"].fields, each.streams["$coord-bg0"].direct) == \
         (["$tx", "count"], True)
     # Nothing reads the counts' new values, so the persist component sends only reports.
