@@ -7,7 +7,8 @@ Baseline: the acker word count of bench/bench.py (2 workers, every sentence a tr
 tuple tree; steady words/s), run before and after the bridge runs (the machine's speed
 drifts); the ratios are against their mean. Bridge (bench/spark_topologies.py): a
 reliable spout emitting the word count's words as ``[word, ts]`` (``ts`` = emit time,
-one tuple tree per word) -> ``SparkBridgeBolt`` (1 executor, ``max_in_flight`` 1), whose
+one tuple tree per word) -> ``SparkBridgeBolt`` (1 executor, ``max_in_flight`` 2: the next
+batch converts while ``fn`` runs; ``--in-flight 1`` for none), whose
 ``fn`` runs one Spark job per batch (group by word: count, min ts, max ts; collect) and
 logs it. For each ``max_batch_size`` (default 1,000, 10,000, 100,000):
 
@@ -22,9 +23,9 @@ logs it. For each ``max_batch_size`` (default 1,000, 10,000, 100,000):
 * latency per batch from spout emit to the end of ``fn``, for its oldest tuple (min ts)
   and its newest (max ts): p50 and max over the window's batches; and ``fn``'s duration.
 
-With ``topology.max.spout.pending`` = ``--pending-batches`` (3) x the batch size, the
-spout keeps the bridge fed (a batch in ``fn``, the next one full and waiting, one
-filling), so when the bridge is the bottleneck the latency is mostly queueing: about
+With ``topology.max.spout.pending`` = ``--pending-batches`` (default ``--in-flight`` + 2)
+x the batch size, the spout keeps the bridge fed (a batch in ``fn``, the next one converted
+and waiting, one full and waiting, one filling), so when the bridge is the bottleneck the latency is mostly queueing: about
 pending / throughput. ``max_batch_secs`` (``--batch-secs``, 10 s) is set above the time
 the spout takes to fill the largest batch, so batches close by size (the mean batch
 size is reported). Progress on stderr; table on stdout; JSON to
@@ -90,7 +91,7 @@ def warmup_count(batches: list[dict], extra: int) -> int | None:
         return None
     jvm_up = min(b["start"] for b in batches)
     waited = sum(1 for b in batches if b["oldest"] < jvm_up)
-    # the batches that waited are the first to end (max_in_flight 1), but count by time
+    # the batches that waited are the first to end (fn runs in batch order), but count by time
     last_waited = max((i for i, b in enumerate(batches) if b["oldest"] < jvm_up), default=-1)
     n = max(waited, last_waited + 1) + extra
     return n if len(batches) > n else None
@@ -188,7 +189,7 @@ def summarize(batches: list[dict], n_warm: int, t0: float, t_end: float) -> dict
     fn = sorted(b["fn_secs"] for b in win)
     before_fn = sorted(b["start"] - b["newest"] for b in win)
     snapped = win[-1]["end"] - t0 if win else float("nan")
-    # fn's end -> the next fn's start: with max_in_flight 1 and the next batch waiting, the
+    # fn's end -> the next fn's start: with the next batch waiting (max_in_flight 1), the
     # runner thread's work outside fn (Arrow conversion, createDataFrame) plus hand-offs
     seq = batches[n_warm - 1:]
     gaps = sorted(b["start"] - a["end"] for a, b in zip(seq, seq[1:])
@@ -215,7 +216,7 @@ def run_bridge(size: int, args: argparse.Namespace) -> dict:
 
     out_dir = tempfile.mkdtemp(prefix="sqbench-spark-")
     path = os.path.join(out_dir, "batches.jsonl")
-    pending = args.pending_batches * size
+    pending = (args.pending_batches or args.in_flight + 2) * size
     conf: dict[str, Any] = {
         # 2 workers, as the acker baseline: the even scheduler deals __acker, __acker,
         # spark, words round-robin, so the spout (+ an acker) and the bridge (+ an acker,
@@ -229,10 +230,11 @@ def run_bridge(size: int, args: argparse.Namespace) -> dict:
         "spark.sql.shuffle.partitions": 2,      # 2 cores: Spark's default 200 tasks per job is waste
         st.OUT_KEY: path,
     }
-    topology = st.bridge_topology(size, args.batch_secs).create_topology()
+    topology = st.bridge_topology(size, args.batch_secs, args.in_flight).create_topology()
     lc = StaticCluster(f"bench-spark-{size}", topology, conf, code_paths=CODE_PATHS,
                        stdout=subprocess.DEVNULL)
     res: dict[str, Any] = {"max_batch_size": size, "max_batch_secs": args.batch_secs,
+                           "max_in_flight": args.in_flight,
                            "max_spout_pending": pending, "workers": args.workers}
     jvms: dict[int, int] = {}
     try:
@@ -419,9 +421,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-secs", type=float, default=10.0,
                     help="the bridge's max_batch_secs (above the time to fill a batch, so "
                          "batches close by size)")
-    ap.add_argument("--pending-batches", type=int, default=3,
-                    help="topology.max.spout.pending as a multiple of the batch size")
+    ap.add_argument("--pending-batches", type=int, default=0,
+                    help="topology.max.spout.pending as a multiple of the batch size "
+                         "(default: --in-flight + 2)")
     ap.add_argument("--workers", type=int, default=2, help="topology.workers of the bridge runs")
+    ap.add_argument("--in-flight", type=int, default=2,
+                    help="the bridge's max_in_flight (default 2, the bolt's default)")
     ap.add_argument("--sentences", type=int, default=100_000,
                     help="sentences per acker word-count baseline run")
     ap.add_argument("--startup-timeout", type=float, default=180.0,

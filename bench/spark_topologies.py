@@ -88,10 +88,11 @@ class BatchStats:
             fh.write(json.dumps(rec) + "\n")
 
 
-def bridge_topology(max_batch_size: int, max_batch_secs: float) -> TopologyBuilder:
+def bridge_topology(max_batch_size: int, max_batch_secs: float,
+                    max_in_flight: int = 2) -> TopologyBuilder:
     b = TopologyBuilder()
     b.set_spout(SPOUT, TimedWordSpout(), 1)
     b.set_bolt(BRIDGE, SparkBridgeBolt(BatchStats(), types=TYPES, max_batch_size=max_batch_size,
-                                       max_batch_secs=max_batch_secs, max_in_flight=1),
+                                       max_batch_secs=max_batch_secs, max_in_flight=max_in_flight),
                1).shuffle_grouping(SPOUT)
     return b

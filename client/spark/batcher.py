@@ -215,6 +215,20 @@ class Batcher:
 
     # -- events --------------------------------------------------------------------------
 
+    def append(self, tuple_id: Hashable, values: Sequence[Any], now: float) -> bool:
+        """The per-tuple fast path: add to the open batch when that changes no batch's state
+        (one is open, not due, and this tuple does not fill it), as ``handle(Add)`` would,
+        which then returns no instruction (a slot frees only on Done or Failed, and those
+        dispatch). False: nothing done; feed :class:`Add` through :meth:`handle`."""
+        b = self.open
+        if b is None or now - b.opened_at >= self.max_batch_secs \
+                or len(b.tuple_ids) + 1 >= self.max_batch_size:
+            return False
+        b.tuple_ids.append(tuple_id)
+        b.rows.append(values)
+        return True
+
+
     def handle(self, ev: Event) -> list[Instruction]:
         """Apply one event; return the instructions to execute, in order."""
         sid = getattr(ev, "stimulus_id", "")

@@ -3,7 +3,9 @@
 As Structured Streaming's ``foreachBatch``: tuples collect into batches (closed by
 ``max_batch_size`` tuples or ``max_batch_secs`` of age, see :mod:`.batcher`), each batch
 becomes a ``pyspark.sql.DataFrame`` through Arrow (:mod:`.schema`), and ``fn`` runs on it
-on a runner thread, so the worker keeps receiving while Spark works. A batch's tuples are
+on a runner thread, so the worker keeps receiving while Spark works. ``fn`` is called one
+batch at a time, in batch-id order, as Spark calls ``foreachBatch``; with ``max_in_flight``
+2 (the default) the next batch is converted while ``fn`` works on the current one. A batch's tuples are
 acked when ``fn`` returns and all failed (the spout replays them) when it raises, with the
 error in the topology's errors. Rows that do not fit the stream's schema are left out of
 the DataFrame and failed one by one, each with the reason.
@@ -16,7 +18,9 @@ retried under the same id (exactly-once output), use the Trident state in :mod:`
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping, Sequence
 
@@ -40,13 +44,19 @@ def describe(error: BaseException | str) -> str:
     return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS] + " ..."
 
 
+class _Stopping(Exception):
+    """The worker stopped before this batch's turn: neither acked nor failed (replayed)."""
+
+
 class SparkBridgeBolt(Bolt):
     """Feeds its input stream to ``fn(df, batch_id)`` in batches.
 
     ``types`` maps field names to types ("long", "double", "string", "boolean", "binary",
     "array<T>", "map<string,V>", Python types or pyarrow types); fields not named are
     inferred from the first batch with a value for them, then fixed. Every input stream
-    must declare the same fields. Up to ``max_in_flight`` batches are in ``fn`` at once.
+    must declare the same fields. Up to ``max_in_flight`` batches are taken at once: one in
+    ``fn`` (never two: ``fn`` sees the batches in order, one at a time) and the others
+    converted to DataFrames meanwhile, waiting their turn.
     ``fn`` may be an object with a ``prepare(conf)`` method, called with the topology conf
     in the worker before the first batch.
 
@@ -64,7 +74,7 @@ class SparkBridgeBolt(Bolt):
 
     def __init__(self, fn: Callable[[Any, int], Any], types: Mapping[str, Any] | None = None,
                  max_batch_size: int = 10_000, max_batch_secs: float = 1.0,
-                 max_in_flight: int = 1):
+                 max_in_flight: int = 2):
         if not callable(fn):
             raise TypeError(f"SparkBridgeBolt needs a callable fn(df, batch_id), got {fn!r}")
         if getattr(fn, "needs_txid", False):
@@ -114,19 +124,26 @@ class SparkBridgeBolt(Bolt):
         if callable(prepare_fn):  # fn objects may read the topology conf (an output path)
             prepare_fn(conf)
         self.stopping = False
+        #: Batch ids handed to runners, in order: fn runs for the first one only.
+        self._order: deque[int] = deque()
+        self._turn = threading.Condition()
         self.pool = ThreadPoolExecutor(self.max_in_flight,
                                        thread_name_prefix=f"spark-bridge-{context.this_task_id}")
         session.acquire()
 
     def execute(self, tup: Any) -> None:
         now = time.monotonic()
-        ev = Tick(now) if tup.is_tick else Add(tup, tup.values, now)
-        self._apply(self.batcher.handle(ev))
+        if tup.is_tick:
+            self._apply(self.batcher.handle(Tick(now)))
+        elif not self.batcher.append(tup, tup.values, now):
+            self._apply(self.batcher.handle(Add(tup, tup.values, now)))
 
     def _apply(self, instructions: list) -> None:
         for ins in instructions:
             kind = type(ins)
             if kind is RunBatch:
+                with self._turn:
+                    self._order.append(ins.batch_id)
                 self.pool.submit(self._run_batch, ins)
             elif kind is AckTuples:
                 ack = self.collector.ack
@@ -147,9 +164,16 @@ class SparkBridgeBolt(Bolt):
         started = time.monotonic()
         rejected: list[tuple[int, str]] = []
         try:
-            table, rejected = self.schema.table(run.rows)
-            if table.num_rows:  # every row rejected: no DataFrame, fn is not called
-                df = session.get(self.conf, self.app_name).createDataFrame(table)
+            try:
+                table, rejected = self.schema.table(run.rows)
+                # every row rejected: no DataFrame, fn is not called
+                df = session.get(self.conf, self.app_name).createDataFrame(table) \
+                    if table.num_rows else None
+            finally:
+                self._wait_turn(run.batch_id)  # converted meanwhile; fn in batch order
+            if self.stopping:
+                raise _Stopping()
+            if df is not None:
                 self.fn(df, run.batch_id)
         except BaseException as e:  # fn's failure is the batch's: fail it, never the worker
             if self.stopping:  # the session was stopped under it: not fn's fault
@@ -163,7 +187,20 @@ class SparkBridgeBolt(Bolt):
             log.debug("%s batch %d: %d rows through fn in %.2f s", self.where, run.batch_id,
                       len(run.rows) - len(rejected), time.monotonic() - started)
             ev = Done(run.batch_id, tuple(i for i, _ in rejected))
+        finally:
+            self._end_turn(run.batch_id)
         self.collector.call_soon_threadsafe(lambda: self._finished(ev, rejected))
+
+    def _wait_turn(self, batch_id: int) -> None:
+        with self._turn:
+            while self._order and self._order[0] != batch_id and not self.stopping:
+                self._turn.wait()
+
+    def _end_turn(self, batch_id: int) -> None:
+        with self._turn:
+            if batch_id in self._order:
+                self._order.remove(batch_id)
+            self._turn.notify_all()
 
     def _finished(self, ev: Done | Failed, rejected: list[tuple[int, str]]) -> None:
         if rejected:
@@ -178,5 +215,7 @@ class SparkBridgeBolt(Bolt):
         # Tuples still held are neither acked nor failed: their trees time out and replay.
         # A batch inside fn is not waited for (a stopping worker has seconds).
         self.stopping = True
+        with self._turn:
+            self._turn.notify_all()
         self.pool.shutdown(wait=False, cancel_futures=True)
         session.release()

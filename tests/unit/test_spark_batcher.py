@@ -247,3 +247,32 @@ def test_done_with_rejected_rows_fails_those_and_acks_the_rest(make):
     play(b, [(add(7), []), (add(8), []), (add(9), [run(3, 7, 8, 9)])])
     with pytest.raises(ValueError, match="rejects rows"):
         b.handle(Done(3, rejected=(3,)))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_per_tuple_append_gives_what_add_gives(seed):
+    """Batcher.append (the bolt's fast path) then Add when it declines: the same
+    instructions, in the same order, as Add alone."""
+    def run(fast):
+        rng = random.Random(seed)
+        size, secs = rng.randint(1, 6), rng.choice([0.5, 2.0, 10.0])
+        b = Batcher(size, secs, max_in_flight=rng.randint(1, 3))
+        now, tid, log = 0.0, 0, []
+        for _ in range(400):
+            now += rng.choice([0.0, 0.0, 0.1, 0.7, 3.0])
+            r = rng.random()
+            if r < 0.6:
+                if not (fast and b.append(tid, (tid,), now)):
+                    log += b.handle(Add(tid, (tid,), now))
+                tid += 1
+            elif r < 0.7:
+                log += b.handle(Tick(now))
+            elif r < 0.75:
+                log += b.handle(Flush(now))
+            elif b.in_flight:
+                log += b.handle(Done(rng.choice(sorted(b.in_flight))))
+            b.validate_state()
+        return log
+    slow, fast = run(False), run(True)
+    assert any(isinstance(i, RunBatch) for i in slow)
+    assert fast == slow

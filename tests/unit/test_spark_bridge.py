@@ -114,6 +114,59 @@ def test_a_batch_is_acked_only_after_fn_returns(spark):
     bolt.cleanup()
 
 
+def test_the_next_batch_converts_while_fn_runs_and_fn_sees_batches_one_at_a_time(spark):
+    entered = {1: threading.Event(), 2: threading.Event()}
+    release = {1: threading.Event(), 2: threading.Event()}
+    inside, most = [0], [0]
+    lock = threading.Lock()
+
+    def fn(df, batch_id):
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        entered[batch_id].set()
+        release[batch_id].wait(10)
+        with lock:
+            inside[0] -= 1
+
+    bolt, out = prepared(fn, max_batch_size=2)  # max_in_flight 2 by default
+    for v in (("a", 1), ("b", 2), ("c", 3), ("d", 4)):
+        bolt.execute(Tup(*v))  # closes batch 1, then batch 2: both handed to runners
+    assert entered[1].wait(10)
+    deadline = threading.Event()
+    for _ in range(100):  # batch 2 is converted meanwhile, then waits for batch 1's fn
+        if spark.frames == 2:
+            break
+        deadline.wait(0.05)
+    assert spark.frames == 2 and not entered[2].is_set()
+    release[1].set()
+    out.run_next()
+    assert out.acked == [["a", 1], ["b", 2]]
+    assert entered[2].wait(10)
+    release[2].set()
+    out.run_next()
+    assert out.acked == [["a", 1], ["b", 2], ["c", 3], ["d", 4]]
+    assert most[0] == 1
+    bolt.cleanup()
+
+
+def test_a_batch_waiting_its_turn_when_the_worker_stops_is_neither_acked_nor_failed(spark):
+    release = threading.Event()
+    bolt, out = prepared(lambda df, batch_id: release.wait(10), max_batch_size=1)
+    bolt.execute(Tup("a", 1))
+    bolt.execute(Tup("b", 2))  # batch 2 waits behind batch 1's fn
+    for _ in range(100):
+        if spark.frames == 2:
+            break
+        threading.Event().wait(0.05)
+    bolt.cleanup()  # stopping: batch 2 never runs fn, and is not acked either
+    release.set()
+    out.run_next()  # batch 1's fn returned: it is acked (the worker decides whether to send)
+    with pytest.raises(queue.Empty):
+        out.run_next(timeout=0.5)
+    assert out.acked == [["a", 1]] and out.failed == []
+
+
 def test_fn_raising_fails_every_tuple_of_the_batch_and_reports_it(spark):
     calls = []
 
