@@ -9,7 +9,8 @@ drifts); the ratios are against their mean. Bridge (bench/spark_topologies.py): 
 reliable spout emitting the word count's words as ``[word, ts]`` (``ts`` = emit time,
 one tuple tree per word) -> ``SparkBridgeBolt`` (1 executor, ``max_in_flight`` 2: the next
 batch converts while ``fn`` runs; ``--in-flight 1`` for none), whose
-``fn`` runs one Spark job per batch (group by word: count, min ts, max ts; collect) and
+``fn`` runs one Spark job per batch (``--job grouped``: group by word: count, min ts, max ts;
+``--job total``: the same over the whole batch, no shuffle; collect) and
 logs it. For each ``max_batch_size`` (default 1,000, 10,000, 100,000):
 
 * tuples/s in steady state: warm-up is every batch holding a tuple emitted before the
@@ -230,11 +231,12 @@ def run_bridge(size: int, args: argparse.Namespace) -> dict:
         "spark.sql.shuffle.partitions": 2,      # 2 cores: Spark's default 200 tasks per job is waste
         st.OUT_KEY: path,
     }
-    topology = st.bridge_topology(size, args.batch_secs, args.in_flight).create_topology()
+    topology = st.bridge_topology(size, args.batch_secs, args.in_flight,
+                                  args.job).create_topology()
     lc = StaticCluster(f"bench-spark-{size}", topology, conf, code_paths=CODE_PATHS,
                        stdout=subprocess.DEVNULL)
     res: dict[str, Any] = {"max_batch_size": size, "max_batch_secs": args.batch_secs,
-                           "max_in_flight": args.in_flight,
+                           "max_in_flight": args.in_flight, "job": args.job,
                            "max_spout_pending": pending, "workers": args.workers}
     jvms: dict[int, int] = {}
     try:
@@ -425,6 +427,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="topology.max.spout.pending as a multiple of the batch size "
                          "(default: --in-flight + 2)")
     ap.add_argument("--workers", type=int, default=2, help="topology.workers of the bridge runs")
+    ap.add_argument("--job", choices=("grouped", "total"), default="grouped",
+                    help="fn's Spark job: per-word count/min/max (grouped, a shuffle) or the "
+                         "same over the whole batch (total: moving the rows, no shuffle)")
     ap.add_argument("--in-flight", type=int, default=2,
                     help="the bridge's max_in_flight (default 2, the bolt's default)")
     ap.add_argument("--sentences", type=int, default=100_000,
