@@ -421,9 +421,16 @@ def run_throughput(acking: bool, n: int, parallelism: int, max_pending: int,
         cpu_lo = cpu_hi = None
         next_progress = time.monotonic() + 5
         bp = ThrottleSampler()
+        #: Workers' RSS (MB) when the run first reached each fraction of its target.
+        rss_at: dict[str, list[float]] = {}
         while True:
             hbs = lc.heartbeats()
             v = series.add(hbs)
+            for frac in (0.1, 0.5, 0.9):
+                key = f"{frac:.0%}"
+                if key not in rss_at and v >= frac * target:
+                    rss_at[key] = [round(hb.get("rss_bytes", 0) / 2**20, 1)
+                                   for _, hb in sorted(hbs.items())]
             if 0.1 * target <= v < 0.9 * target:
                 bp.add(hbs)
             now_wall = time.time()
@@ -469,6 +476,9 @@ def run_throughput(acking: bool, n: int, parallelism: int, max_pending: int,
         res["queue_max"] = {ex: st["queue_max"] for hb in hbs.values()
                             for ex, st in hb["executors"].items()}
         res["rss_mb"] = [round(hb.get("rss_bytes", 0) / 2**20, 1) for hb in hbs.values()]
+        rss_at["100%"] = [round(hb.get("rss_bytes", 0) / 2**20, 1)
+                          for _, hb in sorted(hbs.items())]
+        res["rss_mb_at"] = rss_at
         res["dropped"] = sum(hb.get("dropped_batches", 0) + hb.get("dropped_tuples", 0)
                              for hb in hbs.values())
         user = user_metrics(hbs)

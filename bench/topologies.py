@@ -50,6 +50,23 @@ except ImportError:  # squall installed without examples/: the same generator, c
                 vocab.append(w)
         return [" ".join(rng.choice(vocab) for _ in range(10)) for _ in range(POOL_SIZE)]
 
+def vocab_pool(vocab_size: int, seed: int = 20240611) -> list[str]:
+    """10-word sentences over ``vocab_size`` distinct words (the scale bench); the pool holds
+    at least one sentence per word, so every word is used."""
+    import random
+    import string
+    rng = random.Random(seed)
+    vocab: list[str] = []
+    seen: set[str] = set()
+    while len(vocab) < vocab_size:
+        w = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(4, 10)))
+        if w not in seen:
+            seen.add(w)
+            vocab.append(w)
+    return [" ".join(rng.choice(vocab) for _ in range(10))
+            for _ in range(max(POOL_SIZE, vocab_size))]
+
+
 SPOUT = "sentences"
 SPLIT = "split"
 COUNT = "count"
@@ -83,7 +100,9 @@ class BenchSentenceSpout(Spout):
         self.collector = collector
         self.emit = collector.emit
         self.mode = str(conf.get("bench.mode", "fixed"))
-        self.pool = make_pool()
+        vocab = int(conf.get("bench.vocab", 0))
+        self.pool = vocab_pool(vocab) if vocab else make_pool()
+        self.pool_n = len(self.pool)
         self.total = int(conf.get("bench.sentences", 0))
         self.reliable = bool(conf.get("bench.reliable", True))
         tasks = context.component_tasks(context.this_component_id)
@@ -145,9 +164,9 @@ class BenchSentenceSpout(Spout):
         else:
             return
         if self.reliable:
-            self.emit([self.pool[i % POOL_SIZE]], msg_id=i)
+            self.emit([self.pool[i % self.pool_n]], msg_id=i)
         else:
-            self.emit([self.pool[i % POOL_SIZE]])
+            self.emit([self.pool[i % self.pool_n]])
 
     def fail(self, msg_id):
         if self.mode == "fixed":
@@ -167,7 +186,7 @@ class BenchSentenceSpout(Spout):
         self.next += self.step
         self.sent += 1
         since = now - self.t_origin
-        self.emit([self.pool[i % POOL_SIZE]], msg_id=i)
+        self.emit([self.pool[i % self.pool_n]], msg_id=i)
         if self.warmup <= since < self.warmup + self.measure:
             self.tracked[i] = now
             self.window_emitted += 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import time
+from zlib import crc32 as _crc32
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -217,18 +218,19 @@ class OutputCollector(_Base):
         """``emit`` with exactly one anchor: the common case (every BasicBolt emit).
 
         The hottest path of a topology: it inlines ``_resolve`` and ``_send``
-        (and the fields-grouping cache hit) because a Python call per word shows.
+        (and the fields grouping's hash of an ASCII key) because a Python call per word shows.
         """
         r = self.routes.get(stream) or self._route(stream)
         if type(values) is not list or len(values) != r.nfields:
             values = self._check_arity(r, values)
         single = r.single
         if single is not None and direct_task is None:
-            cache = single.cache
-            if cache is not None:  # fields grouping: most keys were routed before
-                try:
-                    targets = cache[values[single.single]]
-                except (KeyError, TypeError):
+            lists = single.lists
+            if lists is not None:  # fields grouping on one field: an ASCII str is hashed here
+                key = values[single.single]
+                if type(key) is str and key.isascii():
+                    targets = lists[_crc32(key.encode()) % single.n]
+                else:
                     targets = single.choose(values)
             else:
                 targets = single.choose(values)

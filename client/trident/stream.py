@@ -228,10 +228,12 @@ class Stream:
                              [f for f in self.node.fields if f not in group],
                              "persistent_aggregate")
         part = self.node
-        if isinstance(agg, CombinerAggregator) and part.kind == "partition":
+        if isinstance(agg, CombinerAggregator) and part.kind == "partition" \
+                and part.parents[0].kind != "spout":
             # Storm's partial aggregation: fold each partition's batch per group before the
             # repartition, then combine the partials into the state. The group_by's own
-            # repartition goes unless something else reads it.
+            # repartition goes unless something else reads it. (Right after a spout the
+            # fold would be a component of its own, one more hop for every tuple.)
             before = Stream(self.topology, part.parents[0])
             partial = before._then("aggregate", group + list(output_fields), op=agg,
                                    input_fields=inputs, group_fields=group, partial=True)

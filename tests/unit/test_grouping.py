@@ -203,3 +203,35 @@ def test_direct_router_chooses_nothing():
 def test_unknown_grouping_kind_rejected():
     with pytest.raises(ValueError, match="unknown grouping"):
         g.Grouping("broadcast")
+
+
+def test_a_bolts_anchored_emit_and_a_spouts_emit_route_every_key_alike():
+    """The bolt's emit_anchored hashes an ASCII key inline; the spout's emit goes through
+    FieldsRouter.choose. Both must send a key to the same task, non-ASCII keys included."""
+    from types import SimpleNamespace
+
+    from squall.client.tuple import Fields, Tuple
+    from squall.worker.collector import OutputCollector, Route, SpoutOutputCollector
+
+    targets = [11, 12, 13, 14, 15]
+    got: dict[str, list] = {"bolt": [], "spout": []}
+
+    def collector(cls, who, *extra):
+        sink = {t: (lambda tup, t=t: got[who].append((tup.values[0], t))) for t in targets}
+        ex = SimpleNamespace(component_id=who, ws=SimpleNamespace(
+            stats={1: SimpleNamespace(routes=None)}, deliver=sink), transfer=None,
+            debug=False, acking=False)
+        route = Route("default", Fields(["word"]), [FieldsRouter(targets, [0])], False,
+                      frozenset())
+        return cls(ex, 1, {"default": route}, *extra)
+
+    bolt = collector(OutputCollector, "bolt")
+    spout = collector(SpoutOutputCollector, "spout", None)
+    keys = [f"w{i}" for i in range(300)] + ["naïve", "日本", "\udc80x", "", "a b"]
+    anchor = Tuple(["x"], "src", "default", 9, None, Fields(["line"]))
+    for k in keys:
+        bolt.emit([k], anchors=anchor)
+        spout.emit([k])
+    assert got["bolt"] == got["spout"]
+    assert [t for _, t in got["bolt"]] == [targets[stable_hash(k) % 5] for k in keys]
+    assert len({t for _, t in got["bolt"]}) == 5
