@@ -98,6 +98,11 @@ class Bolt(Component):
     def execute(self, tup: Tuple) -> None:
         raise NotImplementedError
 
+    # A bolt may define ``execute_batch(self, tuples)`` instead of (or beside) ``execute``:
+    # the executor then hands it every tuple it drains in one step (up to 256, in arrival
+    # order; tick tuples too, one per call), amortizing the call. Acking stays per tuple:
+    # ack or fail each one. Not defined here so the executor can tell who has it.
+
     def cleanup(self) -> None:
         """Called when the worker shuts down (not guaranteed on kill -9)."""
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 import pytest
 
 from squall.client import TopologyBuilder
-from topos import (FailAll, FailEvery, JudgePairs, NeverAck, NumberSpout, PairUp, RecordingBolt,
+from topos import (BatchRecordingBolt, FailAll, FailEvery, JudgePairs, NeverAck, NumberSpout, PairUp, RecordingBolt,
                    SlowResetBolt, SplitTwo, TimedNumberSpout, events_of, read_events)
 
 pytestmark = pytest.mark.integration
@@ -152,3 +151,26 @@ def test_a_tuple_anchored_to_two_trees_fails_and_completes_both(cluster):
     expected = Counter(v for pair in failed_pairs for v in pair)
     assert failed == expected
     assert any(v % 5 for pair in failed_pairs for v in pair)
+
+
+def test_a_bolt_with_execute_batch_gets_whole_steps_and_acks_stay_per_tuple(cluster):
+    b = TopologyBuilder()
+    b.set_spout("numbers", NumberSpout(), 1)
+    # Fields grouping: a replay reaches the task that failed it, which lets it through.
+    b.set_bolt("batch", BatchRecordingBolt(), 2).fields_grouping("numbers", ["n"])
+    b.set_bolt("sink", RecordingBolt(), 1).shuffle_grouping("batch")
+    n = 2000
+    lc = cluster(b.create_topology(), {"test.spout.count": n, "test.fail.every": 50,
+                                       "test.spout.replay": True})
+    lc.wait_for(lambda: set(acked_ids(lc)) == set(range(n)), timeout=60, what="all acks")
+    lc.drain(10)
+    acks = acked_ids(lc)
+    assert max(acks.values()) == 1
+    failed = Counter(int(x) for x in events_of(lc.events_dir, "numbers", "fail"))
+    assert set(failed) == {i for i in range(0, n, 50)} and max(failed.values()) == 1
+    got = Counter(int(x) for x in events_of(lc.events_dir, "batch", "got"))
+    assert set(got) == set(range(n)) and max(got.values()) == 1
+    sizes = [int(x) for x in events_of(lc.events_dir, "batch", "batch")]
+    assert sum(sizes) == n + len(failed) and max(sizes) > 1  # whole steps, not one by one
+    assert set(int(p.split()[0]) for p in events_of(lc.events_dir, "sink", "got")) == \
+        set(range(n))

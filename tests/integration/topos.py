@@ -162,6 +162,33 @@ class RecordingBolt(Bolt):
         self.collector.ack(tup)
 
 
+class BatchRecordingBolt(Bolt):
+    """execute_batch only: records each batch's size and every tuple, emits each value
+    anchored, acks every tuple but fails the first attempt of multiples of
+    ``test.fail.every`` (0: none)."""
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.rec = Recorder(conf, context)
+        self.every = int(conf.get("test.fail.every", 0))
+        self.failed_once: set = set()
+
+    def execute_batch(self, tuples):
+        self.rec("batch", str(len(tuples)))
+        for tup in tuples:
+            n = tup.values[0]
+            if self.every and n % self.every == 0 and n not in self.failed_once:
+                self.failed_once.add(n)
+                self.collector.fail(tup)
+                continue
+            self.rec("got", str(n))
+            self.collector.emit([n], anchors=tup)
+            self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["n"])
+
+
 class FailEvery(BasicBolt):
     """Fails the first attempt of every tuple whose value is a multiple of ``test.fail.every``."""
 
