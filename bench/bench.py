@@ -750,6 +750,47 @@ def memory_child(kind: str, method: str, n: int) -> dict:
     return {"kind": kind, "method": method, "n": n, "bytes_per_entry": (after - before) / n}
 
 
+def worker_rss_pending(n: int) -> dict:
+    """One worker (spout, a bolt that never acks, the acker) holding ``n`` pending trees:
+    its RSS growth per tree from 10% of ``n`` to ``n`` (the spout's PendingMap, the acker's
+    ledger, and whatever else a pending tree keeps alive)."""
+    conf = {"topology.workers": 1, "topology.stats.freq.secs": 0.25,
+            "topology.max.spout.pending": n + 1, "topology.message.timeout.secs": 3600,
+            "bench.mode": "fixed", "bench.sentences": n, "bench.reliable": True}
+    lc = cluster("bench-pending", conf, 1, builder=topo.pending_trees)
+    res: dict[str, Any] = {"trees": n}
+    try:
+        lc.start()
+        deadline = time.monotonic() + max(120.0, n / 5000.0)
+        marks: dict[str, tuple[int, float]] = {}
+        while True:
+            hbs = lc.heartbeats()
+            pending = sum(s.get("pending", 0) for hb in hbs.values()
+                          for s in hb["tasks"].values() if s["component"] == topo.SPOUT)
+            rss = sum(hb.get("rss_bytes", 0) for hb in hbs.values())
+            if "start" not in marks and pending >= 0.1 * n:
+                marks["start"] = (pending, rss)
+            if pending >= n:
+                time.sleep(0.6)  # the next heartbeat: RSS after the last tree
+                rss = sum(hb.get("rss_bytes", 0) for hb in lc.heartbeats().values())
+                marks["end"] = (pending, rss)
+                break
+            if lc.crashed():
+                raise RuntimeError("\n".join(lc.describe_exit(w) for w in lc.crashed()))
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"only {pending} of {n} trees pending after the deadline")
+            time.sleep(0.1)
+        (p0, r0), (p1, r1) = marks["start"], marks["end"]
+        res.update(rss_mb_at_end=r1 / 2**20, rss_mb_at_10pct=r0 / 2**20,
+                   bytes_per_tree=(r1 - r0) / max(1, p1 - p0))
+        log(f"  worker RSS {r1 / 2**20:,.0f} MB at {p1:,} pending trees; "
+            f"{res['bytes_per_tree']:.0f} B per tree from 10% to 100%")
+    finally:
+        lc.stop(drain_secs=0)
+        lc.cleanup()
+    return res
+
+
 def fig_memory(quick: bool) -> dict:
     n = 200_000 if quick else 1_000_000
     out: dict[str, Any] = {"entries": n}
@@ -764,6 +805,8 @@ def fig_memory(quick: bool) -> dict:
             r = json.loads(p.stdout.strip().splitlines()[-1])
             out.setdefault(kind, {})[method] = r["bytes_per_entry"]
             log(f"  {r['bytes_per_entry']:.1f} B/entry")
+    log(f"memory: a worker holding {n:,} pending trees")
+    out["worker_pending"] = worker_rss_pending(n)
     return out
 
 
@@ -888,6 +931,13 @@ def build_rows(R: dict) -> list[dict]:
             v = mem["pending"][method]
             row(f"4. spout pending bytes/entry ({method})", v, "B",
                 "RotatingMap of tuples", mem["rotmap"][method], "< 100 B", v < 100.0)
+        wp = mem.get("worker_pending")
+        if wp:
+            row(f"4. worker RSS at {wp['trees']:,} pending trees", wp["rss_mb_at_end"], "MB",
+                "", None, "", None)
+            row("4. worker RSS per pending tree", wp["bytes_per_tree"], "B",
+                "spout map + acker (rss)", mem["pending"]["rss"] + mem["ledger"]["rss"], "",
+                None)
     idle = R.get("idle")
     if idle:
         loaded = ((tp.get("acked") or {}).get("cpu_pct_per_worker_loaded")) or []

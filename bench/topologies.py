@@ -259,6 +259,24 @@ def word_count(parallelism: int = 2) -> TopologyBuilder:
     return b
 
 
+class Hold(Bolt):
+    """Never acks: every tree its spout starts stays pending (bench.py's worker RSS figure)."""
+
+    def execute(self, tup):
+        pass
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+def pending_trees(parallelism: int = 1) -> TopologyBuilder:
+    """The sentence spout into a bolt that never acks: the pending trees pile up."""
+    b = TopologyBuilder()
+    b.set_spout(SPOUT, BenchSentenceSpout(), parallelism)
+    b.set_bolt("hold", Hold(), parallelism).shuffle_grouping(SPOUT)
+    return b
+
+
 # -- bench/metrics.py: the same word count with user metrics (Storm metrics v2) -------------
 
 class SplitSentenceMetrics(BasicBolt):
