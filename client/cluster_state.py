@@ -344,6 +344,14 @@ class ClusterState(abc.ABC):
         """Remove ``path`` and its children; nothing happens if it is gone."""
         self._delete_trees([self.paths.transactional(state_id, path)])
 
+    def tx_delete_soon(self, state_id: str, path: str) -> None:
+        """Remove the leaf ``path`` without waiting for the answer: for values nothing reads
+        again (a succeeded txid's metadata). A delete that fails leaves the value to the
+        next cleanup after a restart, which reads every txid back. Backends that can
+        pipeline it do (ZooKeeper applies one session's requests in order); this default
+        deletes now."""
+        self.tx_delete(state_id, path)
+
     def __enter__(self) -> "ClusterState":
         return self
 

@@ -215,6 +215,24 @@ class KazooClusterState(ClusterState):
                 raise VersionConflict(path, version) from None
         return self._call("write", path, attempt)
 
+    def tx_delete_soon(self, state_id: str, path: str) -> None:
+        full = self.paths.transactional(state_id, path)
+        try:
+            result = self._client.delete_async(full)
+        except KazooException as e:  # not connected now: the next cleanup after a restart
+            log.warning("could not delete %s (%s); a later cleanup will", full, e)
+            return
+
+        def done(r) -> None:  # on kazoo's thread: log only, never a ZooKeeper call
+            try:
+                r.get_nowait()
+            except NoNodeError:
+                pass
+            except Exception as e:  # noqa: BLE001 (kazoo's errors and connection loss)
+                log.warning("could not delete %s (%s: %s); a later cleanup will", full,
+                            type(e).__name__, e)
+        result.rawlink(done)
+
     def _delete_trees(self, paths: list[str]) -> None:
         def collect(path: str, out: list[str]) -> None:
             try:

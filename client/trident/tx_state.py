@@ -56,6 +56,10 @@ class TransactionalState:
         """Remove ``path`` and its children; nothing happens if it is gone."""
         self.cluster_state.tx_delete(self.state_id, path)
 
+    def delete_soon(self, path: str) -> None:
+        """Remove the leaf ``path`` without waiting (``ClusterState.tx_delete_soon``)."""
+        self.cluster_state.tx_delete_soon(self.state_id, path)
+
     def close(self) -> None:
         on_close, self._on_close = self._on_close, None
         if on_close is not None:
@@ -121,9 +125,12 @@ class RotatingTransactionalState:
         return None
 
     def cleanup_before(self, txid: int) -> None:
+        # Values of txids before a succeeded one are never read again: their deletes go
+        # without a round trip each on the batch's path (one leftover is read back and
+        # cleaned up after a restart).
         for t in [t for t in self.curr if t < txid]:
             del self.curr[t]
-            self.state.delete(f"{self.subdir}/{t}")
+            self.state.delete_soon(f"{self.subdir}/{t}")
 
 
 # The process's cluster states for transactional state, shared by every Trident component of
