@@ -89,6 +89,9 @@ BACKPRESSURE_HIGH_WATERMARK = _key(
 BACKPRESSURE_LOW_WATERMARK = _key(
     "backpressure.disruptor.low.watermark", _NUM, 0.4,
     "Queue fill fraction at which a congested executor reports relief.")
+TOPOLOGY_DISABLE_LOADAWARE_MESSAGING = _key(
+    "topology.disable.loadaware.messaging", bool, False,
+    "Shuffle evenly instead of sending fewer tuples to tasks whose receive queues back up.")
 TOPOLOGY_SPOUT_WAIT_MAX_MILLIS = _key(
     "topology.spout.wait.max.millis", _NUM, 50,
     "Longest a spout sleeps after next_tuple emitted nothing (the wait grows from 0.1 ms).")

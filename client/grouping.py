@@ -143,6 +143,67 @@ class ShuffleRouter:
         return [self.targets[i]]
 
 
+class LoadMapping:
+    """Each task's load, 0 (keeping up) to 1 (backed up), as the worker last measured it:
+    its own tasks from their receive queues, other workers' from their LOAD frames.
+    Replaced whole by :meth:`set` (one thread writes; routers on others read)."""
+
+    def __init__(self) -> None:
+        self.loads: dict[int, float] = {}
+        #: Bumped by every :meth:`set`: routers rebuild their rings when it moves.
+        self.version = 0
+
+    def set(self, loads: dict[int, float]) -> None:
+        self.loads = loads
+        self.version += 1
+
+    def get(self, task: int) -> float:
+        return self.loads.get(task, 0.0)
+
+
+class LoadAwareShuffleRouter(ShuffleRouter):
+    """Storm 2's LoadAwareShuffleGrouping: round robin over a ring in which each target
+    has slots in proportion to ``1 - load`` (a floor keeps a backed-up task in it). With
+    equal loads, the ring is the targets once each: the plain shuffle."""
+
+    #: Slots of a weighted ring, and the least weight a task keeps.
+    RING = 100
+    FLOOR = 0.05
+
+    def __init__(self, targets: Sequence[int], load: LoadMapping,
+                 rng: random.Random | None = None):
+        super().__init__(targets, rng)
+        self.load = load
+        self.rng = rng or random.Random()
+        self.seen = load.version
+        self.ring = [[t] for t in self.targets]
+
+    def choose(self, values: list) -> list[int]:
+        if self.load.version != self.seen:
+            self._refresh()
+        i = self.i
+        self.i = i + 1 if i + 1 < self.n else 0
+        return self.ring[i]
+
+    def _refresh(self) -> None:
+        self.seen = self.load.version
+        get = self.load.get
+        weights = [max(self.FLOOR, 1.0 - get(t)) for t in self.targets]
+        if max(weights) - min(weights) < 0.02:
+            ring = [[t] for t in self.targets]
+        else:
+            total = sum(weights)
+            shares = [w * self.RING / total for w in weights]
+            slots = [int(x) for x in shares]
+            # Largest remainders take the slots rounding left over.
+            for k in sorted(range(len(shares)), key=lambda k: slots[k] - shares[k])[
+                    :self.RING - sum(slots)]:
+                slots[k] += 1
+            ring = [[t] for t, k in zip(self.targets, slots) for _ in range(k)]
+            self.rng.shuffle(ring)
+        self.ring, self.n, self.i = ring, len(ring), 0
+
+
 class FieldsRouter:
     """Same values of the grouping fields -> same target task.
 
@@ -253,15 +314,16 @@ class CustomRouter:
 def make_router(spec: Grouping, targets: Sequence[int], output_fields: Sequence[str], *,
                 local_tasks: frozenset[int] | set[int] = frozenset(), task_id: int = 0,
                 context: Any = None, stream: tuple[str, str] = ("", ""),
-                fresh_custom: bool = True):
+                fresh_custom: bool = True, load: LoadMapping | None = None):
     """Build the router for one subscription of one emitting task.
 
     ``targets`` are the subscriber's task ids, ``output_fields`` the emitting
-    stream's declared fields, ``local_tasks`` the task ids in this worker.
+    stream's declared fields, ``local_tasks`` the task ids in this worker; with ``load``,
+    shuffle (and none) groupings weigh targets by it (LoadAwareShuffleRouter).
     """
     kind = spec.kind
     if kind in (SHUFFLE, NONE):
-        return ShuffleRouter(targets)
+        return ShuffleRouter(targets) if load is None else LoadAwareShuffleRouter(targets, load)
     if kind == LOCAL_OR_SHUFFLE:
         local = [t for t in targets if t in local_tasks]
         return ShuffleRouter(local or targets)

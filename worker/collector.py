@@ -344,7 +344,8 @@ def build_routes(ws: Any, component: str, task: int, context: Any) -> dict[str, 
                 continue
             routers.append(g.make_router(inp.grouping, targets, sd.fields,
                                          local_tasks=ws.local_tasks, task_id=task,
-                                         context=context, stream=(component, stream)))
+                                         context=context, stream=(component, stream),
+                                         load=ws.load))
         routes[stream] = Route(stream, ws.fields[(component, stream)], routers, sd.direct,
                                frozenset(direct_targets))
     return routes

@@ -47,8 +47,11 @@ from .transfer import Transfer
 
 log = logging.getLogger("squall.worker.executor")
 
-#: Queue items handled per step before the batch is ended (acks flushed).
+#: Queue items handled per step before the batch is ended (acks flushed) ...
 BATCH = 256
+#: ... or seconds, checked every 16 items: a slow bolt (ms a tuple) must not hold its acks,
+#: or hide its backlog from the load-aware shuffles, for 256 tuples' time.
+BATCH_SECS = 0.05
 #: next_tuple calls per spout task per step.
 SPOUT_BUDGET = 128
 _SYS_FIELDS = Fields(["payload"])
@@ -151,14 +154,18 @@ class Executor:
 
     # -- one step -------------------------------------------------------------------
     def step(self) -> int:
-        """Drain up to BATCH queued items and dispatch them; returns how many."""
+        """Drain up to BATCH queued items (or BATCH_SECS of them) and dispatch them; returns
+        how many."""
         dq = self.queue.dq
         popleft = dq.popleft
         dispatch = self.dispatch
         n = 0
+        t0 = perf_counter()
         while dq and n < BATCH:
             dispatch(popleft())
             n += 1
+            if not n & 15 and perf_counter() - t0 > BATCH_SECS:
+                break
         return n
 
     def dispatch(self, item: Any) -> None:
@@ -335,7 +342,7 @@ class BoltExecutor(Executor):
         if not self.queue.dq:
             return 0
         t0 = perf_counter()
-        if self.execute_batch is not None:
+        if self.execute_batch is not None:  # one call: the user's code sets its pace
             dq = self.queue.dq
             popleft = dq.popleft
             batch = [popleft() for _ in range(min(len(dq), BATCH))]

@@ -10,6 +10,8 @@ A frame is one msgpack array ``[VERSION, KIND, ...]``:
   start only once it has heard from every peer (Storm waits for all worker
   connections before activating spouts); ``reply`` is false on the first
   greeting, which the peer answers with ``reply`` true.
+* ``[1, LOAD, worker_id, {task: load}]`` -- the load of the sender's tasks, in
+  thousandths (0-1000), for load-aware shuffles (Storm's load metrics messages).
 
 Values msgpack cannot encode travel as ext types: the topology's registered
 serializers, or pickle where allowed (:mod:`squall.client.values`). Decoding is
@@ -28,6 +30,7 @@ VERSION = 1
 DATA = 0
 BACKPRESSURE = 1
 HELLO = 2
+LOAD = 3
 
 #: ZeroMQ high-water mark (frames) of each worker-to-worker pipe, on both ends. Small, so
 #: a peer that stops reading fills it quickly and the sender reports congestion.
@@ -53,6 +56,9 @@ class Codec:
     def hello(self, worker_id: str, reply: bool) -> bytes:
         return self._packer.pack([VERSION, HELLO, worker_id, bool(reply)])
 
+    def load(self, worker_id: str, loads: dict[int, int]) -> bytes:
+        return self._packer.pack([VERSION, LOAD, worker_id, loads])
+
 
 def decode(frame: bytes, values: ValueTypes = PLAIN) -> list:
     """Decode one frame; raises :class:`BadFrame` for anything malformed.
@@ -77,6 +83,11 @@ def decode(frame: bytes, values: ValueTypes = PLAIN) -> list:
     elif kind in (BACKPRESSURE, HELLO):
         if len(msg) != 4 or type(msg[2]) is not str or type(msg[3]) is not bool:
             raise BadFrame("malformed control frame")
+    elif kind == LOAD:
+        if len(msg) != 4 or type(msg[2]) is not str or type(msg[3]) is not dict or not all(
+                type(t) is int and type(v) is int and 0 <= v <= 1000
+                for t, v in msg[3].items()):
+            raise BadFrame("malformed load frame")
     else:
         raise BadFrame(f"unknown frame kind {kind!r}")
     return msg

@@ -18,7 +18,7 @@ import time
 import zmq
 
 from ..client.tuple import Fields, Tuple
-from .frame import BACKPRESSURE, DATA, HELLO, PIPE_HWM, BadFrame, decode
+from .frame import BACKPRESSURE, DATA, HELLO, LOAD, PIPE_HWM, BadFrame, decode
 from .state import WorkerState
 
 log = logging.getLogger("squall.worker.receiver")
@@ -91,6 +91,12 @@ class Receiver:
                 self.ws.bp.remote(msg[2], msg[3])
             else:
                 self._drop(f"backpressure from unknown worker {msg[2]!r}")
+            return
+        if msg[1] == LOAD:
+            if msg[2] in self.ws.live_workers:  # replaced whole: the main thread reads it
+                self.ws.peer_loads[msg[2]] = {t: v / 1000 for t, v in msg[3].items()}
+            else:
+                self._drop(f"load from unknown worker {msg[2]!r}")
             return
         if msg[1] == HELLO:
             if msg[2] in self.ws.live_workers:

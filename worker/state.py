@@ -18,6 +18,7 @@ import zmq
 
 from ..client import config as cfg
 from ..client.contract import WorkerAssignment
+from ..client.grouping import LoadMapping
 from ..client.topology import Topology, assign_task_ids
 from ..client.tuple import (ACKER_COMPONENT_ID, SYSTEM_COMPONENT_ID, SYSTEM_TASK_ID,
                             SYSTEM_TICK_STREAM_ID, Fields)
@@ -73,6 +74,11 @@ class WorkerState:
         self.deliver: dict[int, Callable[[Any], None]] = {}
         self.stats: dict[int, TaskStats] = {}
         self.bp = Backpressure(bool(self.conf.get(cfg.TOPOLOGY_BACKPRESSURE_ENABLE, True)))
+        #: Task loads for load-aware shuffles (None: disabled); the worker's main thread sets
+        #: them from its queues and its peers' LOAD frames (``peer_loads``, by worker).
+        self.load: LoadMapping | None = None if cfg.get(
+            self.conf, cfg.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING) else LoadMapping()
+        self.peer_loads: dict[str, dict[int, float]] = {}
         #: Spouts call next_tuple only while this is set (topology ACTIVE) ...
         self.active = True
         #: ... and once every peer worker has answered the start-up handshake.
@@ -135,6 +141,7 @@ class WorkerState:
         a.workers = {w: list(ts) for w, ts in workers.items()}
         for w in gone:
             self.bp.remote(w, False)  # its congestion no longer holds our spouts back
+            self.peer_loads.pop(w, None)
             self.peers_heard.discard(w)
         self.peers_version += 1
         return gone

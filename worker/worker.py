@@ -47,6 +47,15 @@ from .state import WorkerState
 
 log = logging.getLogger("squall.worker")
 
+#: Seconds between two load reports to peers (Storm refreshes its load mapping each second;
+#: a co-tenant's burst needs a quicker answer).
+LOAD_SECS = 0.2
+#: Queued work counted as fully loaded, in seconds: a queue's length times its executor's
+#: recent seconds a tuple (the queue's delay, whatever the bolt's speed) ...
+LOAD_FULL_SECS = 0.01
+#: ... or, for executors that have not timed any tuple yet (spouts, ackers), in items.
+LOAD_FULL = 1000
+
 
 def _rss_bytes() -> int:
     try:
@@ -84,6 +93,10 @@ class Worker:
         self.ws.on_fatal = self._wake.set
         self.ws.on_hello = self._wake.set
         self._hello_at = 0.0
+        self._load_at = 0.0
+        self._own_load: dict[int, float] = {}
+        #: Executor name -> (busy seconds, tuples executed, seconds a tuple) at the last look.
+        self._timing: dict[str, tuple[float, int, float]] = {}
         self.executors: list[Executor] = []
         self.loop: EventLoop | None = None
         self._stop_reason: str | None = None
@@ -158,6 +171,7 @@ class Worker:
             self._read_assignment()
             self._handshake()
             self._broadcast_backpressure()
+            self._share_load()
             now = time.monotonic()
             if now >= next_beat:
                 self._follow_log_levels()
@@ -291,6 +305,38 @@ class Worker:
             self._peer(w).send(frame, zmq.NOBLOCK)
         except zmq.Again:
             pass  # the peer is not reading; the next round retries
+
+    def _share_load(self) -> None:
+        """Every LOAD_SECS: this worker's task loads (the seconds of work queued for each
+        executor over LOAD_FULL_SECS, smoothed) to every peer, and the load-aware shuffles'
+        map from them and the peers'."""
+        ws = self.ws
+        now = time.monotonic()
+        if ws.load is None or now - self._load_at < LOAD_SECS:
+            return
+        self._load_at = now
+        mine: dict[int, float] = {}
+        for ex in self.executors:
+            stats = [ws.stats[t] for t in ex.tasks if t in ws.stats]
+            busy = sum(st.busy_secs for st in stats)
+            done = sum(st.executed for st in stats)
+            b0, d0, per = self._timing.get(ex.name, (0.0, 0, 0.0))
+            if done > d0:
+                per = (busy - b0) / (done - d0)
+            self._timing[ex.name] = (busy, done, per)
+            queued = len(ex.queue)
+            level = min(1.0, queued * per / LOAD_FULL_SECS if per else queued / LOAD_FULL)
+            for t in ex.tasks:
+                mine[t] = 0.5 * self._own_load.get(t, 0.0) + 0.5 * level
+        self._own_load = mine
+        peers = [w for w in ws.live_workers if w != ws.worker_id]
+        if peers:
+            frame = self._codec.load(ws.worker_id, {t: round(v * 1000) for t, v in mine.items()})
+            for w in peers:
+                self._send_control(w, frame)
+        merged = {t: v for loads in list(ws.peer_loads.values()) for t, v in loads.items()}
+        merged.update(mine)
+        ws.load.set(merged)
 
     def _broadcast_backpressure(self) -> None:
         congested = self.ws.bp.local_congested

@@ -7,8 +7,8 @@ from collections import defaultdict
 import pytest
 
 from squall.client import TopologyBuilder
-from topos import DirectSpout, KeySpout, NumberSpout, RecordingBolt, TickCounter, events_of, \
-    read_events
+from topos import DirectSpout, KeySpout, NumberSpout, RecordingBolt, SlowFirstTask, TickCounter, \
+    events_of, read_events
 
 pytestmark = pytest.mark.integration
 
@@ -81,3 +81,31 @@ def test_tick_tuples_arrive_at_the_configured_frequency(cluster):
                             if c == "ticker") and
                 len([1 for (c, _) in read_events(lc.events_dir) if c == "ticker"]) == 2,
                 timeout=20, what="ticks on both tasks")
+
+
+@pytest.mark.parametrize("disabled", [False, True])
+def test_shuffle_sends_less_to_a_backed_up_task_unless_load_awareness_is_off(cluster,
+                                                                              disabled):
+    """Storm's load-aware shuffle: of two sink tasks in two workers, the one that takes 1 ms
+    a tuple backs up and gets a smaller share; with topology.disable.loadaware.messaging
+    the shuffle stays even."""
+    b = TopologyBuilder()
+    b.set_spout("numbers", NumberSpout(), 1)
+    b.set_bolt("sink", SlowFirstTask(), 2).shuffle_grouping("numbers")
+    n = 10_000
+    lc = cluster(b.create_topology(), {"test.spout.count": n, "test.sleep.secs": 0.001,
+                                       "topology.max.spout.pending": 500,
+                                       "topology.disable.loadaware.messaging": disabled})
+    # Even, the slow task alone takes n/2 ms; the bound is that plus start-up.
+    lc.wait_for(lambda: len(events_of(lc.events_dir, "numbers", "ack")) == n,
+                timeout=60 + n * 0.001, what="acks")
+    got = sink_events(lc)
+    slow = min(got)  # task index 0 has the lower task id
+    assert sum(len(v) for v in got.values()) == n
+    workers = {w for w, ts in lc.assignment.items() if set(got) & set(ts)}
+    assert len(workers) == 2
+    share = len(got[slow]) / n
+    if disabled:
+        assert abs(share - 0.5) <= 1 / n, share
+    else:
+        assert share < 0.3, share

@@ -189,6 +189,22 @@ class BatchRecordingBolt(Bolt):
         declarer.declare(["n"])
 
 
+class SlowFirstTask(Bolt):
+    """Records and acks every tuple; its first task sleeps ``test.sleep.secs`` per tuple."""
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.rec = Recorder(conf, context)
+        self.sleep = float(conf.get("test.sleep.secs", 0.002)) \
+            if context.this_task_index == 0 else 0.0
+
+    def execute(self, tup):
+        if self.sleep:
+            time.sleep(self.sleep)
+        self.rec("got", str(tup.values[0]))
+        self.collector.ack(tup)
+
+
 class FailEvery(BasicBolt):
     """Fails the first attempt of every tuple whose value is a multiple of ``test.fail.every``."""
 

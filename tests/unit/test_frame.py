@@ -8,7 +8,7 @@ import pytest
 from squall.client.errors import SerializationError
 from planted import Planted
 from squall.client.values import ValueTypes
-from squall.worker.frame import BACKPRESSURE, DATA, VERSION, BadFrame, Codec, decode
+from squall.worker.frame import BACKPRESSURE, DATA, LOAD, VERSION, BadFrame, Codec, decode
 
 PICKLING = ValueTypes(pickle_out=True, pickle_in=True)
 
@@ -86,7 +86,17 @@ BAD_FRAMES = {
     "backpressure too long": msgpack.packb([VERSION, BACKPRESSURE, "w", True, 1]),
     "backpressure worker not str": msgpack.packb([VERSION, BACKPRESSURE, 17, True]),
     "unknown ext type": msgpack.packb([VERSION, DATA, [msgpack.ExtType(42, b"x")]]),
+    "load not a map": msgpack.packb([VERSION, LOAD, "w", [1, 500]]),
+    "load over 1000": msgpack.packb([VERSION, LOAD, "w", {1: 1001}]),
+    "load negative": msgpack.packb([VERSION, LOAD, "w", {1: -1}]),
+    "load task not int": msgpack.packb([VERSION, LOAD, "w", {"1": 5}]),
+    "load value a float": msgpack.packb([VERSION, LOAD, "w", {1: 0.5}]),
 }
+
+
+def test_load_frame_round_trip():
+    assert decode(Codec().load("w-1", {3: 0, 4: 1000, 7: 250})) == \
+        [VERSION, LOAD, "w-1", {3: 0, 4: 1000, 7: 250}]
 
 
 @pytest.mark.parametrize("frame", BAD_FRAMES.values(), ids=BAD_FRAMES.keys())

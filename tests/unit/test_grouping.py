@@ -235,3 +235,38 @@ def test_a_bolts_anchored_emit_and_a_spouts_emit_route_every_key_alike():
     assert got["bolt"] == got["spout"]
     assert [t for _, t in got["bolt"]] == [targets[stable_hash(k) % 5] for k in keys]
     assert len({t for _, t in got["bolt"]}) == 5
+
+
+def test_load_aware_shuffle_is_the_plain_round_robin_until_loads_differ():
+    from squall.client.grouping import LoadAwareShuffleRouter, LoadMapping
+
+    load = LoadMapping()
+    r = LoadAwareShuffleRouter([1, 2, 3], load, rng=random.Random(4))
+    assert sorted(r.choose([])[0] for _ in range(300)) == sorted([1, 2, 3] * 100)
+    load.set({1: 0.1, 2: 0.1, 3: 0.1})  # equal loads: still even
+    assert sorted(r.choose([])[0] for _ in range(300)) == sorted([1, 2, 3] * 100)
+
+
+def test_load_aware_shuffle_sends_less_to_a_backed_up_task_and_recovers():
+    from squall.client.grouping import LoadAwareShuffleRouter, LoadMapping
+
+    load = LoadMapping()
+    r = LoadAwareShuffleRouter([1, 2], load, rng=random.Random(5))
+    load.set({1: 0.8, 2: 0.0})  # weights 0.2 : 1.0 -> 17 and 83 slots of 100
+    got = Counter(r.choose([])[0] for _ in range(1000))
+    assert got == {1: 170, 2: 830}
+    load.set({1: 1.0, 2: 1.0})  # both backed up: the floor keeps both, evenly
+    got = Counter(r.choose([])[0] for _ in range(1000))
+    assert got == {1: 500, 2: 500}
+    load.set({1: 1.0})  # task 2 unknown counts as idle; task 1 keeps its floor
+    got = Counter(r.choose([])[0] for _ in range(1000))
+    assert got[1] == 50 and got[2] == 950
+
+
+def test_shuffle_groupings_are_load_aware_only_when_given_a_load_map():
+    from squall.client.grouping import (Grouping, LoadAwareShuffleRouter, LoadMapping,
+                                        ShuffleRouter, make_router)
+
+    spec = Grouping("shuffle")
+    assert type(make_router(spec, [1, 2], ["x"])) is ShuffleRouter
+    assert type(make_router(spec, [1, 2], ["x"], load=LoadMapping())) is LoadAwareShuffleRouter
