@@ -26,15 +26,14 @@ _MAX_LOAD = 0.7
 _MIN_CAP = 1024
 
 
-class Bucket:
-    """One open-addressing table (linear probing) of key -> (val, meta)."""
+class OpenTable:
+    """Open addressing (linear probing) over a column of 64-bit keys; subclasses keep their
+    values in columns of their own, indexed by the slot (here and in pending_map.py)."""
 
-    __slots__ = ("keys", "vals", "meta", "mask", "live", "filled", "limit")
+    __slots__ = ("keys", "mask", "live", "filled", "limit")
 
-    def __init__(self, cap: int = _MIN_CAP):
+    def _init_keys(self, cap: int) -> None:
         self.keys = array("Q", bytes(8 * cap))
-        self.vals = array("Q", bytes(8 * cap))
-        self.meta = array("I", bytes(4 * cap))
         self.mask = cap - 1
         self.live = 0
         self.filled = 0  # live + tombstones
@@ -53,8 +52,8 @@ class Bucket:
                 return -1
             i = (i + 1) & mask
 
-    def insert(self, key: int, val: int, meta: int) -> int:
-        """Add ``key`` (known absent); returns its slot."""
+    def _claim(self, key: int) -> int:
+        """Put ``key`` (known absent) in a free slot, growing first if full; returns it."""
         if self.filled >= self.limit:
             self._resize()
         keys = self.keys
@@ -65,8 +64,6 @@ class Bucket:
         if keys[i] == _EMPTY:
             self.filled += 1
         keys[i] = key
-        self.vals[i] = val
-        self.meta[i] = meta
         self.live += 1
         return i
 
@@ -74,12 +71,35 @@ class Bucket:
         self.keys[i] = _TOMB
         self.live -= 1
 
-    def _resize(self) -> None:
+    def _grown_cap(self) -> int:
+        """Mostly tombstones: rehash at the same size; otherwise double."""
         cap = self.mask + 1
-        # Mostly tombstones: rehash at the same size; otherwise double.
-        new_cap = cap if self.live < cap * _MAX_LOAD / 2 else cap * 2
+        return cap if self.live < cap * _MAX_LOAD / 2 else cap * 2
+
+    def _resize(self) -> None:
+        raise NotImplementedError
+
+
+class Bucket(OpenTable):
+    """One table of key -> (val, meta)."""
+
+    __slots__ = ("vals", "meta")
+
+    def __init__(self, cap: int = _MIN_CAP):
+        self._init_keys(cap)
+        self.vals = array("Q", bytes(8 * cap))
+        self.meta = array("I", bytes(4 * cap))
+
+    def insert(self, key: int, val: int, meta: int) -> int:
+        """Add ``key`` (known absent); returns its slot."""
+        i = self._claim(key)
+        self.vals[i] = val
+        self.meta[i] = meta
+        return i
+
+    def _resize(self) -> None:
         old = (self.keys, self.vals, self.meta)
-        self.__init__(new_cap)  # type: ignore[misc]
+        self.__init__(self._grown_cap())  # type: ignore[misc]
         for k, v, m in zip(*old):
             if k > _TOMB:
                 self.insert(k, v, m)

@@ -23,55 +23,28 @@ from array import array
 from collections import deque
 from typing import Any, Callable, Iterator
 
-_EMPTY = 0
-_TOMB = 1
-_MAX_LOAD = 0.7
+from .compact_map import _TOMB, OpenTable
+
 _MIN_CAP = 256
 _I64_MIN = -(1 << 63)
 _I64_MAX = (1 << 63) - 1
 
 
-class PendingBucket:
-    """One open-addressing table (linear probing) of root -> (msg_id, t0)."""
+class PendingBucket(OpenTable):
+    """One table of root -> (msg_id, t0)."""
 
-    __slots__ = ("keys", "ids", "times", "objs", "mask", "live", "filled", "limit")
+    __slots__ = ("ids", "times", "objs")
 
     def __init__(self, cap: int = _MIN_CAP):
-        self.keys = array("Q", bytes(8 * cap))
+        self._init_keys(cap)
         self.ids = array("q", bytes(8 * cap))
         self.times = array("d", bytes(8 * cap))
         #: Message ids that are not 64-bit ints, by slot; None until the first one.
         self.objs: list | None = None
-        self.mask = cap - 1
-        self.live = 0
-        self.filled = 0  # live + tombstones
-        self.limit = int(cap * _MAX_LOAD)
-
-    def find(self, key: int) -> int:
-        """Slot of ``key``, or -1."""
-        keys = self.keys
-        mask = self.mask
-        i = key & mask
-        while True:
-            k = keys[i]
-            if k == key:
-                return i
-            if k == _EMPTY:
-                return -1
-            i = (i + 1) & mask
 
     def insert(self, key: int, msg_id: Any, t0: float) -> None:
         """Add ``key`` (known absent)."""
-        if self.filled >= self.limit:
-            self._resize()
-        keys = self.keys
-        mask = self.mask
-        i = key & mask
-        while keys[i] > _TOMB:
-            i = (i + 1) & mask
-        if keys[i] == _EMPTY:
-            self.filled += 1
-        keys[i] = key
+        i = self._claim(key)
         self.times[i] = t0
         if type(msg_id) is int and _I64_MIN <= msg_id <= _I64_MAX:
             self.ids[i] = msg_id
@@ -81,7 +54,6 @@ class PendingBucket:
             if self.objs is None:
                 self.objs = [None] * (self.mask + 1)
             self.objs[i] = msg_id
-        self.live += 1
 
     def entry(self, i: int) -> tuple[Any, float]:
         objs = self.objs
@@ -92,17 +64,13 @@ class PendingBucket:
         return self.ids[i], self.times[i]
 
     def delete(self, i: int) -> None:
-        self.keys[i] = _TOMB
+        OpenTable.delete(self, i)
         if self.objs is not None:
             self.objs[i] = None  # drop the reference now, not at the next resize
-        self.live -= 1
 
     def _resize(self) -> None:
-        cap = self.mask + 1
-        # Mostly tombstones: rehash at the same size; otherwise double.
-        new_cap = cap if self.live < cap * _MAX_LOAD / 2 else cap * 2
         old = [(k, self.entry(i)) for i, k in enumerate(self.keys) if k > _TOMB]
-        self.__init__(new_cap)  # type: ignore[misc]
+        self.__init__(self._grown_cap())  # type: ignore[misc]
         for k, (msg_id, t0) in old:
             self.insert(k, msg_id, t0)
 

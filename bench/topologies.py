@@ -39,33 +39,17 @@ except ImportError:  # squall installed without examples/: the same generator, c
 
     POOL_SIZE = 10_000
 
-    def make_pool(seed: int = 20240611) -> list[str]:
+    def make_pool(seed: int = 20240611, vocab_size: int = 1000,
+                  pool_size: int = POOL_SIZE) -> list[str]:
         rng = random.Random(seed)
         vocab: list[str] = []
         seen: set[str] = set()
-        while len(vocab) < 1000:
+        while len(vocab) < vocab_size:
             w = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 9)))
             if w not in seen:
                 seen.add(w)
                 vocab.append(w)
-        return [" ".join(rng.choice(vocab) for _ in range(10)) for _ in range(POOL_SIZE)]
-
-def vocab_pool(vocab_size: int, seed: int = 20240611) -> list[str]:
-    """10-word sentences over ``vocab_size`` distinct words (the scale bench); the pool holds
-    at least one sentence per word, so every word is used."""
-    import random
-    import string
-    rng = random.Random(seed)
-    vocab: list[str] = []
-    seen: set[str] = set()
-    while len(vocab) < vocab_size:
-        w = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(4, 10)))
-        if w not in seen:
-            seen.add(w)
-            vocab.append(w)
-    return [" ".join(rng.choice(vocab) for _ in range(10))
-            for _ in range(max(POOL_SIZE, vocab_size))]
-
+        return [" ".join(rng.choice(vocab) for _ in range(10)) for _ in range(pool_size)]
 
 SPOUT = "sentences"
 SPLIT = "split"
@@ -101,7 +85,9 @@ class BenchSentenceSpout(Spout):
         self.emit = collector.emit
         self.mode = str(conf.get("bench.mode", "fixed"))
         vocab = int(conf.get("bench.vocab", 0))
-        self.pool = vocab_pool(vocab) if vocab else make_pool()
+        # A larger vocabulary (bench/scale.py) gets a pool with a sentence per word at least.
+        self.pool = make_pool(vocab_size=vocab, pool_size=max(POOL_SIZE, vocab)) if vocab \
+            else make_pool()
         self.pool_n = len(self.pool)
         self.total = int(conf.get("bench.sentences", 0))
         self.reliable = bool(conf.get("bench.reliable", True))

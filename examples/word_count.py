@@ -28,18 +28,20 @@ POOL_SIZE = 10_000
 WORDS_PER_SENTENCE = 10
 
 
-def make_pool(seed: int = 20240611) -> list[str]:
-    """A fixed pool of 10-word sentences over a 1,000-word vocabulary (as the peers' workload)."""
+def make_pool(seed: int = 20240611, vocab_size: int = VOCAB_SIZE,
+              pool_size: int = POOL_SIZE) -> list[str]:
+    """A fixed pool of 10-word sentences over a 1,000-word vocabulary (as the peers' workload;
+    bench/scale.py asks for a larger vocabulary and pool)."""
     rng = random.Random(seed)
     vocab: list[str] = []
     seen: set[str] = set()
-    while len(vocab) < VOCAB_SIZE:
+    while len(vocab) < vocab_size:
         w = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 9)))
         if w not in seen:
             seen.add(w)
             vocab.append(w)
     return [" ".join(rng.choice(vocab) for _ in range(WORDS_PER_SENTENCE))
-            for _ in range(POOL_SIZE)]
+            for _ in range(pool_size)]
 
 
 def expected_counts(pool: list[str], n: int) -> Counter:

@@ -304,40 +304,6 @@ def test_unknown_events_are_a_type_error(make):
         make().handle(("tuple", 1))
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_random_arrival_orders_finish_exactly_once_with_exact_counts(make, seed):
-    """Three upstream tasks; each task's data precedes its report, channels interleave."""
-    rng = random.Random(seed)
-    bt = make(CoordCondition(3, committer=rng.random() < 0.5, target_tasks={7, 8}))
-    channels = []
-    for task in range(3):
-        n = rng.randint(0, 4)
-        channels.append([data(f"d{task}.{i}") for i in range(n)] + [coord(n, f"c{task}")])
-    if bt.condition.committer:
-        channels.append([commit("k")])
-    every_tuple = sorted(e.tuple_id for ch in channels for e in ch)
-    out, finishes, sent = [], 0, {7: 0, 8: 0}
-    while any(channels):
-        ch = rng.choice([c for c in channels if c])
-        for inst in bt.handle(ch.pop(0)):
-            if isinstance(inst, Execute):
-                task = rng.choice([7, 8])
-                sent[task] += 1
-                bt.handle(emitted(task))
-                out += bt.handle(executed(inst.tuple_id))
-            elif isinstance(inst, FinishBatch):
-                finishes += 1
-                out += bt.handle(finished())
-            else:
-                out.append(inst)
-        bt.validate_state()
-    assert finishes == 1
-    [send] = [i for i in out if isinstance(i, SendCoord)]
-    assert (send.batch, send.task_counts) == (B, sent)
-    assert sorted(i.tuple_id for i in out if isinstance(i, AckTuple)) == every_tuple
-    assert not any(isinstance(i, (FailTuple, FailBatch)) for i in out)
-
-
 def _drive(bt, channels, rng, fast):
     """Deliver the channels in a random interleaving; with ``fast`` a data tuple first tries
     accept_data (the executor's per-tuple path). Returns (instructions, finishes, sent)."""
@@ -366,6 +332,26 @@ def _drive(bt, channels, rng, fast):
                 out.append(inst)
         bt.validate_state()
     return out, finishes, sent
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_arrival_orders_finish_exactly_once_with_exact_counts(make, seed):
+    """Three upstream tasks; each task's data precedes its report, channels interleave."""
+    rng = random.Random(seed)
+    bt = make(CoordCondition(3, committer=rng.random() < 0.5, target_tasks={7, 8}))
+    channels = []
+    for task in range(3):
+        n = rng.randint(0, 4)
+        channels.append([data(f"d{task}.{i}") for i in range(n)] + [coord(n, f"c{task}")])
+    if bt.condition.committer:
+        channels.append([commit("k")])
+    every_tuple = sorted(e.tuple_id for ch in channels for e in ch)
+    out, finishes, sent = _drive(bt, channels, rng, fast=False)
+    assert finishes == 1
+    [send] = [i for i in out if isinstance(i, SendCoord)]
+    assert (send.batch, send.task_counts) == (B, sent)
+    assert sorted(i.tuple_id for i in out if isinstance(i, AckTuple)) == every_tuple
+    assert not any(isinstance(i, (FailTuple, FailBatch)) for i in out)
 
 
 @pytest.mark.parametrize("seed", range(40))
