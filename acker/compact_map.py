@@ -18,12 +18,25 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from typing import Iterator
+from typing import Any, Iterator
 
 _EMPTY = 0
 _TOMB = 1
 _MAX_LOAD = 0.7
 _MIN_CAP = 1024
+
+
+def age_odd(odd: dict[int, list], n: int) -> list[tuple[int, Any]]:
+    """One rotation for the side dict of keys 0 and 1 (``key -> [age, value]``): age every
+    entry, remove those ``n`` rotations old and return them as (key, value)."""
+    gone = []
+    for key in list(odd):
+        e = odd[key]
+        e[0] += 1
+        if e[0] >= n:
+            del odd[key]
+            gone.append((key, e[1]))
+    return gone
 
 
 class OpenTable:
@@ -216,14 +229,7 @@ class CompactRotatingMap:
         dead = self.buckets.pop()
         self.buckets.appendleft(Bucket())
         expired = dead.live
-        n = len(self.buckets)
-        for key in list(self._odd):
-            e = self._odd[key]
-            e[0] += 1
-            if e[0] >= n:
-                del self._odd[key]
-                expired += 1
-        return expired
+        return expired + len(age_odd(self._odd, len(self.buckets)))
 
     def items(self) -> Iterator[tuple[int, int]]:
         for b in self.buckets:

@@ -23,7 +23,7 @@ from array import array
 from collections import deque
 from typing import Any, Callable, Iterator
 
-from .compact_map import _TOMB, OpenTable
+from .compact_map import _TOMB, OpenTable, age_odd
 
 _MIN_CAP = 256
 _I64_MIN = -(1 << 63)
@@ -169,13 +169,7 @@ class PendingMap:
         dead_bucket = self.buckets.pop()
         self.buckets.appendleft(PendingBucket())
         dead = dict(dead_bucket.items())
-        n = len(self.buckets)
-        for key in list(self._odd):
-            e = self._odd[key]
-            e[0] += 1
-            if e[0] >= n:
-                del self._odd[key]
-                dead[key] = e[1]
+        dead.update(age_odd(self._odd, len(self.buckets)))
         if self.expired is not None:
             for k, v in dead.items():
                 self.expired(k, v)
