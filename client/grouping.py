@@ -201,7 +201,9 @@ class LoadAwareShuffleRouter(ShuffleRouter):
                 slots[k] += 1
             ring = [[t] for t, k in zip(self.targets, slots) for _ in range(k)]
             self.rng.shuffle(ring)
-        self.ring, self.n, self.i = ring, len(ring), 0
+        # Go on from where the last ring was: restarting at 0 every refresh would favour
+        # the ring's first targets.
+        self.ring, self.n, self.i = ring, len(ring), self.i % len(ring)
 
 
 class FieldsRouter:
