@@ -163,11 +163,12 @@ class LoadMapping:
 
 class LoadAwareShuffleRouter(ShuffleRouter):
     """Storm 2's LoadAwareShuffleGrouping: round robin over a ring in which each target
-    has slots in proportion to ``1 - load`` (a floor keeps a backed-up task in it). With
-    equal loads, the ring is the targets once each: the plain shuffle."""
+    has slots in proportion to ``1 - load``, and at least one (a backed-up task stays in
+    it). With equal loads, the ring is the targets once each: the plain shuffle."""
 
-    #: Slots of a weighted ring, and the least weight a task keeps.
-    RING = 100
+    #: Least slots of a weighted ring (Storm's 1000; 10 a target past 100 targets), and the
+    #: least weight a task keeps.
+    RING = 1000
     FLOOR = 0.05
 
     def __init__(self, targets: Sequence[int], load: LoadMapping,
@@ -192,12 +193,15 @@ class LoadAwareShuffleRouter(ShuffleRouter):
         if max(weights) - min(weights) < 0.02:
             ring = [[t] for t in self.targets]
         else:
+            size = max(self.RING, 10 * len(weights))
             total = sum(weights)
-            shares = [w * self.RING / total for w in weights]
-            slots = [int(x) for x in shares]
-            # Largest remainders take the slots rounding left over.
-            for k in sorted(range(len(shares)), key=lambda k: slots[k] - shares[k])[
-                    :self.RING - sum(slots)]:
+            shares = [w * size / total for w in weights]
+            slots = [max(1, int(x)) for x in shares]
+            # Largest remainders take the slots rounding left over (ties drawn at random,
+            # so equal targets are not always served in the same order).
+            order = sorted(range(len(shares)),
+                           key=lambda k: (slots[k] - shares[k], self.rng.random()))
+            for k in order[:max(0, size - sum(slots))]:
                 slots[k] += 1
             ring = [[t] for t, k in zip(self.targets, slots) for _ in range(k)]
             self.rng.shuffle(ring)

@@ -334,7 +334,9 @@ class Worker:
             frame = self._codec.load(ws.worker_id, {t: round(v * 1000) for t, v in mine.items()})
             for w in peers:
                 self._send_control(w, frame)
-        merged = {t: v for loads in list(ws.peer_loads.values()) for t, v in loads.items()}
+        live = ws.live_workers  # a departed worker's late frame must not count
+        merged = {t: v for w, loads in list(ws.peer_loads.items()) if w in live
+                  for t, v in loads.items()}
         merged.update(mine)
         ws.load.set(merged)
 

@@ -65,7 +65,10 @@ def _label(group: list[Node]) -> str:
 
 
 def build_topology(tt: TridentTopology) -> Topology:
-    nodes = tt.nodes
+    # A repartition nothing reads does nothing but move tuples (a group_by whose
+    # persistent_aggregate folded its batches before a repartition of its own): dropped.
+    read = {id(p) for n in tt.nodes for p in n.parents}
+    nodes = [n for n in tt.nodes if n.kind != "partition" or id(n) in read]
     if not any(n.kind == "spout" for n in nodes):
         from ..errors import InvalidTopology
         raise InvalidTopology("a Trident topology needs at least one new_stream")

@@ -132,7 +132,9 @@ class Subtopology:
             if node.op.is_keep(self._input(node, values)):
                 self.forward(node, batch, values)
             return
-        tup = TridentTuple._of(values, self.parent_fields[nid], self.parent_index[nid])
+        # A copy: map, flat_map and query keep or hand on their tuple, and the parent's
+        # values go on to other branches.
+        tup = TridentTuple._of(list(values), self.parent_fields[nid], self.parent_index[nid])
         if kind == "map":
             self.forward(node, batch, list(node.op.execute(tup)))
         elif kind == "flat_map":

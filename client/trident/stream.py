@@ -61,11 +61,6 @@ class TridentTopology:
         self.nodes.append(node)
         return node
 
-    def _discard_if_unused(self, node: Node) -> None:
-        """Drop ``node`` if no node reads it (a repartition made obsolete by the planner)."""
-        if not any(p is node for n in self.nodes for p in n.parents):
-            self.nodes = [n for n in self.nodes if n is not node]
-
     def new_stream(self, txid: str, spout: TridentSpout | PartitionedSpout) -> "Stream":
         """A stream of batches from ``spout``; ``txid`` names its transactional state (unique)."""
         if not txid or "/" in txid:
@@ -228,18 +223,18 @@ class Stream:
                              [f for f in self.node.fields if f not in group],
                              "persistent_aggregate")
         part = self.node
-        if isinstance(agg, CombinerAggregator) and part.kind == "partition" \
+        if isinstance(agg, CombinerAggregator) and group and part.kind == "partition" \
                 and part.parents[0].kind != "spout":
             # Storm's partial aggregation: fold each partition's batch per group before the
             # repartition, then combine the partials into the state. The group_by's own
-            # repartition goes unless something else reads it. (Right after a spout the
-            # fold would be a component of its own, one more hop for every tuple.)
+            # repartition is left to the planner, which drops it unless something reads it.
+            # (Right after a spout the fold would be a component of its own, one more hop
+            # for every tuple; a global aggregate keeps writing nothing for an empty batch.)
             before = Stream(self.topology, part.parents[0])
             partial = before._then("aggregate", group + list(output_fields), op=agg,
                                    input_fields=inputs, group_fields=group, partial=True)
             regrouped = partial._then("partition", partial.node.fields,
                                       partitioning=part.partitioning)
-            self.topology._discard_if_unused(part)
             node = self.topology._add(
                 "persist", [regrouped.node], group + list(output_fields),
                 op=MapStateUpdater(CombinedPartials(agg), group, list(output_fields)),

@@ -252,15 +252,30 @@ def test_load_aware_shuffle_sends_less_to_a_backed_up_task_and_recovers():
 
     load = LoadMapping()
     r = LoadAwareShuffleRouter([1, 2], load, rng=random.Random(5))
-    load.set({1: 0.8, 2: 0.0})  # weights 0.2 : 1.0 -> 17 and 83 slots of 100
+    load.set({1: 0.8, 2: 0.0})  # weights 0.2 : 1.0 -> 167 and 833 slots of 1000
     got = Counter(r.choose([])[0] for _ in range(1000))
-    assert got == {1: 170, 2: 830}
+    assert got == {1: 167, 2: 833}
     load.set({1: 1.0, 2: 1.0})  # both backed up: the floor keeps both, evenly
     got = Counter(r.choose([])[0] for _ in range(1000))
     assert got == {1: 500, 2: 500}
     load.set({1: 1.0})  # task 2 unknown counts as idle; task 1 keeps its floor
     got = Counter(r.choose([])[0] for _ in range(1000))
-    assert got[1] == 50 and got[2] == 950
+    assert got == {1: 48, 2: 952}
+
+
+@pytest.mark.parametrize("n", [30, 60, 150])
+def test_load_aware_shuffle_keeps_every_target_and_serves_equal_ones_equally(n):
+    from squall.client.grouping import LoadAwareShuffleRouter, LoadMapping
+
+    load = LoadMapping()
+    targets = list(range(100, 100 + n))
+    r = LoadAwareShuffleRouter(targets, load, rng=random.Random(n))
+    load.set({100: 1.0, 101: 0.03})
+    r.choose([])
+    ring = Counter(t[0] for t in r.ring)
+    assert set(ring) == set(targets)  # the backed-up task keeps a slot
+    idle = [ring[t] for t in targets[2:]]
+    assert max(idle) - min(idle) <= 1  # equally idle tasks get equal shares
 
 
 def test_shuffle_groupings_are_load_aware_only_when_given_a_load_map():

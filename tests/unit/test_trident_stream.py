@@ -228,7 +228,20 @@ def test_a_reducer_persist_gets_every_tuple_and_a_reused_grouping_keeps_its_repa
     w = lone.new_stream("lines", lines()).each(["line"], Split(), ["word"])
     g = w.group_by(["word"])
     g.persistent_aggregate(MemoryMapState.transactional("c"), Count(), ["c"])
-    assert g.stream.node not in lone.nodes  # its repartition went unused: dropped
+    # Its repartition went unused: no component for it.
+    assert batch_components(lone.build()) == ["b1-each", "b2-persist"]
+    g.aggregate(Count(), ["n"])  # read after all: it is built again
+    topo = lone.build()
+    assert batch_components(topo) == ["b1-each", "b2-aggregate", "b3-persist"]
+    assert hosted_kinds(topo, "b2-aggregate") == ["partition", "aggregate"]
+
+
+def test_a_global_combiner_persist_is_not_folded_before_its_repartition():
+    t = TridentTopology()
+    words = t.new_stream("lines", lines()).each(["line"], Split(), ["word"])
+    total = words.persistent_aggregate(MemoryMapState.transactional("n"), Count(), ["n"])
+    assert total.node.parents[0].kind == "partition"
+    assert total.node.parents[0].parents[0] is words.node
 
 
 def test_word_count_wiring():
