@@ -12,6 +12,7 @@ import importlib
 import json
 import os
 import sys
+import threading
 import time
 from typing import Any, Callable, Iterable, Mapping
 
@@ -310,8 +311,12 @@ def monitor_rows(before: Any, after: Any, secs: float, component: str | None,
 
 def monitor(conf: Mapping[str, Any], name: str, interval: float, component: str | None,
             stream: str | None, echo: Echo, rounds: int | None = None,
-            sleep=time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
-    """Print each component's emit throughput every ``interval`` seconds (Ctrl-C stops)."""
+            stop: threading.Event | None = None,
+            clock: Callable[[], float] = time.monotonic) -> None:
+    """Print each component's emit throughput every ``interval`` seconds, until ``stop`` is
+    set (the CLI sets it on Ctrl-C: a KeyboardInterrupt inside a gRPC call can leave the
+    channel's threads behind and the process hanging)."""
+    stop = stop or threading.Event()
     if interval <= 0:
         raise ValueError(f"-i must be positive, got {interval}")
     with _client(conf) as nimbus:
@@ -324,9 +329,12 @@ def monitor(conf: Mapping[str, Any], name: str, interval: float, component: str 
         t0 = clock()
         n = 0
         while rounds is None or n < rounds:
-            sleep(interval)
+            if stop.wait(interval):
+                return
             now = clock()
             nxt = nimbus.topology_info(name)
+            if stop.is_set():
+                return
             for row in monitor_rows(info, nxt, now - t0, component, stream):
                 echo(f"{row[0]}\t{row[1]}\t{row[2]}\t{row[3]}\t{int((now - t0) * 1000)}\t"
                      f"{row[4]}\t{row[5]:.1f}")

@@ -221,14 +221,19 @@ def monitor(name: str, component: str | None, stream: str | None, interval: floa
             config_path: str | None, conf_pairs: tuple[str, ...]) -> None:
     """Print the emit throughput of topology NAME's components every interval, until
     Ctrl-C (Storm's monitor)."""
+    import signal
+    import threading
+
     from . import commands
+    stop = threading.Event()  # Ctrl-C ends the loop between two calls, never inside one
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
     try:
         _run(commands.monitor, _conf(config_path, conf_pairs), name, interval, component,
-             stream, echo=lambda s: click.echo(s))
+             stream, echo=lambda s: click.echo(s), stop=stop)
     except ValueError as e:
         raise click.UsageError(str(e)) from None
-    except KeyboardInterrupt:
-        pass
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @cli.command()

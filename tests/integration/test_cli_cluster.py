@@ -377,7 +377,12 @@ def test_monitor_set_log_level_and_a_crash_loop_in_list(cluster):
         lines = [proc.stdout.readline() for _ in range(int(2 * report / interval) + 1)]
     finally:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
+        try:  # Ctrl-C ends it after at most one interval and one Nimbus call
+            out, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            pytest.fail("squall monitor did not exit within 20 s of Ctrl-C")
     assert header.startswith("topology\tcomponent\tparallelism\tstream"), header + err
     for line in lines:
         topo, comp, par, stream, ms, emitted, rate = line.rstrip("\n").split("\t")
