@@ -11,4 +11,5 @@ from .compact_map import CompactRotatingMap
 from .pending_map import PendingMap
 from .rotating_map import RotatingMap
 
-__all__ = ["AckerLedger", "CompactRotatingMap", "PendingMap", "RotatingMap", "TimeoutReset", "TreeAcked", "TreeFailed"]
+__all__ = ["AckerLedger", "CompactRotatingMap", "PendingMap", "RotatingMap", "TimeoutReset",
+           "TreeAcked", "TreeFailed"]

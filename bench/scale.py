@@ -10,7 +10,8 @@ in the fields grouping and the count bolt's map grow 100x), and 10 N sentences o
 default vocabulary (10x the run length). Reported: steady words/s of each as a ratio to the
 default run of its round (target: within 15%), and each worker's RSS when the run reached
 10%, 50%, 90% and 100% of its sentences (flat after warm-up: the 10N run's RSS at 100%
-against its RSS at 50%; at 10% the workers are still filling their queues and maps). Writes bench/results/scale.json. No assertions.
+against its RSS at 50%; at 10% the workers are still filling their queues and maps).
+Writes bench/results/scale.json. No assertions.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
             row[name] = bench.run_throughput(True, sentences, 2, args.max_pending, extra=extra)
         R["rounds"].append(row)
     print()
-    print(f"{'run':16} {'words/s':>10} {'vs default':>10}   RSS MB per worker at 10% / 50% / 90% / 100%")
+    print(f"{'run':16} {'words/s':>10} {'vs default':>10}   "
+          "RSS MB per worker at 10% / 50% / 90% / 100%")
     ratios: dict[str, list[float]] = {}
     for row in R["rounds"]:
         base = row["default"]["steady_words_per_s"]
