@@ -55,9 +55,9 @@ def _starts_component(n: Node) -> bool:
 
 def _label(group: list[Node]) -> str:
     """A component's name after what it does: its state or aggregate, else its first op."""
-    kinds = [n.kind for n in group if not n.partial]  # a partial aggregate is plumbing
-    if not kinds:
-        kinds = [n.kind for n in group]
+    # A partial aggregate is plumbing; it always shares its parent's component, so some
+    # other node names it.
+    kinds = [n.kind for n in group if not n.partial]
     for k in ("persist", "aggregate", "query"):
         if k in kinds:
             return k

@@ -217,10 +217,7 @@ class BatchBolt(Bolt):
             if t is not None:
                 self._execute_tracked(t, batch, tup)
                 return
-        self._next_id += 1
-        tid = self._next_id
-        self.tuples[tid] = tup
-        self.batch_of[tid] = batch
+        tid = self._hold(tup, batch)
         sid = stream  # the history keys transitions by txid already; no string per tuple
         if stream == self.coord:
             ev = bt.CoordTuple(batch, int(tup.values[1]), tid, stimulus_id=sid)
@@ -241,19 +238,31 @@ class BatchBolt(Bolt):
         try:
             self.hosted.execute(self.batch_states.get(batch.txid), tup, out)
         except FailedException as e:
-            self.tracker.add_emitted(t, out.emitted)
-            self._next_id += 1
-            tid = self._next_id
-            self.tuples[tid] = tup
-            self.batch_of[tid] = batch
-            report = isinstance(e, ReportedFailedException)
-            if report:
-                self.collector.report_error(e)
-            self._run(self.tracker.handle(bt.ExecuteFailed(batch, tid, report,
-                                                           stimulus_id="execute")))
-            return
+            failed: FailedException | None = e
+        else:
+            failed = None
         self.tracker.add_emitted(t, out.emitted)
-        self.collector.ack(tup)
+        if failed is None:
+            self.collector.ack(tup)
+            return
+        tid = self._hold(tup, batch)  # the tracker fails it with its batch
+        self._run(self.tracker.handle(bt.ExecuteFailed(batch, tid, self._report(failed),
+                                                       stimulus_id="execute")))
+
+    def _hold(self, tup: Any, batch: TransactionAttempt) -> int:
+        """Keep ``tup`` under a new id the tracker's events and instructions name."""
+        self._next_id += 1
+        tid = self._next_id
+        self.tuples[tid] = tup
+        self.batch_of[tid] = batch
+        return tid
+
+    def _report(self, failed: BaseException | None) -> bool:
+        """Report a ReportedFailedException to the topology's errors; whether it was one."""
+        report = isinstance(failed, ReportedFailedException)
+        if report:
+            self.collector.report_error(failed)
+        return report
 
     def _forget(self, tid: int) -> Any:
         self.batch_of.pop(tid, None)
@@ -308,9 +317,7 @@ class BatchBolt(Bolt):
         events: list = [bt.Emitted(batch, task, n, stimulus_id="emit")
                         for task, n in counts.items()]
         sid = "finish" if tup is None else "execute"
-        report = isinstance(failed, ReportedFailedException)
-        if report:
-            self.collector.report_error(failed)
+        report = self._report(failed)
         if tup is None:
             events.append(bt.FinishFailed(batch, report, stimulus_id=sid) if failed
                           else bt.Finished(batch, stimulus_id=sid))
