@@ -481,6 +481,43 @@ def test_a_batch_bolt_fails_the_batch_when_an_operation_raises_failed_exception(
     assert collector.acked == []
 
 
+class FailsOn(Function):
+    """Fails (raising ``error``) on the value ``bad``; emits the others."""
+
+    def __init__(self, bad, error=FailedException):
+        self.bad, self.error = bad, error
+
+    def execute(self, t, collector):
+        if t[0] == self.bad:
+            raise self.error(f"cannot take {t[0]!r}")
+        collector.emit([t[0]])
+
+
+@pytest.mark.parametrize("error, reported", [(FailedException, False),
+                                             (ReportedFailedException, True)])
+def test_a_failure_after_the_batchs_first_tuple_fails_the_batch_too(error, reported):
+    """The first tuple starts the batch through the tracker's events; later ones take the
+    per-tuple path (BatchTracker.accept_data), whose failure must end the same way."""
+    t = TridentTopology()
+    source = t.new_stream("lines", spout("line"))
+    source.each(["line"], FailsOn("bad", error), ["word"])
+    (node,) = [n for n in t.nodes if n.kind == "each"]
+    stream = f"s{source.node.id}"
+    bolt = BatchBolt(Subtopology([node], {stream: [node.id]}, {}), "bg0", ["spout-lines"],
+                     False, {})
+    collector = Collector()
+    bolt.prepare({}, BoltContext(), collector)
+    good, bad, late = (Tup([[1, 0], v], stream) for v in ("ok", "bad", "later"))
+    bolt.execute(good)
+    assert collector.acked == [good]
+    bolt.execute(bad)
+    assert collector.failed == [bad] and bolt.batch_states == {}
+    assert len(collector.errors) == (1 if reported else 0)
+    bolt.execute(late)  # the rest of the failed attempt is failed, not run
+    assert collector.failed == [bad, late] and collector.acked == [good]
+    assert bolt.tuples == {}
+
+
 def test_a_batch_bolt_lets_go_of_superseded_and_late_attempts():
     t = TridentTopology()
     source = t.new_stream("lines", spout("line"))
