@@ -314,6 +314,11 @@ class ThrottleSampler:
         return self.throttled / self.n if self.n else None
 
 
+def _rss_mb(hbs: dict[str, dict]) -> list[float]:
+    """Each worker's RSS in MB, in worker-id order."""
+    return [round(hb.get("rss_bytes", 0) / 2**20, 1) for _, hb in sorted(hbs.items())]
+
+
 def _component_sum(component: str, key: str) -> Callable[[dict], float]:
     def fn(hb: dict) -> float:
         return sum(s.get(key, 0) for s in hb.get("tasks", {}).values()
@@ -429,8 +434,7 @@ def run_throughput(acking: bool, n: int, parallelism: int, max_pending: int,
             for frac in (0.1, 0.5, 0.9):
                 key = f"{frac:.0%}"
                 if key not in rss_at and v >= frac * target:
-                    rss_at[key] = [round(hb.get("rss_bytes", 0) / 2**20, 1)
-                                   for _, hb in sorted(hbs.items())]
+                    rss_at[key] = _rss_mb(hbs)
             if 0.1 * target <= v < 0.9 * target:
                 bp.add(hbs)
             now_wall = time.time()
@@ -475,9 +479,7 @@ def run_throughput(acking: bool, n: int, parallelism: int, max_pending: int,
         res["complete_latency_ms_at_max"] = [s.get("complete_latency_ms") for s in spouts]
         res["queue_max"] = {ex: st["queue_max"] for hb in hbs.values()
                             for ex, st in hb["executors"].items()}
-        res["rss_mb"] = [round(hb.get("rss_bytes", 0) / 2**20, 1) for hb in hbs.values()]
-        rss_at["100%"] = [round(hb.get("rss_bytes", 0) / 2**20, 1)
-                          for _, hb in sorted(hbs.items())]
+        res["rss_mb"] = rss_at["100%"] = _rss_mb(hbs)
         res["rss_mb_at"] = rss_at
         res["dropped"] = sum(hb.get("dropped_batches", 0) + hb.get("dropped_tuples", 0)
                              for hb in hbs.values())
@@ -763,10 +765,10 @@ def worker_rss_pending(n: int) -> dict:
         lc.start()
         deadline = time.monotonic() + max(120.0, n / 5000.0)
         marks: dict[str, tuple[int, float]] = {}
+        spout_pending = _component_sum(topo.SPOUT, "pending")
         while True:
             hbs = lc.heartbeats()
-            pending = sum(s.get("pending", 0) for hb in hbs.values()
-                          for s in hb["tasks"].values() if s["component"] == topo.SPOUT)
+            pending = sum(spout_pending(hb) for hb in hbs.values())
             rss = sum(hb.get("rss_bytes", 0) for hb in hbs.values())
             if "start" not in marks and pending >= 0.1 * n:
                 marks["start"] = (pending, rss)

@@ -5,9 +5,9 @@ As Structured Streaming's ``foreachBatch``: tuples collect into batches (closed 
 becomes a ``pyspark.sql.DataFrame`` through Arrow (:mod:`.schema`), and ``fn`` runs on it
 on a runner thread, so the worker keeps receiving while Spark works. ``fn`` is called one
 batch at a time, in batch-id order, as Spark calls ``foreachBatch``; with ``max_in_flight``
-2 (the default) the next batch is converted while ``fn`` works on the current one. A batch's tuples are
-acked when ``fn`` returns and all failed (the spout replays them) when it raises, with the
-error in the topology's errors. Rows that do not fit the stream's schema are left out of
+2 (the default) the next batch is converted while ``fn`` works on the current one. A
+batch's tuples are acked when ``fn`` returns and all failed (the spout replays them) when
+it raises, with the error in the topology's errors. Rows that do not fit the stream's schema are left out of
 the DataFrame and failed one by one, each with the reason.
 
 Batch ids count from 1 per task and start again with the worker: a replayed tuple lands
