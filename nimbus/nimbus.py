@@ -196,6 +196,7 @@ class Nimbus(Daemon):
             with self._lock:
                 self._timers.clear()
                 self.index.rebuild(self.cluster_state)
+                self._remove_orphan_files()
                 self._leader.set()  # only now: requests rely on the index (names, limits)
                 self._for_each_storm(lambda tid: lc.Startup(now=time.time(),
                                                             stimulus_id="leader-startup"))
@@ -216,6 +217,17 @@ class Nimbus(Daemon):
             with self._lock:
                 self.index.clear()
             log.info("Nimbus %s stops leading", self.address)
+
+    def _remove_orphan_files(self) -> None:
+        """Delete stormdist entries no topology in ZooKeeper names (Storm's cleanup of code
+        for gone topologies): a Nimbus that died between a removal's two steps (ZooKeeper, then
+        the files) or a submission's (the files, then ZooKeeper) left them behind."""
+        live = set(self.cluster_state.storm_ids())
+        for tid in self.package_store.topology_ids():
+            if tid not in live:
+                log.info("Nimbus %s: removing files of topology %s (not in ZooKeeper)",
+                         self.address, tid)
+                self.package_store.remove(tid)
 
     # --- timers and monitor (loop thread, lock held) ---
     def _fire_due_timers(self) -> None:
