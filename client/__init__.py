@@ -11,6 +11,7 @@ from .context import TopologyContext
 from .errors import (ConfigError, FailedException, InvalidTopology, ReportedFailedException,
                      SerializationError, SquallError)
 from .grouping import CustomStreamGrouping
+from .shell import ShellBolt, ShellSpout
 from .topology import Topology, TopologyBuilder
 from .tuple import DEFAULT_STREAM, Fields, Tuple
 
@@ -32,6 +33,7 @@ def __getattr__(name: str) -> str:
 __all__ = [
     "BasicBolt", "Bolt", "Component", "ConfigError", "CustomStreamGrouping", "DEFAULT_STREAM",
     "FailedException", "Fields", "InvalidTopology", "OutputFieldsDeclarer",
-    "ReportedFailedException", "SerializationError", "SquallError", "Spout", "Topology",
+    "ReportedFailedException", "SerializationError", "ShellBolt", "ShellSpout", "SquallError",
+    "Spout", "Topology",
     "TopologyBuilder", "TopologyContext", "Tuple", "layered_config",
 ]

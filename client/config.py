@@ -118,6 +118,18 @@ TOPOLOGY_MAX_FRAME_BYTES = _key(
     "dropped (its tree fails and replays) and a bigger incoming message is refused.")
 TOPOLOGY_ENVIRONMENT = _key("topology.environment", dict, None,
                             "Environment variables for worker processes.", nullable=True)
+TOPOLOGY_MULTILANG_SERIALIZER = _key(
+    "topology.multilang.serializer", str, "json",
+    "Wire format to shell components: 'json' (Storm's JSON lines; "
+    "org.apache.storm.multilang.JsonSerializer) or 'msgpack' (pystorm's MsgpackSerializer).")
+TOPOLOGY_SHELLBOLT_MAX_PENDING = _key(
+    "topology.shellbolt.max.pending", int, 100,
+    "Most tuples queued to a shell bolt's child; execute waits (backpressure) at the bound.")
+TOPOLOGY_SUBPROCESS_TIMEOUT_SECS = _key(
+    "topology.subprocess.timeout.secs", _NUM, None,
+    "Seconds a shell component's child may stay silent (bolts: no answer to heartbeats; "
+    "spouts: no sync) before the worker dies. Unset = supervisor.worker.timeout.secs.",
+    nullable=True)
 TOPOLOGY_SHUTDOWN_DRAIN_SECS = _key(
     "topology.shutdown.drain.secs", _NUM, 10,
     "On a local stop: most seconds to wait for pending tuple trees after spouts are deactivated.")

@@ -22,7 +22,8 @@ class TopologyContext:
     def __init__(self, topology: Topology, component_tasks: Mapping[str, list[int]],
                  task_id: int, conf: Mapping[str, Any], topology_id: str = "",
                  worker_port: int = 0, worker_tasks: list[int] | None = None,
-                 metrics: MetricRegistry | None = None):
+                 metrics: MetricRegistry | None = None, code_dir: str = "",
+                 pid_dir: str = ""):
         self.topology = topology
         self._component_tasks = component_tasks
         self._task_component = {t: c for c, ts in component_tasks.items() for t in ts}
@@ -34,6 +35,11 @@ class TopologyContext:
         self.worker_tasks = list(worker_tasks or [])
         #: This task's user metrics (client/metrics.py); the worker reports them.
         self.metrics = metrics if metrics is not None else MetricRegistry()
+        #: The package's resources/ folder on this host, where shell components' children
+        #: start (Storm's getCodeDir); "" when the worker has none.
+        self.code_dir = code_dir
+        #: Where shell components' children write their pid files (Storm's getPIDDir).
+        self.pid_dir = pid_dir
 
     # -- metrics v2 (Storm's registerCounter, registerGauge, registerHistogram, registerMeter)
     def register_counter(self, name: str) -> Counter:

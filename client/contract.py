@@ -40,6 +40,9 @@ CONF_FILE = "conf.json"              #: the topology conf as Nimbus stored it
 #: The topology's code: whichever of these exists goes on the worker's ``sys.path``.
 PACKAGE_NAMES = ("package", "package.zip", "package.pyz")
 PACKAGE_FILE = "package.zip"         #: what the gRPC fetcher writes
+#: The package's folder of shell components' scripts, extracted beside it (Storm's
+#: resources/ in the topology jar): their children start there.
+RESOURCES_DIR = "resources"
 
 # --- worker exit codes ----------------------------------------------------------------------
 EXIT_STARTUP_FAILED = 1   #: the worker could not start (unreadable assignment, bad topology)
@@ -377,3 +380,13 @@ def read_json(path: str) -> Any:
             return json.load(fh)
     except (OSError, ValueError):
         return None
+
+
+def resources_dir(topology_dir: str) -> str:
+    """The topology's resources/ folder on this host: extracted from the package archive
+    by the supervisor, or inside a package that is a directory. May not exist."""
+    extracted = os.path.join(topology_dir, RESOURCES_DIR)
+    if os.path.isdir(extracted):
+        return extracted
+    inside = os.path.join(topology_dir, "package", RESOURCES_DIR)
+    return inside if os.path.isdir(inside) else extracted

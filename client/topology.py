@@ -23,6 +23,7 @@ from . import config as cfg
 from . import grouping as g
 from .components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
 from .errors import InvalidTopology
+from .shell import _Shell
 from .tuple import (ACKER_ACK_STREAM_ID, ACKER_COMPONENT_ID, ACKER_FAIL_STREAM_ID,
                     ACKER_INIT_STREAM_ID, ACKER_RESET_TIMEOUT_STREAM_ID, DEFAULT_STREAM,
                     SYSTEM_STREAM_FIELDS, SYSTEM_STREAM_ID)
@@ -50,10 +51,18 @@ class InputDef:
 
 @dataclass
 class ShellSpec:
-    """A multi-lang (shell) component: reserved, refused by the runtime for now."""
+    """A multi-lang (shell) component: the child's argv and environment (client/shell.py)."""
 
     command: list[str]
     script: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    #: False: the child starts in the worker's directory instead of resources/.
+    change_child_cwd: bool = True
+
+    @property
+    def argv(self) -> list[str]:
+        """The whole command line (Storm's execution command plus its script)."""
+        return self.command + ([self.script] if self.script else [])
 
 
 @dataclass
@@ -80,10 +89,11 @@ class ComponentDef:
         return self.parallelism if self.num_tasks is None else self.num_tasks
 
     def instantiate(self) -> Any:
-        """A fresh instance of the user's component object (one per task)."""
+        """A fresh instance of the user's component object (one per task); shell components
+        have none (the worker hosts their child process)."""
         if self.serialized is None:
-            raise InvalidTopology(f"component {self.id!r} has no Python object "
-                                  "(shell components are not supported yet)", component=self.id)
+            raise InvalidTopology(f"component {self.id!r} has no Python object (a shell "
+                                  "component runs in a worker's shell host)", component=self.id)
         return pickle.loads(self.serialized)
 
 
@@ -277,6 +287,13 @@ class TopologyBuilder:
             streams = {s: StreamDef(f, d) for s, (f, d) in declarer.streams.items()}
             conf = dict(obj.get_component_configuration() or {})
             conf.update(comp.conf)
+            if isinstance(obj, _Shell):  # no Python object: the worker hosts the command
+                components[cid] = ComponentDef(
+                    cid, comp.kind, shell=ShellSpec(list(obj.command), "", dict(obj.env),
+                                                    obj.change_child_cwd),
+                    parallelism=comp.parallelism, num_tasks=comp.num_tasks, conf=conf,
+                    streams=streams, inputs=list(comp.inputs))
+                continue
             try:  # cloudpickle: lambdas and closures travel by value (plain pickle.loads reads it)
                 serialized = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
             except Exception as exc:  # pickling runs arbitrary __reduce__ code

@@ -59,6 +59,8 @@ def _object_to_pb(c: ComponentDef, out: pb.ComponentObject) -> None:
     if c.shell is not None:
         out.shell.command.extend(c.shell.command)
         out.shell.script = c.shell.script
+        out.shell.env.update(c.shell.env)
+        out.shell.keep_worker_cwd = not c.shell.change_child_cwd
     else:
         out.serialized_python = c.serialized or b""
 
@@ -82,7 +84,8 @@ def to_bytes(topology: Topology) -> bytes:
 def _component_from_pb(cid: str, kind: str, obj: pb.ComponentObject,
                        common: pb.ComponentCommon) -> ComponentDef:
     which = obj.WhichOneof("kind")
-    shell = ShellSpec(list(obj.shell.command), obj.shell.script) if which == "shell" else None
+    shell = ShellSpec(list(obj.shell.command), obj.shell.script, dict(obj.shell.env),
+                      not obj.shell.keep_worker_cwd) if which == "shell" else None
     return ComponentDef(
         cid, kind,
         serialized=obj.serialized_python if which == "serialized_python" else None,

@@ -37,6 +37,7 @@ import heapq
 import itertools
 import json
 import logging
+import os
 import threading
 import time
 from dataclasses import replace
@@ -52,6 +53,7 @@ from ..client.errors import (ConfigError, InvalidRequest, InvalidTopology, Limit
                              NotALeader, SquallError, TopologyAlreadyExists, TopologyNotFound)
 from ..client.extras import MissingExtra, check_extras
 from ..client.log_levels import level_number
+from ..client.shell import missing_interpreters, serializer_name
 from ..client.topology import (Topology, assign_task_ids, executors_of, system_topology,
                                topology_name_problem, validate)
 from ..client.topology_proto import from_bytes, from_proto
@@ -465,6 +467,7 @@ class Nimbus(Daemon):
                              where=f"the Nimbus host {self.host}")
             except MissingExtra as e:
                 raise InvalidTopology(str(e), component=c.id) from None
+        self._check_shell(name, conf, topology)
         warnings = cfg.conf_warnings(conf, f"topology {name}") + [
             w for c in topology.components.values()
             for w in cfg.conf_warnings(c.conf, f"topology {name} component {c.id!r}")]
@@ -531,6 +534,23 @@ class Nimbus(Daemon):
                     self.package_store.remove(tid)
                 raise
             return tid
+
+    def _check_shell(self, name: str, conf: Mapping[str, Any], topology: Topology) -> None:
+        """Shell components: a known serializer, and programs this host has (Nimbus's host
+        runs the cluster's software image; a missing node or ruby fails here, not in every
+        worker)."""
+        shells = [c for c in topology.components.values() if c.shell is not None]
+        if not shells:
+            return
+        try:
+            serializer_name(conf.get(cfg.TOPOLOGY_MULTILANG_SERIALIZER))
+        except ConfigError as e:
+            raise InvalidRequest(f"topology {name}: {e}") from None
+        env_path = os.environ.get("PATH", "")
+        for c in shells:
+            path = env_path + (os.pathsep + c.shell.env["PATH"] if "PATH" in c.shell.env else "")
+            for problem in missing_interpreters([(c.id, c.shell.argv)], path):
+                raise InvalidTopology(f"topology {name}: {problem}", component=c.id)
 
     def _check_size(self, name: str, conf: Mapping[str, Any], topology: Topology) -> None:
         """Storm's nimbus.slots.perTopology and nimbus.executors.perTopology, from Nimbus's

@@ -24,13 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0etopology.proto\x12\x06squall\"\x07\n\x05\x45mpty\"\x1b\n\tFieldList\x12\x0e\n\x06\x66ields\x18\x01 \x03(\t\"+\n\tStreamDef\x12\x0e\n\x06\x66ields\x18\x01 \x03(\t\x12\x0e\n\x06\x64irect\x18\x02 \x01(\x08\"3\n\x0eGlobalStreamId\x12\x11\n\tcomponent\x18\x01 \x01(\t\x12\x0e\n\x06stream\x18\x02 \x01(\t\"\xca\x02\n\x08Grouping\x12#\n\x06\x66ields\x18\x01 \x01(\x0b\x32\x11.squall.FieldListH\x00\x12 \n\x07shuffle\x18\x02 \x01(\x0b\x32\r.squall.EmptyH\x00\x12\x1c\n\x03\x61ll\x18\x03 \x01(\x0b\x32\r.squall.EmptyH\x00\x12\x1f\n\x06global\x18\x04 \x01(\x0b\x32\r.squall.EmptyH\x00\x12\x1d\n\x04none\x18\x05 \x01(\x0b\x32\r.squall.EmptyH\x00\x12\x1f\n\x06\x64irect\x18\x06 \x01(\x0b\x32\r.squall.EmptyH\x00\x12)\n\x10local_or_shuffle\x18\x07 \x01(\x0b\x32\r.squall.EmptyH\x00\x12(\n\x0bpartial_key\x18\x08 \x01(\x0b\x32\x11.squall.FieldListH\x00\x12\x1b\n\x11\x63ustom_serialized\x18\t \x01(\x0cH\x00\x42\x06\n\x04kind\"V\n\x08InputDef\x12&\n\x06source\x18\x01 \x01(\x0b\x32\x16.squall.GlobalStreamId\x12\"\n\x08grouping\x18\x02 \x01(\x0b\x32\x10.squall.Grouping\"1\n\x0eShellComponent\x12\x0f\n\x07\x63ommand\x18\x01 \x03(\t\x12\x0e\n\x06script\x18\x02 \x01(\t\"_\n\x0f\x43omponentObject\x12\x1b\n\x11serialized_python\x18\x01 \x01(\x0cH\x00\x12\'\n\x05shell\x18\x02 \x01(\x0b\x32\x16.squall.ShellComponentH\x00\x42\x06\n\x04kind\"\x86\x02\n\x0f\x43omponentCommon\x12 \n\x06inputs\x18\x01 \x03(\x0b\x32\x10.squall.InputDef\x12\x35\n\x07streams\x18\x02 \x03(\x0b\x32$.squall.ComponentCommon.StreamsEntry\x12\x18\n\x10parallelism_hint\x18\x03 \x01(\x05\x12\x11\n\tnum_tasks\x18\x04 \x01(\x05\x12\x11\n\tjson_conf\x18\x05 \x01(\t\x12\x17\n\x0frequired_extras\x18\x06 \x03(\t\x1a\x41\n\x0cStreamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x05value\x18\x02 \x01(\x0b\x32\x11.squall.StreamDef:\x02\x38\x01\"c\n\tSpoutSpec\x12-\n\x0cspout_object\x18\x01 \x01(\x0b\x32\x17.squall.ComponentObject\x12\'\n\x06\x63ommon\x18\x02 \x01(\x0b\x32\x17.squall.ComponentCommon\"a\n\x08\x42oltSpec\x12,\n\x0b\x62olt_object\x18\x01 \x01(\x0b\x32\x17.squall.ComponentObject\x12\'\n\x06\x63ommon\x18\x02 \x01(\x0b\x32\x17.squall.ComponentCommon\"\xf5\x01\n\rStormTopology\x12\x31\n\x06spouts\x18\x01 \x03(\x0b\x32!.squall.StormTopology.SpoutsEntry\x12/\n\x05\x62olts\x18\x02 \x03(\x0b\x32 .squall.StormTopology.BoltsEntry\x1a@\n\x0bSpoutsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x05value\x18\x02 \x01(\x0b\x32\x11.squall.SpoutSpec:\x02\x38\x01\x1a>\n\nBoltsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1f\n\x05value\x18\x02 \x01(\x0b\x32\x10.squall.BoltSpec:\x02\x38\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0etopology.proto\x12\x06squall\"\x07\n\x05\x45mpty\"\x1b\n\tFieldList\x12\x0e\n\x06\x66ields\x18\x01 \x03(\t\"+\n\tStreamDef\x12\x0e\n\x06\x66ields\x18\x01 \x03(\t\x12\x0e\n\x06\x64irect\x18\x02 \x01(\x08\"3\n\x0eGlobalStreamId\x12\x11\n\tcomponent\x18\x01 \x01(\t\x12\x0e\n\x06stream\x18\x02 \x01(\t\"\xca\x02\n\x08Grouping\x12#\n\x06\x66ields\x18\x01 \x01(\x0b\x32\x11.squall.FieldListH\x00\x12 \n\x07shuffle\x18\x02 \x01(\x0b\x32\r.squall.EmptyH\x00\x12\x1c\n\x03\x61ll\x18\x03 \x01(\x0b\x32\r.squall.EmptyH\x00\x12\x1f\n\x06global\x18\x04 \x01(\x0b\x32\r.squall.EmptyH\x00\x12\x1d\n\x04none\x18\x05 \x01(\x0b\x32\r.squall.EmptyH\x00\x12\x1f\n\x06\x64irect\x18\x06 \x01(\x0b\x32\r.squall.EmptyH\x00\x12)\n\x10local_or_shuffle\x18\x07 \x01(\x0b\x32\r.squall.EmptyH\x00\x12(\n\x0bpartial_key\x18\x08 \x01(\x0b\x32\x11.squall.FieldListH\x00\x12\x1b\n\x11\x63ustom_serialized\x18\t \x01(\x0cH\x00\x42\x06\n\x04kind\"V\n\x08InputDef\x12&\n\x06source\x18\x01 \x01(\x0b\x32\x16.squall.GlobalStreamId\x12\"\n\x08grouping\x18\x02 \x01(\x0b\x32\x10.squall.Grouping\"\xa4\x01\n\x0eShellComponent\x12\x0f\n\x07\x63ommand\x18\x01 \x03(\t\x12\x0e\n\x06script\x18\x02 \x01(\t\x12,\n\x03\x65nv\x18\x03 \x03(\x0b\x32\x1f.squall.ShellComponent.EnvEntry\x12\x17\n\x0fkeep_worker_cwd\x18\x04 \x01(\x08\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"_\n\x0f\x43omponentObject\x12\x1b\n\x11serialized_python\x18\x01 \x01(\x0cH\x00\x12\'\n\x05shell\x18\x02 \x01(\x0b\x32\x16.squall.ShellComponentH\x00\x42\x06\n\x04kind\"\x86\x02\n\x0f\x43omponentCommon\x12 \n\x06inputs\x18\x01 \x03(\x0b\x32\x10.squall.InputDef\x12\x35\n\x07streams\x18\x02 \x03(\x0b\x32$.squall.ComponentCommon.StreamsEntry\x12\x18\n\x10parallelism_hint\x18\x03 \x01(\x05\x12\x11\n\tnum_tasks\x18\x04 \x01(\x05\x12\x11\n\tjson_conf\x18\x05 \x01(\t\x12\x17\n\x0frequired_extras\x18\x06 \x03(\t\x1a\x41\n\x0cStreamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x05value\x18\x02 \x01(\x0b\x32\x11.squall.StreamDef:\x02\x38\x01\"c\n\tSpoutSpec\x12-\n\x0cspout_object\x18\x01 \x01(\x0b\x32\x17.squall.ComponentObject\x12\'\n\x06\x63ommon\x18\x02 \x01(\x0b\x32\x17.squall.ComponentCommon\"a\n\x08\x42oltSpec\x12,\n\x0b\x62olt_object\x18\x01 \x01(\x0b\x32\x17.squall.ComponentObject\x12\'\n\x06\x63ommon\x18\x02 \x01(\x0b\x32\x17.squall.ComponentCommon\"\xf5\x01\n\rStormTopology\x12\x31\n\x06spouts\x18\x01 \x03(\x0b\x32!.squall.StormTopology.SpoutsEntry\x12/\n\x05\x62olts\x18\x02 \x03(\x0b\x32 .squall.StormTopology.BoltsEntry\x1a@\n\x0bSpoutsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x05value\x18\x02 \x01(\x0b\x32\x11.squall.SpoutSpec:\x02\x38\x01\x1a>\n\nBoltsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1f\n\x05value\x18\x02 \x01(\x0b\x32\x10.squall.BoltSpec:\x02\x38\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, __name__, _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_SHELLCOMPONENT_ENVENTRY']._loaded_options = None
+  _globals['_SHELLCOMPONENT_ENVENTRY']._serialized_options = b'8\001'
   _globals['_COMPONENTCOMMON_STREAMSENTRY']._loaded_options = None
   _globals['_COMPONENTCOMMON_STREAMSENTRY']._serialized_options = b'8\001'
   _globals['_STORMTOPOLOGY_SPOUTSENTRY']._loaded_options = None
@@ -49,22 +51,24 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GROUPING']._serialized_end=493
   _globals['_INPUTDEF']._serialized_start=495
   _globals['_INPUTDEF']._serialized_end=581
-  _globals['_SHELLCOMPONENT']._serialized_start=583
-  _globals['_SHELLCOMPONENT']._serialized_end=632
-  _globals['_COMPONENTOBJECT']._serialized_start=634
-  _globals['_COMPONENTOBJECT']._serialized_end=729
-  _globals['_COMPONENTCOMMON']._serialized_start=732
-  _globals['_COMPONENTCOMMON']._serialized_end=994
-  _globals['_COMPONENTCOMMON_STREAMSENTRY']._serialized_start=929
-  _globals['_COMPONENTCOMMON_STREAMSENTRY']._serialized_end=994
-  _globals['_SPOUTSPEC']._serialized_start=996
-  _globals['_SPOUTSPEC']._serialized_end=1095
-  _globals['_BOLTSPEC']._serialized_start=1097
-  _globals['_BOLTSPEC']._serialized_end=1194
-  _globals['_STORMTOPOLOGY']._serialized_start=1197
-  _globals['_STORMTOPOLOGY']._serialized_end=1442
-  _globals['_STORMTOPOLOGY_SPOUTSENTRY']._serialized_start=1314
-  _globals['_STORMTOPOLOGY_SPOUTSENTRY']._serialized_end=1378
-  _globals['_STORMTOPOLOGY_BOLTSENTRY']._serialized_start=1380
-  _globals['_STORMTOPOLOGY_BOLTSENTRY']._serialized_end=1442
+  _globals['_SHELLCOMPONENT']._serialized_start=584
+  _globals['_SHELLCOMPONENT']._serialized_end=748
+  _globals['_SHELLCOMPONENT_ENVENTRY']._serialized_start=706
+  _globals['_SHELLCOMPONENT_ENVENTRY']._serialized_end=748
+  _globals['_COMPONENTOBJECT']._serialized_start=750
+  _globals['_COMPONENTOBJECT']._serialized_end=845
+  _globals['_COMPONENTCOMMON']._serialized_start=848
+  _globals['_COMPONENTCOMMON']._serialized_end=1110
+  _globals['_COMPONENTCOMMON_STREAMSENTRY']._serialized_start=1045
+  _globals['_COMPONENTCOMMON_STREAMSENTRY']._serialized_end=1110
+  _globals['_SPOUTSPEC']._serialized_start=1112
+  _globals['_SPOUTSPEC']._serialized_end=1211
+  _globals['_BOLTSPEC']._serialized_start=1213
+  _globals['_BOLTSPEC']._serialized_end=1310
+  _globals['_STORMTOPOLOGY']._serialized_start=1313
+  _globals['_STORMTOPOLOGY']._serialized_end=1558
+  _globals['_STORMTOPOLOGY_SPOUTSENTRY']._serialized_start=1430
+  _globals['_STORMTOPOLOGY_SPOUTSENTRY']._serialized_end=1494
+  _globals['_STORMTOPOLOGY_BOLTSENTRY']._serialized_start=1496
+  _globals['_STORMTOPOLOGY_BOLTSENTRY']._serialized_end=1558
 # @@protoc_insertion_point(module_scope)

@@ -62,12 +62,23 @@ class InputDef(_message.Message):
     def __init__(self, source: _Optional[_Union[GlobalStreamId, _Mapping]] = ..., grouping: _Optional[_Union[Grouping, _Mapping]] = ...) -> None: ...
 
 class ShellComponent(_message.Message):
-    __slots__ = ("command", "script")
+    __slots__ = ("command", "script", "env", "keep_worker_cwd")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     SCRIPT_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    KEEP_WORKER_CWD_FIELD_NUMBER: _ClassVar[int]
     command: _containers.RepeatedScalarFieldContainer[str]
     script: str
-    def __init__(self, command: _Optional[_Iterable[str]] = ..., script: _Optional[str] = ...) -> None: ...
+    env: _containers.ScalarMap[str, str]
+    keep_worker_cwd: bool
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., script: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., keep_worker_cwd: _Optional[bool] = ...) -> None: ...
 
 class ComponentObject(_message.Message):
     __slots__ = ("serialized_python", "shell")

@@ -5,6 +5,7 @@ localizer, a directory per worker, the workers' logs); here one class owns the l
 
     <storm.local.dir>/supervisor/id                  this supervisor's id (kept across restarts)
     <storm.local.dir>/supervisor/stormdist/<id>/     a fetched topology (contract's topology files)
+    <storm.local.dir>/supervisor/stormdist/<id>/resources/  its package's resources/, extracted
     <storm.local.dir>/workers/<id>-<port>/           a worker's directory (contract's worker files)
     <storm.local.dir>/logs/<id>-<port>.log           a worker's stdout and stderr
 
@@ -20,16 +21,47 @@ import logging
 import os
 import shutil
 import uuid
+import zipfile
 from typing import Any, Callable, Iterable, Mapping
 
 from ..client import config as cfg
-from ..client.contract import (CONF_FILE, PACKAGE_NAMES, TOPOLOGY_FILE, WorkerAssignment,
-                               WorkerStatus, write_status)
+from ..client.contract import (CONF_FILE, PACKAGE_NAMES, RESOURCES_DIR, TOPOLOGY_FILE,
+                               WorkerAssignment, WorkerStatus, write_status)
 
 log = logging.getLogger("squall.supervisor")
 
 #: ``fetch_topology(topology_id, dest_dir)``: writes the topology's files into ``dest_dir``.
 FetchTopology = Callable[[str, str], None]
+
+
+def extract_resources(topology_dir: str) -> int:
+    """Extract the package archive's ``resources/`` entries into ``topology_dir/resources``
+    (Storm's supervisor does the same with the jar's), keeping their permission bits so a
+    script marked executable stays so. Entries that would land outside it are skipped.
+    Returns how many files were written."""
+    archives = [os.path.join(topology_dir, n) for n in PACKAGE_NAMES]
+    archive = next((a for a in archives if os.path.isfile(a) and zipfile.is_zipfile(a)), None)
+    if archive is None:
+        return 0
+    dest_root = os.path.realpath(topology_dir)
+    n = 0
+    with zipfile.ZipFile(archive) as zf:
+        for info in zf.infolist():
+            name = info.filename
+            if not name.startswith(RESOURCES_DIR + "/") or name.endswith("/"):
+                continue
+            target = os.path.realpath(os.path.join(dest_root, name))
+            if not target.startswith(os.path.join(dest_root, RESOURCES_DIR) + os.sep):
+                log.warning("package %s: skipping %r (outside resources/)", archive, name)
+                continue
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with zf.open(info) as src, open(target, "wb") as out:
+                shutil.copyfileobj(src, out)
+            mode = (info.external_attr >> 16) & 0o777
+            if mode:
+                os.chmod(target, mode & 0o755 | 0o600)
+            n += 1
+    return n
 
 
 class LocalFiles:
@@ -91,6 +123,7 @@ class LocalFiles:
             self.fetch_topology(tid, tmp)
             if not os.path.exists(os.path.join(tmp, TOPOLOGY_FILE)):
                 raise FileNotFoundError(f"the fetcher wrote no {TOPOLOGY_FILE}")
+            extract_resources(tmp)
             shutil.rmtree(dest, ignore_errors=True)
             os.replace(tmp, dest)
         except Exception as e:  # any fetcher failure: skip this topology, retry next round

@@ -65,8 +65,21 @@ def default_spawn(cmd: list, log_path: str, env: dict) -> subprocess.Popen:
     with open(log_path, "ab") as logf:
         # Its own session: a Ctrl-C meant for the supervisor's terminal must not hit workers
         # directly; the supervisor stops them (and they exit with it, --exit-with-parent).
-        return subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env,
+        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
+    proc.own_group = True  # type: ignore[attr-defined]  # its pid is its process group's id
+    return proc
+
+
+def kill_leftovers(proc: subprocess.Popen) -> None:
+    """After a worker exited: SIGKILL what is left of its process group (shell components'
+    children, a Spark JVM) so nothing of a dead worker runs on. Only for workers started in
+    a group of their own (default_spawn): no other process is in that group."""
+    if getattr(proc, "own_group", False) and proc.returncode is not None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def log_tail(path: str, lines: int = 20) -> str:
@@ -413,6 +426,7 @@ class Supervisor(Daemon):
                             self.id, proc.pid, self.kill_grace)
                 proc.kill()
                 codes.append(proc.wait())
+            kill_leftovers(proc)
         return codes
 
     def reap(self) -> None:
@@ -422,6 +436,7 @@ class Supervisor(Daemon):
             code = p.proc.poll()
             if code is None:
                 continue
+            kill_leftovers(p.proc)
             del self.procs[port]
             self.outbox.worker_exited(p)
             d = self.policy.on_exit(p.spec.key, self.clock(), code)

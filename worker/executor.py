@@ -41,6 +41,7 @@ from ..client.tuple import (ACKER_ACK_STREAM_ID, ACKER_COMPONENT_ID, ACKER_FAIL_
                             Tuple)
 from .collector import BasicOutputCollector, OutputCollector, SpoutOutputCollector, build_routes
 from .queue import InQueue, ThreadWaker
+from .shell import host_for
 from .state import WorkerState
 from .stats import TaskStats
 from .transfer import Transfer
@@ -115,7 +116,8 @@ class Executor:
     def context(self, task: int) -> TopologyContext:
         return TopologyContext(self.ws.topology, self.ws.component_tasks, task, self.conf,
                                self.ws.topology_id, self.ws.assignment.port,
-                               sorted(self.ws.local_tasks), self.ws.stats[task].metrics)
+                               sorted(self.ws.local_tasks), self.ws.stats[task].metrics,
+                               self.ws.code_dir, self.ws.pid_dir)
 
     def add_timer(self, period: float, fn: Any) -> None:
         self.timers.append([time.monotonic() + period, period, fn])
@@ -292,7 +294,7 @@ class BoltExecutor(Executor):
         #: A single-task executor's bolt's execute_batch, fed whole steps (see Bolt).
         self.execute_batch: Any = None
         for t in self.tasks:
-            bolt = comp.instantiate()
+            bolt = host_for(comp) if comp.shell is not None else comp.instantiate()
             ctx = self.context(t)
             out = OutputCollector(self, t, build_routes(self.ws, self.component_id, t, ctx))
             if isinstance(bolt, BasicBolt):
@@ -411,7 +413,7 @@ class SpoutExecutor(Executor):
         self.empty_streak = 0
         self.wait_max = float(self.conf[cfg.TOPOLOGY_SPOUT_WAIT_MAX_MILLIS]) / 1000
         for t in self.tasks:
-            spout = comp.instantiate()
+            spout = host_for(comp) if comp.shell is not None else comp.instantiate()
             if not isinstance(spout, Spout):
                 raise TypeError(f"component {self.component_id!r} is not a spout: {type(spout)}")
             st = _SpoutTask(t, spout, PendingMap(_TIMEOUT_BUCKETS), max_pending, self.ws.stats[t])
@@ -641,6 +643,8 @@ def executor_for(ws: WorkerState, component_id: str, tasks: list[int], loop: Any
     comp = ws.topology.components[component_id]
     if component_id == ACKER_COMPONENT_ID:
         return AckerExecutor(ws, component_id, tasks, loop)
-    threaded = bool(ws.component_conf(component_id).get(cfg.TOPOLOGY_EXECUTOR_THREADED))
+    # A shell component waits on its child (a spout for every sync): a thread of its own.
+    threaded = comp.shell is not None or \
+        bool(ws.component_conf(component_id).get(cfg.TOPOLOGY_EXECUTOR_THREADED))
     cls = SpoutExecutor if comp.kind == "spout" else BoltExecutor
     return cls(ws, component_id, tasks, None if threaded else loop)

@@ -105,6 +105,10 @@ class WorkerState:
         self.dropped_tuples = 0
         self.dropped_batches = 0
         self.start_time = time.time()
+        #: The package's resources/ folder and the shell children's pid-file folder
+        #: (the Worker sets them; "" in tests that build a WorkerState alone).
+        self.code_dir = ""
+        self.pid_dir = ""
 
     def _refused(self) -> None:
         """A connection failed the CurveZMQ handshake: whatever it sent is dropped, counted

@@ -36,7 +36,7 @@ from ..client import log_levels
 from ..client.contract import (ASSIGNMENT_FILE, EXIT_PARENT_GONE, EXIT_STARTUP_FAILED,
                                EXIT_USER_CODE, STATUS_FILE, TOPOLOGY_FILE, ContractError,
                                HeartbeatState, WorkerAssignment, WorkerHeartbeat, WorkerStatus,
-                               read_status)
+                               read_status, resources_dir)
 from ..client.topology import executors_of, system_topology
 from ..client.topology_proto import from_bytes
 from .executor import Executor, executor_for
@@ -88,6 +88,8 @@ class Worker:
         conf = cfg.layered(self.assignment.conf)
         self.assignment.conf = conf
         self.ws = WorkerState(system_topology(user_topology, conf), self.assignment)
+        self.ws.code_dir = resources_dir(topology_dir)
+        self.ws.pid_dir = os.path.join(worker_dir, "pids")
         self._wake = threading.Event()
         self.ws.bp.on_change = lambda congested: self._wake.set()
         self.ws.on_fatal = self._wake.set

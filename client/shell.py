@@ -1,0 +1,192 @@
+"""Multi-lang (shell) components: :class:`ShellBolt` and :class:`ShellSpout` (Storm's).
+
+A shell component is a program in any language that speaks Storm's multi-lang protocol
+over its stdin and stdout (Storm's ``storm.py``, ``storm.js``, ``storm.rb``, pystorm,
+streamparse). The topology carries only its command line, output streams and
+environment; the worker starts one child per task, with the topology package's
+``resources/`` folder as its working directory, and hosts it (squall.worker.shell).
+
+Example::
+
+    builder.set_bolt("split", ShellBolt(["python3", "splitsentence.py"], ["word"]), 4) \\
+        .shuffle_grouping("sentences")
+
+or Storm's way, a subclass that declares its fields::
+
+    class SplitSentence(ShellBolt):
+        def __init__(self):
+            super().__init__(["python3", "splitsentence.py"])
+
+        def declare_output_fields(self, declarer):
+            declarer.declare(["word"])
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any, Iterable, Mapping, Sequence
+
+from .components import Bolt, OutputFieldsDeclarer, Spout
+from .errors import ConfigError, InvalidTopology
+from .tuple import DEFAULT_STREAM
+
+#: The two wire formats, by the names ``topology.multilang.serializer`` accepts.
+JSON = "json"
+MSGPACK = "msgpack"
+_SERIALIZER_ALIASES = {
+    "json": JSON,
+    "org.apache.storm.multilang.JsonSerializer": JSON,
+    "backtype.storm.multilang.JsonSerializer": JSON,
+    "msgpack": MSGPACK,
+    # pystorm's MsgpackSerializer pairs with these Java-side serializers on Storm.
+    "com.hellosign.storm.multilang.MsgpackSerializer": MSGPACK,
+    "org.apache.storm.multilang.MsgpackSerializer": MSGPACK,
+    "pystorm.serializers.msgpack_serializer.MsgpackSerializer": MSGPACK,
+}
+
+
+def serializer_name(value: Any) -> str:
+    """``json`` or ``msgpack`` for a ``topology.multilang.serializer`` value (Storm's class
+    names accepted); a clear error for anything else."""
+    if value is None:
+        return JSON
+    name = _SERIALIZER_ALIASES.get(str(value).strip())
+    if name is None and str(value).endswith(("MsgpackSerializer", "MessagePackSerializer")):
+        name = MSGPACK
+    if name is None:
+        raise ConfigError(f"topology.multilang.serializer: unknown serializer {value!r}; use "
+                          "'json' (org.apache.storm.multilang.JsonSerializer) or 'msgpack'")
+    return name
+
+
+def _argv(command: Any) -> list[str]:
+    if isinstance(command, str):
+        command = [command]
+    argv = [str(c) for c in command]
+    if not argv or not argv[0]:
+        raise InvalidTopology("a shell component needs a command, e.g. "
+                              "['python3', 'splitsentence.py']")
+    return argv
+
+
+def _streams(output_fields: Sequence[str] | None,
+             streams: Mapping[str, Any] | None) -> dict[str, tuple[list[str], bool]]:
+    out: dict[str, tuple[list[str], bool]] = {}
+    if output_fields is not None:
+        out[DEFAULT_STREAM] = ([output_fields] if isinstance(output_fields, str)
+                               else [str(f) for f in output_fields], False)
+    for name, spec in (streams or {}).items():
+        direct = False
+        if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[1], bool):
+            spec, direct = spec
+        out[str(name)] = ([spec] if isinstance(spec, str) else [str(f) for f in spec], direct)
+    return out
+
+
+class _Shell:
+    """What ShellBolt and ShellSpout share: the command and how the child is started."""
+
+    def __init__(self, command: Any, *args: Any, output_fields: Sequence[str] | None = None,
+                 streams: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
+                 change_child_cwd: bool = True, conf: Mapping[str, Any] | None = None):
+        if isinstance(command, str):  # Storm's varargs form: ShellBolt("python3", "split.py")
+            if not all(isinstance(a, str) for a in args):
+                raise InvalidTopology("ShellBolt/ShellSpout: give the command as a list when "
+                                      "output fields follow it: ShellBolt(['python3', "
+                                      "'split.py'], ['word'])")
+            self.command = _argv([command, *args])
+        else:  # ShellBolt(argv, output_fields or streams)
+            if len(args) > 1:
+                raise InvalidTopology("ShellBolt/ShellSpout(command, output_fields or streams): "
+                                      f"too many positional arguments {args!r}")
+            if args and isinstance(args[0], Mapping):
+                streams = args[0]
+            elif args:
+                output_fields = args[0]
+            self.command = _argv(command)
+        self.env = {str(k): str(v) for k, v in (env or {}).items()}
+        #: False: start the child in the worker's directory instead of resources/ (Storm's
+        #: changeChildCWD(false)), for interpreters shipped beside the package.
+        self.change_child_cwd = bool(change_child_cwd)
+        self._streams = _streams(output_fields, streams)
+        self._conf = dict(conf or {})
+
+    # Storm's setters, chainable.
+    def set_env(self, env: Mapping[str, str]) -> "_Shell":
+        self.env = {str(k): str(v) for k, v in env.items()}
+        return self
+
+    def change_child_cwd_to_resources(self, change: bool) -> None:
+        self.change_child_cwd = bool(change)
+
+    setEnv = set_env
+    changeChildCWD = change_child_cwd_to_resources
+
+    def declare_stream(self, stream: str, fields: Sequence[str], direct: bool = False) -> None:
+        """Declare an output stream (Flux's setNamedStream / setDefaultStream)."""
+        self._streams[stream] = ([fields] if isinstance(fields, str) else list(fields), direct)
+
+    def add_component_config(self, key: str, value: Any) -> None:
+        self._conf[key] = value
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        for name, (fields, direct) in self._streams.items():
+            declarer.declare_stream(name, fields, direct)
+
+    def get_component_configuration(self) -> Mapping[str, Any] | None:
+        return self._conf or None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.command!r})"
+
+
+class ShellBolt(_Shell, Bolt):
+    """A bolt run as a child process over Storm's multi-lang protocol (Storm's ShellBolt).
+
+    ``command`` is the argv (``["python3", "splitsentence.py"]``), run in the package's
+    ``resources/`` folder; ``output_fields`` declares the default stream, ``streams`` more
+    (``{"name": ["f1", "f2"]}`` or ``{"name": (["f"], True)}`` for a direct stream).
+    ``topology.shellbolt.max.pending`` bounds the tuples queued to the child and
+    ``topology.subprocess.timeout.secs`` how long it may stay silent.
+    """
+
+    def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
+        raise RuntimeError("a ShellBolt runs in a worker's shell host, not in-process")
+
+    def execute(self, tup: Any) -> None:
+        raise RuntimeError("a ShellBolt runs in a worker's shell host, not in-process")
+
+
+class ShellSpout(_Shell, Spout):
+    """A spout run as a child process over Storm's multi-lang protocol (Storm's ShellSpout).
+
+    The same arguments as :class:`ShellBolt`. The protocol is synchronous: each
+    ``next``/``ack``/``fail`` waits for the child's ``sync``.
+    """
+
+    def open(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
+        raise RuntimeError("a ShellSpout runs in a worker's shell host, not in-process")
+
+    def next_tuple(self) -> None:
+        raise RuntimeError("a ShellSpout runs in a worker's shell host, not in-process")
+
+
+def missing_interpreters(commands: Iterable[tuple[str, Sequence[str]]],
+                         env_path: str | None = None) -> list[str]:
+    """One line per shell component whose program is not on this machine's PATH (or, for a
+    path with a slash, is not an executable file), for refusing a submit before workers
+    fail. A relative path is resolved by the worker in resources/, so it is not checked."""
+    path = os.environ.get("PATH", "") if env_path is None else env_path
+    out = []
+    for cid, argv in commands:
+        prog = argv[0]
+        if "/" in prog:
+            if os.path.isabs(prog) and not os.access(prog, os.X_OK):
+                out.append(f"component {cid!r}: {prog} is not an executable file")
+            continue
+        if shutil.which(prog, path=path) is None:
+            out.append(f"component {cid!r}: the command {prog!r} ({' '.join(argv)}) is not "
+                       "installed on this machine (not on PATH); install it or change the "
+                       "component's command")
+    return out

@@ -1,0 +1,436 @@
+"""Shell component hosts: a task's child process on Storm's multi-lang protocol as a bolt
+or a spout (Storm's ShellBolt and ShellSpout).
+
+A bolt's protocol is asynchronous. ``execute`` queues the tuple (at most
+``topology.shellbolt.max.pending``; at the bound it waits, which is the backpressure),
+a writer thread feeds the child (heartbeats and task-id lists ahead of tuples, as
+Storm's ShellBoltMessageQueue), and a reader thread takes the child's emits, acks, fails,
+logs, errors and metrics and hands them to the executor's thread, which owns the
+collector. A spout's protocol is synchronous: each ``next``, ``ack``, ``fail``,
+``activate`` and ``deactivate`` is written and the child's messages read until ``sync``,
+on the executor's thread (shell components always get a thread of their own).
+
+As in Storm, a child that exits, writes garbage, acks, fails or anchors an unknown id, or
+stays silent for ``topology.subprocess.timeout.secs`` ends the worker: the error (with
+the child's stderr tail) is logged and reported, the supervisor restarts the worker, and
+the spouts replay the tuples it held.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+import time
+from collections import deque
+from typing import Any, Mapping
+
+from ..client import config as cfg
+from ..client.components import Bolt, Spout
+from ..client.shell import serializer_name
+from ..client.topology import ComponentDef, ShellSpec
+from ..client.tuple import DEFAULT_STREAM, Tuple
+from .multilang import ShellError, ShellProcess, context_json
+
+log = logging.getLogger("squall.worker.shell")
+
+HEARTBEAT_STREAM = "__heartbeat"
+#: Seconds between a bolt's heartbeat tuples and between silence checks (Storm's 1 s).
+HEARTBEAT_SECS = 1.0
+#: Protocol log levels (storm.py's logTrace..logError) -> Python's.
+_LEVELS = {0: 5, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
+#: Messages a writer hands the child per flush.
+_WRITE_BATCH = 64
+
+
+def host_for(comp: ComponentDef) -> Any:
+    """A fresh host for one task of shell component ``comp``."""
+    if comp.kind == "spout":
+        return ShellSpoutHost(comp.shell)  # type: ignore[arg-type]
+    return ShellBoltHost(comp.shell)  # type: ignore[arg-type]
+
+
+def _handshake_conf(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """The conf the child sees: the topology's, without secrets (the child is the user's
+    code, but nothing needs our keys in a script's memory or its crash dumps)."""
+    extra = conf.get(cfg.SQUALL_SECRET_KEYS) or ()
+    return {k: v for k, v in conf.items() if not cfg.is_secret_key(k, extra)}
+
+
+class _Host:
+    """Start and stop the child; what bolt and spout hosts share."""
+
+    proc: ShellProcess
+
+    def __init__(self, spec: ShellSpec):
+        self.spec = spec
+        self.failure: BaseException | None = None
+        self.running = False
+
+    def _launch(self, conf: Mapping[str, Any], context: Any) -> None:
+        spec = self.spec
+        cwd = None
+        if spec.change_child_cwd:
+            cwd = context.code_dir
+            if not cwd or not os.path.isdir(cwd):
+                raise ShellError(
+                    f"component {context.this_component_id!r}: the topology package has no "
+                    f"resources/ folder for {' '.join(spec.argv)!r} to run in ({cwd}); put the "
+                    "scripts in resources/ beside the topology, or set change_child_cwd=False")
+        timeout = conf.get(cfg.TOPOLOGY_SUBPROCESS_TIMEOUT_SECS)
+        if timeout is None:
+            timeout = cfg.get(conf, cfg.SUPERVISOR_WORKER_TIMEOUT_SECS)
+        self.timeout = float(timeout)
+        label = f"{context.this_component_id}[{context.this_task_id}]"
+        self.proc = ShellProcess(spec.argv, cwd, spec.env,
+                                 serializer_name(conf.get(cfg.TOPOLOGY_MULTILANG_SERIALIZER)),
+                                 label)
+        self.child_log = self.proc.child_log
+        self.context = context
+        # A child that never answers the handshake is killed, so launch's read sees EOF.
+        guard = threading.Timer(self.timeout, self.proc.kill)
+        guard.daemon = True
+        guard.start()
+        try:
+            pid = self.proc.launch(_handshake_conf(conf), context_json(context),
+                                   context.pid_dir or os.path.join(os.getcwd(), "pids"))
+        except ShellError as e:
+            if not guard.is_alive():
+                raise ShellError(f"the child did not answer the handshake within "
+                                 f"{self.timeout:g}s (topology.subprocess.timeout.secs)"
+                                 + self.proc.info()) from None
+            raise e
+        finally:
+            guard.cancel()
+        self.running = True
+        self.last_heard = time.monotonic()
+        log.info("topology=%s component=%s task=%d: shell child %s started, pid %d (%s)",
+                 context.topology_id, context.this_component_id, context.this_task_id,
+                 " ".join(self.spec.argv), pid, self.proc.serializer)
+
+    def _log(self, msg: Mapping[str, Any]) -> None:
+        level = msg.get("level", 2)
+        self.child_log.log(_LEVELS.get(level, logging.INFO) if isinstance(level, int)
+                           else logging.INFO, "%s", msg.get("msg"))
+
+    def _error(self, msg: Mapping[str, Any]) -> None:
+        self.collector.report_error(f"Shell Process Exception: {msg.get('msg')}")
+
+    def _metrics(self, msg: Mapping[str, Any]) -> None:
+        """Storm's RPC metrics: here a counter of the task named ``name`` (a child cannot
+        register metrics of its own), raised by ``params`` when it is a number, else by 1."""
+        name = msg.get("name")
+        if not isinstance(name, str) or not name:
+            raise ShellError(f"a metrics message needs a non-empty name: {msg!r}")
+        params = msg.get("params")
+        n = params if isinstance(params, int) and not isinstance(params, bool) else 1
+        self.context.register_counter(name).inc(n)
+
+    def _stop_child(self) -> None:
+        self.running = False
+        proc = getattr(self, "proc", None)
+        if proc is not None:
+            proc.stop()
+
+
+class ShellBoltHost(_Host, Bolt):
+    """One task of a ShellBolt: the asynchronous bolt protocol."""
+
+    def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.inputs: dict[str, Tuple] = {}
+        self._ids = itertools.count(1)
+        self.max_pending = max(1, int(cfg.get(conf, cfg.TOPOLOGY_SHELLBOLT_MAX_PENDING)))
+        self._cv = threading.Condition()
+        self._tuples: deque[dict] = deque()
+        self._task_ids: deque[list] = deque()
+        self._heartbeat_due = False
+        self._waiting = False
+        #: Child messages for the executor's thread, and whether a drain is scheduled.
+        self.inbox: deque[dict] = deque()
+        self._scheduled = False
+        self._stopping = threading.Event()
+        self._launch(conf, context)
+        self._threads = [threading.Thread(target=self._guarded(fn), daemon=True,
+                                          name=f"shell-{name}-{self.proc.label}")
+                         for name, fn in (("reader", self._read_loop),
+                                          ("writer", self._write_loop),
+                                          ("heartbeat", self._heartbeat_loop))]
+        for t in self._threads:
+            t.start()
+
+    # -- the executor's thread --------------------------------------------------------
+    def execute(self, tup: Tuple) -> None:
+        if self.failure is not None:
+            raise self.failure
+        tid = str(next(self._ids))
+        self.inputs[tid] = tup
+        msg = {"id": tid, "comp": tup.source_component, "stream": tup.source_stream,
+               "task": tup.source_task, "tuple": tup.values}
+        cv = self._cv
+        with cv:
+            if len(self._tuples) >= self.max_pending:
+                self._wait_for_room()
+            self._tuples.append(msg)
+            cv.notify_all()
+
+    def _wait_for_room(self) -> None:
+        """At topology.shellbolt.max.pending: wait for the writer, and meanwhile handle what
+        the child sends (it may be waiting for task ids before it reads on). Lock held."""
+        self._waiting = True
+        try:
+            while len(self._tuples) >= self.max_pending:
+                if self.failure is not None:
+                    raise self.failure
+                if self.inbox:
+                    self._cv.release()
+                    try:
+                        self._drain()
+                    finally:
+                        self._cv.acquire()
+                    continue
+                self._cv.wait(HEARTBEAT_SECS)
+        finally:
+            self._waiting = False
+
+    def _drain(self) -> None:
+        self._scheduled = False
+        inbox = self.inbox
+        while inbox:
+            self._handle(inbox.popleft())
+
+    def _raise_failure(self) -> None:
+        if self.failure is not None:
+            raise self.failure
+
+    def _handle(self, msg: dict) -> None:
+        cmd = msg.get("command")
+        if cmd == "emit":
+            self._emit(msg)
+        elif cmd == "ack" or cmd == "fail":
+            tid = msg.get("id")
+            tup = self.inputs.pop(tid, None) if isinstance(tid, str) else None
+            if tup is None and tid is not None and not isinstance(tid, (dict, list)):
+                tup = self.inputs.pop(str(tid), None)  # a number where we sent its digits
+            if tup is None:
+                raise ShellError(f"the child {cmd}ed id {tid!r}, which is unknown or already "
+                                 "acked or failed" + self.proc.info())
+            if cmd == "ack":
+                self.collector.ack(tup)
+            else:
+                self.collector.fail(tup)
+        elif cmd == "log":
+            self._log(msg)
+        elif cmd == "error":
+            self._error(msg)
+        elif cmd == "metrics":
+            self._metrics(msg)
+        else:  # Storm's ShellBolt ignores commands it does not know
+            log.warning("shell child %s sent an unknown command %r; ignored",
+                        self.proc.label, cmd)
+
+    def _emit(self, msg: dict) -> None:
+        values = msg.get("tuple")
+        if not isinstance(values, list):
+            raise ShellError(f"an emit needs a list in 'tuple': {msg!r}" + self.proc.info())
+        anchor_ids = msg.get("anchors") or []
+        if isinstance(anchor_ids, str):
+            anchor_ids = [anchor_ids]
+        anchors = []
+        for a in anchor_ids:
+            t = self.inputs.get(a) if isinstance(a, str) else self.inputs.get(str(a))
+            if t is None:
+                raise ShellError(f"the child anchored onto id {a!r}, which is unknown or "
+                                 "already acked or failed" + self.proc.info())
+            anchors.append(t)
+        stream = msg.get("stream") or DEFAULT_STREAM
+        task = msg.get("task")
+        if task:
+            self.collector.emit_direct(int(task), values, stream, anchors)
+            return
+        targets = self.collector.emit(values, stream, anchors)
+        if msg.get("need_task_ids", True) is not False:
+            with self._cv:
+                self._task_ids.append(list(targets))
+                self._cv.notify_all()
+
+    def cleanup(self) -> None:
+        self._stopping.set()
+        with self._cv:
+            self.running = False
+            self._cv.notify_all()
+        self._stop_child()
+        for t in self._threads:
+            t.join(timeout=2.0)
+        self.inputs.clear()
+
+    # -- other threads -----------------------------------------------------------------
+    def _guarded(self, fn: Any) -> Any:
+        def run() -> None:
+            try:
+                fn()
+            except BaseException as e:  # noqa: BLE001 - every way out is fatal while running
+                if self.running:
+                    self._fail(e if isinstance(e, ShellError) else
+                               ShellError(f"{type(e).__name__}: {e}" + self.proc.info()))
+        return run
+
+    def _fail(self, exc: BaseException) -> None:
+        """Fatal, from any thread: keep the first error, stop the child, and make the
+        executor's thread raise it (the worker then dies and restarts, as in Storm)."""
+        if self.failure is not None:
+            return
+        self.failure = exc
+        log.error("shell child %s failed: %s", self.proc.label, exc)
+        self.running = False
+        self._stopping.set()
+        self.proc.kill()
+        with self._cv:
+            self._cv.notify_all()
+        self.collector.call_soon_threadsafe(self._raise_failure)
+
+    def _read_loop(self) -> None:
+        read = self.proc.read
+        inbox = self.inbox
+        cv = self._cv
+        while self.running:
+            msg = read()
+            self.last_heard = time.monotonic()
+            if type(msg) is not dict or not isinstance(msg.get("command"), str):
+                raise ShellError(f"the child sent a message without a command: {msg!r}"
+                                 + self.proc.info())
+            if msg["command"] == "sync":
+                continue  # a heartbeat's answer: hearing it is all that counts
+            inbox.append(msg)
+            if not self._scheduled:
+                self._scheduled = True
+                self.collector.call_soon_threadsafe(self._drain)
+            if self._waiting:
+                with cv:
+                    cv.notify_all()
+
+    def _write_loop(self) -> None:
+        proc = self.proc
+        encode = proc.encode
+        cv = self._cv
+        tuples, task_ids = self._tuples, self._task_ids
+        hb_ids = itertools.count(1)
+        while self.running:
+            with cv:
+                while self.running and not (self._heartbeat_due or task_ids or tuples):
+                    cv.wait(HEARTBEAT_SECS)
+                out = []
+                if self._heartbeat_due:  # ahead of tuples, as Storm's queue
+                    self._heartbeat_due = False
+                    out.append({"id": f"hb-{next(hb_ids)}", "comp": None,
+                                "stream": HEARTBEAT_STREAM, "task": -1, "tuple": []})
+                while task_ids:
+                    out.append(task_ids.popleft())
+                while tuples and len(out) < _WRITE_BATCH:
+                    out.append(tuples.popleft())
+                cv.notify_all()  # room for a waiting execute
+            if out and self.running:
+                proc.write_raw(b"".join(encode(m) for m in out))
+
+    def _heartbeat_loop(self) -> None:
+        cv = self._cv
+        while not self._stopping.wait(HEARTBEAT_SECS) and self.running:
+            with cv:
+                self._heartbeat_due = True
+                cv.notify_all()
+            silent = time.monotonic() - self.last_heard
+            if silent > self.timeout:
+                raise ShellError(f"the child sent nothing for {silent:.1f}s, over "
+                                 f"topology.subprocess.timeout.secs ({self.timeout:g}s); it "
+                                 "may hang or ignore heartbeat tuples" + self.proc.info())
+
+
+class ShellSpoutHost(_Host, Spout):
+    """One task of a ShellSpout: the synchronous spout protocol."""
+
+    def open(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+        self._waiting_since: float | None = None
+        self._timed_out = False
+        self._launch(conf, context)
+        self._watchdog = threading.Thread(target=self._watch, daemon=True,
+                                          name=f"shell-watchdog-{self.proc.label}")
+        self._watchdog.start()
+
+    def next_tuple(self) -> None:
+        self._query({"command": "next"})
+
+    def ack(self, msg_id: Any) -> None:
+        self._query({"command": "ack", "id": msg_id})
+
+    def fail(self, msg_id: Any) -> None:
+        self._query({"command": "fail", "id": msg_id})
+
+    def activate(self) -> None:
+        self._query({"command": "activate"})
+
+    def deactivate(self) -> None:
+        self._query({"command": "deactivate"})
+
+    def close(self) -> None:
+        self._stop_child()
+
+    def _query(self, command: dict) -> None:
+        """Write one command and handle the child's messages until its ``sync``."""
+        proc = self.proc
+        self._waiting_since = time.monotonic()
+        try:
+            proc.write(command)
+            while True:
+                msg = proc.read()
+                self._waiting_since = time.monotonic()
+                cmd = msg.get("command") if type(msg) is dict else None
+                if cmd == "sync":
+                    return
+                if cmd == "emit":
+                    self._emit(msg)
+                elif cmd == "log":
+                    self._log(msg)
+                elif cmd == "error":
+                    self._error(msg)
+                elif cmd == "metrics":
+                    self._metrics(msg)
+                else:  # Storm's ShellSpout: fatal
+                    raise ShellError(f"the child sent {msg!r} while answering "
+                                     f"{command['command']!r}; expected emit, log, error, "
+                                     "metrics or sync" + proc.info())
+        except ShellError:
+            if self._timed_out:
+                raise ShellError(f"the child sent no sync within {self.timeout:g}s of "
+                                 f"{command['command']!r} (topology.subprocess.timeout.secs)"
+                                 + proc.info()) from None
+            raise
+        finally:
+            self._waiting_since = None
+
+    def _emit(self, msg: dict) -> None:
+        values = msg.get("tuple")
+        if not isinstance(values, list):
+            raise ShellError(f"an emit needs a list in 'tuple': {msg!r}" + self.proc.info())
+        stream = msg.get("stream") or DEFAULT_STREAM
+        task = msg.get("task")
+        msg_id = msg.get("id")
+        if task:
+            self.collector.emit_direct(int(task), values, stream, msg_id)
+            return
+        targets = self.collector.emit(values, stream, msg_id)
+        if msg.get("need_task_ids", True) is not False:
+            self.proc.write(list(targets))
+
+    def _watch(self) -> None:
+        """A child that does not sync within the timeout is killed: the blocked read ends."""
+        while self.running:
+            time.sleep(HEARTBEAT_SECS)
+            since = self._waiting_since
+            if since is not None and time.monotonic() - since > self.timeout:
+                self._timed_out = True
+                log.error("shell child %s: no sync for %.1fs; killing it",
+                          self.proc.label, time.monotonic() - since)
+                self.proc.kill()
+                return
