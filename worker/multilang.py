@@ -265,19 +265,28 @@ class ShellProcess:
             pass
 
     def stop(self, grace: float = 1.0) -> None:
-        """Close its stdin (adapters exit on EOF), then SIGTERM, then SIGKILL."""
+        """Close its stdin (adapters exit on EOF), then SIGTERM, then SIGKILL; then close
+        our ends of its pipes."""
         proc = self.proc
-        if proc is None or proc.poll() is not None:
+        if proc is None:
             return
-        try:
-            proc.stdin.close()  # type: ignore[union-attr]
-        except (OSError, ValueError):
-            pass
-        if self.wait_exit(min(grace, 0.2)) is None:
-            proc.terminate()
-            if self.wait_exit(grace) is None:
-                proc.kill()
-                self.wait_exit(grace)
+        if proc.poll() is None:
+            try:
+                proc.stdin.close()  # type: ignore[union-attr]
+            except (OSError, ValueError):
+                pass
+            if self.wait_exit(min(grace, 0.2)) is None:
+                proc.terminate()
+                if self.wait_exit(grace) is None:
+                    proc.kill()
+                    self.wait_exit(grace)
+        if self._stderr_thread is not None:
+            self._stderr_thread.join(timeout=grace)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                pipe.close()  # type: ignore[union-attr]
+            except (OSError, ValueError):
+                pass
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -95,12 +95,14 @@ class _Host:
         try:
             pid = self.proc.launch(_handshake_conf(conf), context_json(context),
                                    context.pid_dir or os.path.join(os.getcwd(), "pids"))
-        except ShellError as e:
-            if not guard.is_alive():
+        except BaseException as e:
+            timed_out = not guard.is_alive()
+            self.proc.stop()
+            if isinstance(e, ShellError) and timed_out:
                 raise ShellError(f"the child did not answer the handshake within "
                                  f"{self.timeout:g}s (topology.subprocess.timeout.secs)"
                                  + self.proc.info()) from None
-            raise e
+            raise
         finally:
             guard.cancel()
         self.running = True
@@ -146,6 +148,7 @@ class ShellBoltHost(_Host, Bolt):
         self._tuples: deque[dict] = deque()
         self._task_ids: deque[list] = deque()
         self._heartbeat_due = False
+        self._hb_ids = itertools.count(1)
         self._waiting = False
         #: Child messages for the executor's thread, and whether a drain is scheduled.
         self.inbox: deque[dict] = deque()
@@ -197,8 +200,12 @@ class ShellBoltHost(_Host, Bolt):
     def _drain(self) -> None:
         self._scheduled = False
         inbox = self.inbox
-        while inbox:
-            self._handle(inbox.popleft())
+        try:
+            while inbox:
+                self._handle(inbox.popleft())
+        except ShellError as e:  # the child broke the protocol: stop it, refuse more work
+            self._fail(e)
+            raise
 
     def _raise_failure(self) -> None:
         if self.failure is not None:
@@ -247,15 +254,19 @@ class ShellBoltHost(_Host, Bolt):
         stream = msg.get("stream") or DEFAULT_STREAM
         task = msg.get("task")
         if task:
-            self.collector.emit_direct(int(task), values, stream, anchors)
+            self.collector.emit_direct(int(task), values, stream, anchors=anchors)
             return
-        targets = self.collector.emit(values, stream, anchors)
+        # One anchor (every BasicBolt-style emit): the collector's single-anchor fast path.
+        targets = self.collector.emit(values, stream,
+                                      anchors=anchors[0] if len(anchors) == 1 else anchors)
         if msg.get("need_task_ids", True) is not False:
             with self._cv:
                 self._task_ids.append(list(targets))
                 self._cv.notify_all()
 
     def cleanup(self) -> None:
+        if not hasattr(self, "_threads"):  # prepare failed: _launch stopped the child
+            return
         self._stopping.set()
         with self._cv:
             self.running = False
@@ -310,25 +321,31 @@ class ShellBoltHost(_Host, Bolt):
                 with cv:
                     cv.notify_all()
 
+    def _take_batch(self) -> list:
+        """What the writer sends next, in Storm's priority: a due heartbeat, then task-id
+        lists (a child may be blocked on them), then tuples. Lock held."""
+        out: list = []
+        if self._heartbeat_due:
+            self._heartbeat_due = False
+            out.append({"id": f"hb-{next(self._hb_ids)}", "comp": None,
+                        "stream": HEARTBEAT_STREAM, "task": -1, "tuple": []})
+        task_ids, tuples = self._task_ids, self._tuples
+        while task_ids:
+            out.append(task_ids.popleft())
+        while tuples and len(out) < _WRITE_BATCH:
+            out.append(tuples.popleft())
+        return out
+
     def _write_loop(self) -> None:
         proc = self.proc
         encode = proc.encode
         cv = self._cv
         tuples, task_ids = self._tuples, self._task_ids
-        hb_ids = itertools.count(1)
         while self.running:
             with cv:
                 while self.running and not (self._heartbeat_due or task_ids or tuples):
                     cv.wait(HEARTBEAT_SECS)
-                out = []
-                if self._heartbeat_due:  # ahead of tuples, as Storm's queue
-                    self._heartbeat_due = False
-                    out.append({"id": f"hb-{next(hb_ids)}", "comp": None,
-                                "stream": HEARTBEAT_STREAM, "task": -1, "tuple": []})
-                while task_ids:
-                    out.append(task_ids.popleft())
-                while tuples and len(out) < _WRITE_BATCH:
-                    out.append(tuples.popleft())
+                out = self._take_batch()
                 cv.notify_all()  # room for a waiting execute
             if out and self.running:
                 proc.write_raw(b"".join(encode(m) for m in out))
@@ -417,9 +434,9 @@ class ShellSpoutHost(_Host, Spout):
         task = msg.get("task")
         msg_id = msg.get("id")
         if task:
-            self.collector.emit_direct(int(task), values, stream, msg_id)
+            self.collector.emit_direct(int(task), values, stream, msg_id=msg_id)
             return
-        targets = self.collector.emit(values, stream, msg_id)
+        targets = self.collector.emit(values, stream, msg_id=msg_id)
         if msg.get("need_task_ids", True) is not False:
             self.proc.write(list(targets))
 
