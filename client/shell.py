@@ -173,7 +173,7 @@ class ShellSpout(_Shell, Spout):
 
 
 def missing_interpreters(commands: Iterable[tuple[str, Sequence[str]]],
-                         env_path: str | None = None) -> list[str]:
+                         env_path: str | None = None, where: str = "this machine") -> list[str]:
     """One line per shell component whose program is not on this machine's PATH (or, for a
     path with a slash, is not an executable file), for refusing a submit before workers
     fail. A relative path is resolved by the worker in resources/, so it is not checked."""
@@ -183,10 +183,10 @@ def missing_interpreters(commands: Iterable[tuple[str, Sequence[str]]],
         prog = argv[0]
         if "/" in prog:
             if os.path.isabs(prog) and not os.access(prog, os.X_OK):
-                out.append(f"component {cid!r}: {prog} is not an executable file")
+                out.append(f"component {cid!r}: {prog} is not an executable file on {where}")
             continue
         if shutil.which(prog, path=path) is None:
             out.append(f"component {cid!r}: the command {prog!r} ({' '.join(argv)}) is not "
-                       "installed on this machine (not on PATH); install it or change the "
-                       "component's command")
+                       f"installed on {where} (not on PATH); install it on the cluster's "
+                       "machines or change the component's command")
     return out

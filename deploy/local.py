@@ -183,8 +183,10 @@ class LocalCluster(Daemon):
     def _spawn(self, cmd: list, log_path: str, env: dict) -> subprocess.Popen:
         """A worker with our stdout (components' prints show here) and stderr in its log file."""
         with open(log_path, "ab") as logf:
-            return subprocess.Popen(cmd, stdout=self.worker_stdout, stderr=logf, env=env,
+            proc = subprocess.Popen(cmd, stdout=self.worker_stdout, stderr=logf, env=env,
                                     start_new_session=True)
+        proc.own_group = True  # type: ignore[attr-defined]  # see supervisor.kill_leftovers
+        return proc
 
     def client(self, timeout: float = 15.0):
         from ..client.nimbus_client import NimbusClient

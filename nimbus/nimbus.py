@@ -549,7 +549,8 @@ class Nimbus(Daemon):
         env_path = os.environ.get("PATH", "")
         for c in shells:
             path = env_path + (os.pathsep + c.shell.env["PATH"] if "PATH" in c.shell.env else "")
-            for problem in missing_interpreters([(c.id, c.shell.argv)], path):
+            for problem in missing_interpreters([(c.id, c.shell.argv)], path,
+                                                f"the Nimbus host {self.host}"):
                 raise InvalidTopology(f"topology {name}: {problem}", component=c.id)
 
     def _check_size(self, name: str, conf: Mapping[str, Any], topology: Topology) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -48,6 +49,24 @@ def test_word_count_example_prints_correct_counts_with_every_sentence_acked(tmp_
     assert "final: 50000 words" in out
     zk_pid, _ = daemons(out)
     assert gone(zk_pid), "the private ZooKeeper outlived squall local"
+
+
+@pytest.mark.parametrize("lang", ["python", "node"])
+def test_shell_word_count_example_runs_its_split_bolt_as_a_child(tmp_path, lang):
+    """examples/word_count_shell.py: the split bolt is resources/splitsentence.py (or .js),
+    shipped in the package's resources/ and run over Storm's multi-lang protocol."""
+    if lang == "node" and shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    env = dict(os.environ, WORDCOUNT_SPLIT=lang)
+    proc = subprocess.run(squall("local", os.path.join(EXAMPLES, "word_count_shell.py"),
+                                 "--duration", "8", "-c", "wordcount.sentences=5000"),
+                          capture_output=True, text=True, timeout=120, cwd=str(tmp_path),
+                          env=env)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "counts match the expected totals for 5000 sentences: yes" in out, out
+    assert re.search(r"bolt split: executed=5000 emitted=50000 acked=5000 failed=0", out), out
+    assert re.search(r"spout sentences: emitted=5000 acked=5000 failed=0", out), out
 
 
 def test_exclamation_example_runs(tmp_path):

@@ -1,6 +1,6 @@
 """The shell component hosts against real children: every protocol message and edge case.
 
-The children are real processes (tests/multilang: Storm's own storm.py and storm.js
+The children are real processes (tests/integration/resources: Storm's own storm.py and storm.js
 components unchanged, a pystorm bolt, and a scripted child); the collector is a recorder
 whose ``call_soon_threadsafe`` queue this test drains, as the executor's thread would.
 """
@@ -28,7 +28,7 @@ from squall.worker.shell import ShellBoltHost, ShellSpoutHost
 
 pytestmark = pytest.mark.integration
 
-CHILDREN = str(Path(__file__).resolve().parent.parent / "multilang")
+CHILDREN = str(Path(__file__).resolve().parent / "resources")
 #: topology.subprocess.timeout.secs for these tests; waits below derive from it.
 TIMEOUT = 2.0
 
@@ -359,11 +359,12 @@ def test_storm_py_spout_next_ack_fail_with_numeric_ids(tmp_path, hosts):
     h.activate()
     for _ in range(4):  # the fourth finds nothing to emit
         h.next_tuple()
-    assert [(e[1], e[4]) for e in rec.emits] == [(["0"], 0), (["1"], 1), (["2"], 2)]
+    assert [(e[1], e[4]) for e in rec.emits] == [
+        (["0 even"], 0), (["1 odd"], 1), (["2 even"], 2)]
     h.ack(0)
     h.fail(1)  # storm.py's spout re-emits it at the next next
     h.next_tuple()
-    assert rec.emits[-1][1] == ["1"] and rec.emits[-1][4] == 1
+    assert rec.emits[-1][1] == ["1 odd"] and rec.emits[-1][4] == 1
     h.ack(1)
     h.ack(2)
     h.deactivate()

@@ -1,5 +1,6 @@
-"""A reliable spout on Storm's storm.py: emits "0".."N-1" with their numbers as message ids,
-re-emits what fails, and appends every acked id to $ACKED_FILE (one per line) if set."""
+"""A reliable spout on Storm's storm.py: emits "i even" or "i odd" for i in 0..N-1
+(numbers.total) with i as the message id, one every numbers.sleep seconds, re-emits what
+fails, and appends every acked id to $ACKED_FILE (one per line) if set."""
 import os
 import time
 
@@ -9,6 +10,7 @@ import storm
 class NumbersSpout(storm.Spout):
     def initialize(self, conf, context):
         self.total = int(conf.get("numbers.total", 100))
+        self.sleep = float(conf.get("numbers.sleep", 0))
         tasks = sorted(int(t) for t, c in context["task->component"].items()
                        if c == context["componentid"])
         self.step = len(tasks)
@@ -25,7 +27,9 @@ class NumbersSpout(storm.Spout):
         else:
             time.sleep(0.001)  # nothing to emit: the protocol leaves the pause to us
             return
-        storm.emit([str(i)], id=i)
+        if self.sleep:
+            time.sleep(self.sleep)
+        storm.emit([f"{i} {'odd' if i % 2 else 'even'}"], id=i)
 
     def ack(self, id):
         if self.acked:

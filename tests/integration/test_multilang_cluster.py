@@ -1,0 +1,140 @@
+"""Shell components on a real local cluster (ZooKeeper, Nimbus, a supervisor, workers).
+
+The package is this folder, so ``resources/`` holds the children: Storm's storm.py with
+a reliable numbers spout and Storm's own splitsentence.py, unchanged. The spout appends
+every acked message id to a file, so the test sees exactly what the spout saw.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from squall.client.errors import InvalidRequest
+from squall.client.shell import ShellBolt, ShellSpout
+from squall.client.topology import TopologyBuilder
+from squall.deploy.local import LocalCluster
+from topos import RecordingBolt, events_of
+from zk_fixtures import poll_for
+
+pytestmark = pytest.mark.integration
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+#: topology.message.timeout.secs here; the waits below are derived from it.
+MESSAGE_TIMEOUT = 6
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    base = tmp_path_factory.mktemp("shell-local")
+    lc = LocalCluster({"topology.stats.freq.secs": 0.2}, slots=4, base_dir=str(base))
+    try:
+        lc.start()
+        yield lc
+    finally:
+        lc.close("test done")
+    left = [pid for pid in child_pids(lc) if alive(pid)]
+    assert not left, f"shell children outlived the cluster: {left}"
+
+
+def shell_topology(acked_file: str):
+    b = TopologyBuilder()
+    b.set_spout("numbers", ShellSpout([sys.executable, "numbers_spout.py"], ["sentence"],
+                                      env={"ACKED_FILE": acked_file}), 2)
+    b.set_bolt("split", ShellBolt([sys.executable, "splitsentence.py"], ["word"]), 2) \
+        .shuffle_grouping("numbers")
+    b.set_bolt("record", RecordingBolt(), 2).fields_grouping("split", ["word"])
+    return b.create_topology()
+
+
+def child_pids(lc) -> list[int]:
+    """Pids of every shell child any worker of ``lc`` started (their pid files)."""
+    return [int(os.path.basename(p))
+            for p in glob.glob(os.path.join(lc.base_dir, "workers", "*", "pids", "*"))]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def acked_ids(path) -> set[int]:
+    return {int(x) for x in path.read_text().split()} if path.exists() else set()
+
+
+def kill_and_wait(lc, name: str) -> None:
+    with lc.client() as nimbus:
+        nimbus.kill(name, wait_secs=0)
+    poll_for(lambda: not lc.supervisor.procs, timeout=30, what=f"{name}'s workers stopped")
+    poll_for(lambda: not [p for p in child_pids(lc) if alive(p)], timeout=10,
+             what="every shell child stopped with its worker")
+
+
+def test_a_shell_word_count_acks_every_message_exactly_once(local, tmp_path):
+    events = tmp_path / "events"
+    events.mkdir()
+    acked = tmp_path / "acked"
+    n = 400
+    local.submit("shell-wc", shell_topology(str(acked)),
+                 {"topology.workers": 2, "test.events.dir": str(events), "numbers.total": n,
+                  "topology.message.timeout.secs": MESSAGE_TIMEOUT}, HERE)
+    poll_for(lambda: len(acked_ids(acked)) == n, timeout=60, what=f"all {n} messages acked")
+    poll_for(lambda: len(events_of(str(events), "record", "got")) >= 2 * n, timeout=10,
+             what="every word recorded")
+    words = events_of(str(events), "record", "got")
+    # No failure, no replay: every number once, and each parity n/2 times.
+    assert sorted(w for w in words if w.isdigit()) == sorted(str(i) for i in range(n))
+    assert words.count("even") == words.count("odd") == n // 2
+    assert sorted(int(x) for x in acked.read_text().split()) == list(range(n))
+    kill_and_wait(local, "shell-wc")
+
+
+def test_a_shell_bolt_child_killed_mid_run_loses_no_message(local, tmp_path):
+    events = tmp_path / "events"
+    events.mkdir()
+    acked = tmp_path / "acked"
+    n = 3000
+    local.submit("shell-kill", shell_topology(str(acked)),
+                 {"topology.workers": 2, "test.events.dir": str(events), "numbers.total": n,
+                  "numbers.sleep": 0.002, "topology.message.timeout.secs": MESSAGE_TIMEOUT},
+                 HERE)
+    poll_for(lambda: len(acked_ids(acked)) >= 300, timeout=60, what="the run under way")
+    splits = [p for p in child_pids(local) if alive(p) and "splitsentence.py" in cmdline(p)]
+    assert len(splits) == 2, f"expected two split children, found {splits}"
+    workers_before = {port: p.proc.pid for port, p in local.supervisor.procs.items()}
+    os.kill(splits[0], signal.SIGKILL)
+    # The host sees the child's output end: its worker dies and the supervisor restarts it;
+    # its tuples fail by timeout and the spouts replay them.
+    poll_for(lambda: {port: p.proc.pid for port, p in local.supervisor.procs.items()}
+             != workers_before, timeout=30, what="the worker of the killed child restarted")
+    poll_for(lambda: acked_ids(acked) >= set(range(n)), timeout=60 + 4 * MESSAGE_TIMEOUT,
+             what=f"every one of {n} messages acked after the kill")
+    assert not alive(splits[0])
+    with local.client() as nimbus:
+        errors = [e.error for e in nimbus.topology_info("shell-kill").errors]
+    assert any("output ended" in e and "splitsentence.py" in e for e in errors), errors
+    kill_and_wait(local, "shell-kill")
+
+
+def test_a_missing_interpreter_is_refused_at_submit(local):
+    b = TopologyBuilder()
+    b.set_spout("numbers", ShellSpout(["no-such-lang-interpreter", "spout.nsl"], ["n"]))
+    with pytest.raises(InvalidRequest, match="'no-such-lang-interpreter'.*not installed on "
+                       "the Nimbus host"):
+        local.submit("nsl", b.create_topology(), {}, HERE)
