@@ -100,6 +100,19 @@ def run_topology_file(path: str, args: list[str], config_path: str | None,
     return submit_topology(loaded.name, loaded.conf, loaded.topology)
 
 
+def run_flux(path: str, properties_file: str | None, env_filter: bool, config_path: str | None,
+             overrides: Mapping[str, Any]) -> str:
+    """``squall jar --flux FILE.yaml``: submit the topology a Flux file declares, its
+    directory as the package (resources/ beside it holds shell components' scripts)."""
+    from ..client.submitter import submit_topology
+    from ..deploy.flux import load_flux
+
+    path = os.path.abspath(path)
+    _jar_environment(os.path.dirname(path), config_path, overrides)
+    loaded = load_flux(path, properties_file, env_filter)
+    return submit_topology(loaded.name, loaded.conf, loaded.topology)
+
+
 # --- topology requests -----------------------------------------------------------------
 def _client(conf: Mapping[str, Any]):
     from ..client.nimbus_client import NimbusClient

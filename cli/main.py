@@ -74,23 +74,44 @@ def cli(verbose: bool, strict: bool) -> None:
         logging.getLogger("kazoo").setLevel(logging.ERROR)
 
 
+flux_options = [
+    click.option("--flux", "flux", is_flag=True,
+                 help="The file is a Flux YAML topology (Storm's Flux: spouts, bolts, streams)."),
+    click.option("--filter", "flux_filter", type=click.Path(dir_okay=False), default=None,
+                 metavar="FILE", help="Flux: replace ${name} from this properties file."),
+    click.option("--env-filter", "env_filter", is_flag=True,
+                 help="Flux: replace ${ENV-NAME} from the environment."),
+]
+
+
+def with_flux_options(fn):
+    for option in reversed(flux_options):
+        fn = option(fn)
+    return fn
+
+
 @cli.command()
 @click.argument("topology_file", type=click.Path(dir_okay=False))
 @click.option("--duration", type=float, default=None, metavar="SECS",
               help="Stop after SECS seconds (default: run until Ctrl-C).")
+@with_flux_options
 @conf_option
-def local(topology_file: str, duration: float | None, conf_pairs: tuple[str, ...]) -> None:
+def local(topology_file: str, duration: float | None, flux: bool, flux_filter: str | None,
+          env_filter: bool, conf_pairs: tuple[str, ...]) -> None:
     """Run TOPOLOGY_FILE's topology on a private cluster on this machine.
 
     Starts ZooKeeper, Nimbus and a supervisor, submits the topology (the file
     defines topology() returning a TopologyBuilder, and optionally CONF and
-    NAME) and shows its progress. Ctrl-C drains pending tuples, kills the
-    topology and stops every process it started.
+    NAME; with --flux it is a Flux YAML file) and shows its progress. Ctrl-C
+    drains pending tuples, kills the topology and stops every process it started.
     """
     from ..deploy.local import run_local  # starts daemons: imported only for `squall local`
+    if (flux_filter or env_filter) and not flux:
+        raise click.UsageError("--filter and --env-filter go with --flux")
     try:
         code = run_local(topology_file, duration, _overrides(conf_pairs, submitted=True),
-                         echo=lambda s: click.echo(s))
+                         echo=lambda s: click.echo(s),
+                         flux={"filter": flux_filter, "env_filter": env_filter} if flux else None)
     except SquallError as exc:
         raise click.ClickException(str(exc)) from None
     sys.exit(code)
@@ -155,20 +176,32 @@ def logviewer(config_path: str | None, conf_pairs: tuple[str, ...], insecure: bo
 @click.argument("package", type=click.Path(exists=True))
 @click.argument("module", required=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@with_flux_options
 @config_option
 @conf_option
-def jar(package: str, module: str | None, args: tuple[str, ...], config_path: str | None,
+def jar(package: str, module: str | None, args: tuple[str, ...], flux: bool,
+        flux_filter: str | None, env_filter: bool, config_path: str | None,
         conf_pairs: tuple[str, ...]) -> None:
-    """Submit a topology to the cluster: PACKAGE MODULE [ARGS], or FILE.py [ARGS].
+    """Submit a topology to the cluster: PACKAGE MODULE [ARGS], FILE.py [ARGS], or
+    --flux FILE.yaml.
 
     With a topology file (what `squall local FILE` runs: topology(), CONF, NAME),
     its directory is the package and the topology is submitted as NAME. With a
     PACKAGE (a directory, .zip or .pyz), MODULE is imported from it and its
     main(ARGS) called; main builds the topology and calls
-    squall.client.submitter.submit_topology. Options this command does not know
+    squall.client.submitter.submit_topology. With --flux, PACKAGE is a Flux YAML
+    file and its directory the package. Options this command does not know
     are passed on in ARGS (put ARGS after `--` to pass -c or --config).
     """
     from . import commands
+    if flux:
+        if module is not None or args:
+            raise click.UsageError("--flux takes the YAML file only")
+        _run(commands.run_flux, package, flux_filter, env_filter, config_path,
+             _overrides(conf_pairs, submitted=True))
+        return
+    if flux_filter or env_filter:
+        raise click.UsageError("--filter and --env-filter go with --flux")
     if package.endswith(".py") and os.path.isfile(package):
         rest = ([module] if module is not None else []) + list(args)
         _run(commands.run_topology_file, package, rest, config_path,

@@ -127,7 +127,16 @@ class _Shell:
         """Declare an output stream (Flux's setNamedStream / setDefaultStream)."""
         self._streams[stream] = ([fields] if isinstance(fields, str) else list(fields), direct)
 
+    def set_default_stream(self, fields: Sequence[str]) -> None:
+        """Flux's FluxShellBolt.setDefaultStream."""
+        self.declare_stream(DEFAULT_STREAM, fields)
+
+    def set_named_stream(self, name: str, fields: Sequence[str]) -> None:
+        """Flux's FluxShellBolt.setNamedStream."""
+        self.declare_stream(name, fields)
+
     def add_component_config(self, key: str, value: Any) -> None:
+        """A component conf key (Flux's addComponentConfig)."""
         self._conf[key] = value
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:

@@ -152,6 +152,11 @@ class BoltDeclarer(_Declarer):
         self._comp.inputs.append(InputDef(component, stream or DEFAULT_STREAM, grouping))
         return self
 
+    def grouping(self, component: str, grouping: g.Grouping,
+                 stream: str | None = None) -> "BoltDeclarer":
+        """Subscribe with a :class:`~squall.client.grouping.Grouping` built elsewhere (Flux)."""
+        return self._sub(component, stream, grouping)
+
     def shuffle_grouping(self, component: str, stream: str | None = None) -> "BoltDeclarer":
         return self._sub(component, stream, g.Grouping(g.SHUFFLE))
 

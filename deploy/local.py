@@ -370,9 +370,15 @@ class _Run:
 
 
 def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any],
-              echo: Echo = print, progress_every: float = 5.0) -> int:
-    """``squall local``: run until ``duration`` passes or Ctrl-C; returns the exit code."""
-    loaded = load_topology_file(path)
+              echo: Echo = print, progress_every: float = 5.0,
+              flux: Mapping[str, Any] | None = None) -> int:
+    """``squall local``: run until ``duration`` passes or Ctrl-C; returns the exit code.
+    With ``flux`` (``filter``, ``env_filter``), ``path`` is a Flux YAML file."""
+    if flux is not None:
+        from .flux import load_flux
+        loaded = load_flux(path, flux.get("filter"), bool(flux.get("env_filter")))
+    else:
+        loaded = load_topology_file(path)
     run = _Run(loaded, cli_overrides, echo)
     stop = {"why": None}
 

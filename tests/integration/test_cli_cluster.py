@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -313,6 +314,34 @@ def test_jar_takes_a_topology_file_as_squall_local_does(cluster):
     bad.write_text("def topology(:\n")
     r = c.run("jar", str(bad))
     assert r.returncode == 1 and "broken_topo.py" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_jar_submits_a_flux_file_whose_shell_components_run_from_resources(cluster):
+    """`squall jar --flux FILE.yaml`: Storm's Flux with a shell spout and a shell bolt; the
+    supervisors extract the package's resources/ and every sentence is acked."""
+    c = cluster
+    poll_for(lambda: "2 supervisor(s), 0/4 slots used" in c.run("list").stdout, timeout=20,
+             what="2 supervisors registered\n" + c.logs())
+    r = c.run("jar", "--flux", os.path.join(EXAMPLES, "word_count.yaml"), "-c",
+              "sentences.total=2000", "-c", "topology.stats.freq.secs=0.2")
+    assert r.returncode == 0, r.stdout + r.stderr + c.logs()
+    assert "Submitted topology flux-word-count as flux-word-count-" in r.stdout, r.stdout
+
+    def total(component, key):
+        return sum(s.get(key, 0) for hb in c.heartbeats() for s in hb.get("tasks", {}).values()
+                   if s.get("component") == component)
+    poll_for(lambda: total("sentences", "acked") == 2000, timeout=60,
+             what="all 2000 sentences acked\n" + c.logs())
+    assert total("sentences", "failed") == 0 and total("count", "executed") == 20_000
+    r = c.run("kill", "flux-word-count", "-w", "0")
+    assert r.returncode == 0, r.stdout + r.stderr
+    # A Flux file with a misspelt grouping: one line naming file and line, nothing submitted.
+    bad = c.tmp / "bad_flux.yaml"
+    good = Path(EXAMPLES, "word_count.yaml").read_text()
+    bad.write_text(good.replace("type: SHUFFLE", "type: SHUFLE", 1))
+    r = c.run("jar", "--flux", str(bad))
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "bad_flux.yaml:46: unknown grouping type 'SHUFLE'" in r.stderr, r.stderr
 
 
 CRASHY = '''

@@ -69,6 +69,19 @@ def test_shell_word_count_example_runs_its_split_bolt_as_a_child(tmp_path, lang)
     assert re.search(r"spout sentences: emitted=5000 acked=5000 failed=0", out), out
 
 
+def test_flux_word_count_example_runs_with_shell_components(tmp_path):
+    """examples/word_count.yaml through `squall local --flux`: Storm's Flux file format, a
+    shell spout and bolt, Storm's TestWordCounter and LogInfoBolt."""
+    proc = subprocess.run(squall("local", "--flux", os.path.join(EXAMPLES, "word_count.yaml"),
+                                 "--duration", "8", "-c", "sentences.total=2000"),
+                          capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "topology flux-word-count submitted" in out, out
+    assert re.search(r"spout sentences: emitted=2000 acked=2000 failed=0", out), out
+    assert re.search(r"bolt count: executed=20000 emitted=20000 acked=20000 failed=0", out), out
+
+
 def test_exclamation_example_runs(tmp_path):
     proc = subprocess.run(squall("local", os.path.join(EXAMPLES, "exclamation.py"),
                                  "--duration", "4"),
