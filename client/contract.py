@@ -25,7 +25,7 @@ import enum
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from .errors import SquallError
 
@@ -382,11 +382,13 @@ def read_json(path: str) -> Any:
         return None
 
 
-def resources_dir(topology_dir: str) -> str:
+def resources_dir(topology_dir: str, code_paths: Iterable[str] = ()) -> str:
     """The topology's resources/ folder on this host: extracted from the package archive
-    by the supervisor, or inside a package that is a directory. May not exist."""
+    by the supervisor, inside a package that is a directory, or inside a code path (a
+    static cluster's). May not exist."""
     extracted = os.path.join(topology_dir, RESOURCES_DIR)
-    if os.path.isdir(extracted):
-        return extracted
-    inside = os.path.join(topology_dir, "package", RESOURCES_DIR)
-    return inside if os.path.isdir(inside) else extracted
+    for d in (topology_dir, os.path.join(topology_dir, "package"), *code_paths):
+        candidate = os.path.join(d, RESOURCES_DIR)
+        if os.path.isdir(candidate):
+            return candidate
+    return extracted

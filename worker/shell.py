@@ -3,10 +3,10 @@ or a spout (Storm's ShellBolt and ShellSpout).
 
 A bolt's protocol is asynchronous. ``execute`` queues the tuple (at most
 ``topology.shellbolt.max.pending``; at the bound it waits, which is the backpressure),
-a writer thread feeds the child (heartbeats and task-id lists ahead of tuples, as
-Storm's ShellBoltMessageQueue), and a reader thread takes the child's emits, acks, fails,
-logs, errors and metrics and hands them to the executor's thread, which owns the
-collector. A spout's protocol is synchronous: each ``next``, ``ack``, ``fail``,
+a writer thread feeds the child (heartbeats ahead of tuples, as Storm's
+ShellBoltMessageQueue), and a reader thread takes the child's emits, acks, fails, logs,
+errors and metrics and hands them to the executor's thread, which owns the collector and
+writes the task ids an emit asks for straight back. A spout's protocol is synchronous: each ``next``, ``ack``, ``fail``,
 ``activate`` and ``deactivate`` is written and the child's messages read until ``sync``,
 on the executor's thread (shell components always get a thread of their own).
 
@@ -146,7 +146,10 @@ class ShellBoltHost(_Host, Bolt):
         self.max_pending = max(1, int(cfg.get(conf, cfg.TOPOLOGY_SHELLBOLT_MAX_PENDING)))
         self._cv = threading.Condition()
         self._tuples: deque[dict] = deque()
-        self._task_ids: deque[list] = deque()
+        #: Task-id lists owed to the child (executor thread only), and the lock that
+        #: keeps their writes and the writer thread's apart.
+        self._task_ids: list[list] = []
+        self._write_lock = threading.Lock()
         self._heartbeat_due = False
         self._hb_ids = itertools.count(1)
         self._waiting = False
@@ -203,9 +206,21 @@ class ShellBoltHost(_Host, Bolt):
         try:
             while inbox:
                 self._handle(inbox.popleft())
+            if self._task_ids:
+                self._write_task_ids()
         except ShellError as e:  # the child broke the protocol: stop it, refuse more work
             self._fail(e)
             raise
+
+    def _write_task_ids(self) -> None:
+        """The task ids the child waits for, written from this thread at once: storm.py
+        blocks on them after every emit, and a hop through the writer thread would cost a
+        thread switch per emit (Storm's queue puts them ahead of tuples for the same
+        reason)."""
+        encode = self.proc.encode
+        ids, self._task_ids = self._task_ids, []
+        with self._write_lock:
+            self.proc.write_raw(b"".join(encode(t) for t in ids))
 
     def _raise_failure(self) -> None:
         if self.failure is not None:
@@ -260,9 +275,7 @@ class ShellBoltHost(_Host, Bolt):
         targets = self.collector.emit(values, stream,
                                       anchors=anchors[0] if len(anchors) == 1 else anchors)
         if msg.get("need_task_ids", True) is not False:
-            with self._cv:
-                self._task_ids.append(list(targets))
-                self._cv.notify_all()
+            self._task_ids.append(list(targets))  # written when this drain ends
 
     def cleanup(self) -> None:
         if not hasattr(self, "_threads"):  # prepare failed: _launch stopped the child
@@ -322,16 +335,14 @@ class ShellBoltHost(_Host, Bolt):
                     cv.notify_all()
 
     def _take_batch(self) -> list:
-        """What the writer sends next, in Storm's priority: a due heartbeat, then task-id
-        lists (a child may be blocked on them), then tuples. Lock held."""
+        """What the writer sends next: a due heartbeat ahead of tuples (Storm's priority;
+        task ids do not wait here at all). Lock held."""
         out: list = []
         if self._heartbeat_due:
             self._heartbeat_due = False
             out.append({"id": f"hb-{next(self._hb_ids)}", "comp": None,
                         "stream": HEARTBEAT_STREAM, "task": -1, "tuple": []})
-        task_ids, tuples = self._task_ids, self._tuples
-        while task_ids:
-            out.append(task_ids.popleft())
+        tuples = self._tuples
         while tuples and len(out) < _WRITE_BATCH:
             out.append(tuples.popleft())
         return out
@@ -340,15 +351,17 @@ class ShellBoltHost(_Host, Bolt):
         proc = self.proc
         encode = proc.encode
         cv = self._cv
-        tuples, task_ids = self._tuples, self._task_ids
+        tuples = self._tuples
         while self.running:
             with cv:
-                while self.running and not (self._heartbeat_due or task_ids or tuples):
+                while self.running and not (self._heartbeat_due or tuples):
                     cv.wait(HEARTBEAT_SECS)
                 out = self._take_batch()
                 cv.notify_all()  # room for a waiting execute
             if out and self.running:
-                proc.write_raw(b"".join(encode(m) for m in out))
+                data = b"".join(encode(m) for m in out)
+                with self._write_lock:
+                    proc.write_raw(data)
 
     def _heartbeat_loop(self) -> None:
         cv = self._cv

@@ -88,7 +88,7 @@ class Worker:
         conf = cfg.layered(self.assignment.conf)
         self.assignment.conf = conf
         self.ws = WorkerState(system_topology(user_topology, conf), self.assignment)
-        self.ws.code_dir = resources_dir(topology_dir)
+        self.ws.code_dir = resources_dir(topology_dir, self.assignment.code_paths)
         self.ws.pid_dir = os.path.join(worker_dir, "pids")
         self._wake = threading.Event()
         self.ws.bp.on_change = lambda congested: self._wake.set()

@@ -256,16 +256,14 @@ def test_heartbeats_keep_an_idle_child_alive_and_carry_storms_fields(tmp_path, h
     assert isinstance(hb["id"], str)
 
 
-def test_heartbeats_and_task_ids_go_ahead_of_queued_tuples(tmp_path, hosts):
+def test_heartbeats_go_ahead_of_queued_tuples(tmp_path, hosts):
     rec = Recorder()
     h = bolt(hosts, tmp_path, scripted(tmp_path, [["silent"]]), rec)
-    with h._cv:  # the writer waits for this lock: set up its queues as it would find them
-        h._tuples.append({"id": "t1"})
-        h._task_ids.append([4])
+    with h._cv:  # the writer waits for this lock: set up its queue as it would find it
+        h._tuples.extend([{"id": "t1"}, {"id": "t2"}])
         h._heartbeat_due = True
         batch = h._take_batch()
-    assert [m["stream"] if isinstance(m, dict) and "stream" in m else m for m in batch] == \
-        ["__heartbeat", [4], {"id": "t1"}]
+    assert [m.get("stream", m["id"]) for m in batch] == ["__heartbeat", "t1", "t2"]
 
 
 def test_a_full_queue_blocks_execute_until_the_child_reads_and_loses_nothing(tmp_path, hosts):
