@@ -32,6 +32,7 @@ from squall.client import ShellBolt, TopologyBuilder  # noqa: E402
 EXAMPLE_RESOURCES = os.path.join(REPO, "examples")  # its resources/ holds splitsentence.py
 TESTS = os.path.join(REPO, "tests", "integration")   # resources/ with storm.py, pystorm_split
 SPLIT_TASKS = 2
+EXTRA: dict = {}
 topo = bench.topo  # squall.bench.topologies: the module workers import
 
 VARIANTS = {
@@ -66,7 +67,8 @@ def run(name: str, n: int, max_pending: int) -> dict:
             bench.CODE_PATHS = base_paths + [code_path]
             env = {"PYSTORM_SERIALIZER": serializer}
             res = bench.run_throughput(True, n, SPLIT_TASKS, max_pending,
-                                       extra={"topology.multilang.serializer": serializer},
+                                       extra={"topology.multilang.serializer": serializer,
+                                              **EXTRA},
                                        builder=shell_word_count(command, env))
     finally:
         bench.CODE_PATHS = base_paths

@@ -55,8 +55,9 @@ def serializer_name(value: Any) -> str:
     if name is None and str(value).endswith(("MsgpackSerializer", "MessagePackSerializer")):
         name = MSGPACK
     if name is None:
-        raise ConfigError(f"topology.multilang.serializer: unknown serializer {value!r}; use "
-                          "'json' (org.apache.storm.multilang.JsonSerializer) or 'msgpack'")
+        raise ConfigError("topology.multilang.serializer",
+                          f"unknown serializer {value!r}; use 'json' "
+                          "(org.apache.storm.multilang.JsonSerializer) or 'msgpack'")
     return name
 
 

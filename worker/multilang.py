@@ -40,11 +40,17 @@ class ShellError(RuntimeError):
 
 
 class _Json:
-    """Storm's JSON lines: a JSON text, then ``end`` on a line of its own."""
+    """Storm's JSON lines: a JSON text, then ``end`` on a line of its own.
+
+    Read in chunks and split on the ``end`` lines (a JSON text has no raw newline inside
+    a string, so a line ``end`` always ends a message): two readline calls a message cost
+    more than the JSON decoding."""
 
     def __init__(self, stdin: Any, stdout: Any):
         self.stdin = stdin
-        self.stdout = stdout
+        self.fd = stdout.fileno()
+        self.buf = b""
+        self.texts: collections.deque[bytes] = collections.deque()
 
     @staticmethod
     def encode(msg: Any) -> bytes:
@@ -52,16 +58,18 @@ class _Json:
         return json.dumps(msg, default=_json_default).encode("ascii") + b"\nend\n"
 
     def read(self) -> Any:
-        lines = []
-        readline = self.stdout.readline
-        while True:
-            line = readline()
-            if not line:
-                raise EOFError(b"".join(lines)[:200])
-            if line == b"end\n" or line.rstrip(b"\r\n") == b"end":
-                break
-            lines.append(line)
-        text = b"".join(lines)
+        texts = self.texts
+        while not texts:
+            data = os.read(self.fd, 1 << 16)
+            if not data:
+                raise EOFError(self.buf[:200])
+            if b"\r" in data:  # a child writing CRLF lines
+                data = data.replace(b"\r\n", b"\n")
+            buf = self.buf + data
+            parts = buf.split(b"\nend\n")
+            self.buf = parts.pop()
+            texts.extend(parts)
+        text = texts.popleft()
         try:
             return json.loads(text)
         except ValueError:

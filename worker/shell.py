@@ -152,7 +152,9 @@ class ShellBoltHost(_Host, Bolt):
         self._write_lock = threading.Lock()
         self._heartbeat_due = False
         self._hb_ids = itertools.count(1)
+        #: Who sleeps on the condition: a full execute, the writer with nothing to write.
         self._waiting = False
+        self._writer_idle = False
         #: Child messages for the executor's thread, and whether a drain is scheduled.
         self.inbox: deque[dict] = deque()
         self._scheduled = False
@@ -179,7 +181,8 @@ class ShellBoltHost(_Host, Bolt):
             if len(self._tuples) >= self.max_pending:
                 self._wait_for_room()
             self._tuples.append(msg)
-            cv.notify_all()
+            if self._writer_idle:  # notify costs: only when the writer sleeps
+                cv.notify_all()
 
     def _wait_for_room(self) -> None:
         """At topology.shellbolt.max.pending: wait for the writer, and meanwhile handle what
@@ -355,9 +358,12 @@ class ShellBoltHost(_Host, Bolt):
         while self.running:
             with cv:
                 while self.running and not (self._heartbeat_due or tuples):
+                    self._writer_idle = True
                     cv.wait(HEARTBEAT_SECS)
+                    self._writer_idle = False
                 out = self._take_batch()
-                cv.notify_all()  # room for a waiting execute
+                if self._waiting:
+                    cv.notify_all()  # room for the waiting execute
             if out and self.running:
                 data = b"".join(encode(m) for m in out)
                 with self._write_lock:

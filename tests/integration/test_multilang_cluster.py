@@ -11,7 +11,6 @@ import glob
 import os
 import signal
 import sys
-import time
 
 import pytest
 
@@ -132,9 +131,14 @@ def test_a_shell_bolt_child_killed_mid_run_loses_no_message(local, tmp_path):
     kill_and_wait(local, "shell-kill")
 
 
-def test_a_missing_interpreter_is_refused_at_submit(local):
+def test_a_missing_interpreter_or_an_unknown_serializer_is_refused_at_submit(local):
     b = TopologyBuilder()
     b.set_spout("numbers", ShellSpout(["no-such-lang-interpreter", "spout.nsl"], ["n"]))
     with pytest.raises(InvalidRequest, match="'no-such-lang-interpreter'.*not installed on "
                        "the Nimbus host"):
         local.submit("nsl", b.create_topology(), {}, HERE)
+    b = TopologyBuilder()
+    b.set_spout("numbers", ShellSpout([sys.executable, "numbers_spout.py"], ["n"]))
+    with pytest.raises(InvalidRequest, match="unknown serializer 'protobuf'"):
+        local.submit("proto", b.create_topology(),
+                     {"topology.multilang.serializer": "protobuf"}, HERE)

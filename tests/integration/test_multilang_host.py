@@ -231,10 +231,14 @@ def test_log_levels_errors_metrics_and_emits_before_the_first_tuple(tmp_path, ho
         ["send", {"command": "error", "msg": "it broke"}],
         ["send", {"command": "metrics", "name": "widgets", "params": 5}],
         ["send", {"command": "metrics", "name": "widgets"}],
+        # A message may span lines, and a child may end its lines with CRLF.
+        ["raw", '{\n  "command": "log",\n  "msg": "pretty"\n}\nend\n'],
+        ["raw", '{"command": "log", "msg": "crlf"}\r\nend\r\n'],
         ["send", {"command": "log", "msg": "done"}]]), rec)
     pump(rec, lambda: any(r.getMessage() == "done" for r in caplog.records), 5, "the last log")
     assert rec.emits[0][:3] == ("default", ["early"], [])
     by_msg = {r.getMessage(): r for r in caplog.records if r.name.startswith("squall.shell.")}
+    assert "pretty" in by_msg and "crlf" in by_msg
     assert by_msg["a warning"].levelno == logging.WARNING
     assert by_msg["plain info"].levelno == logging.INFO
     assert by_msg["a warning"].name == f"squall.shell.shell[{TASKS['shell'][0]}]"
