@@ -216,14 +216,22 @@ class Executor:
         q = self.queue
         transfer = self.transfer
         flush_every = transfer.flush_interval
+        ready = lambda: q.dq or self.calls  # noqa: E731
         while not self.stop_requested:
             done = self.run_once()
             now = time.monotonic()
             if self.timers and now >= self.next_due():
                 self.fire_timers(now)
             if done == 0:
+                since = now - transfer.last_flush
+                if transfer.buffered and since < flush_every:
+                    # Work that arrives a call at a time (a shell child's emits) would send
+                    # a frame per tuple if every pause flushed: the batch may wait out the
+                    # flush interval, as topology.batch.flush.interval.millis allows.
+                    self.waker.wait(flush_every - since, ready)
+                    continue
                 transfer.flush()
-                self.waker.wait(self._wait_for(now, self.idle_timeout()), lambda: q.dq)
+                self.waker.wait(self._wait_for(now, self.idle_timeout()), ready)
             elif now - transfer.last_flush >= flush_every:
                 transfer.flush()
 

@@ -201,6 +201,17 @@ def test_tuples_emits_anchors_acks_and_task_ids(tmp_path, hosts):
     assert h.inputs == {}
 
 
+def test_tick_tuples_reach_the_child_as_storm_sends_them(tmp_path, hosts):
+    rec = Recorder()
+    h = bolt(hosts, tmp_path, scripted(tmp_path, [["echo", 1]]), rec)
+    tick = Tuple([5], "__system", "__tick", -1, None, Fields(["freq_secs"]))
+    h.execute(tick)
+    pump(rec, lambda: rec.acked, 5, "the tick acked")
+    msg = next(m for m in received(tmp_path) if isinstance(m, dict) and m["stream"] == "__tick")
+    assert (msg["comp"], msg["task"], msg["tuple"]) == ("__system", -1, [5])
+    assert rec.acked == [tick]
+
+
 def test_need_task_ids_false_direct_emits_and_fails(tmp_path, hosts):
     rec = Recorder()
     h = bolt(hosts, tmp_path, scripted(tmp_path, [
@@ -293,11 +304,16 @@ def test_storms_own_splitsentence_py_runs_unchanged(tmp_path, hosts):
     assert rec.acked == [a]
 
 
-@pytest.mark.parametrize("serializer", ["json", "msgpack"])
-def test_a_pystorm_bolt_runs_unchanged_with_either_serializer(tmp_path, hosts, serializer):
-    pytest.importorskip("pystorm")
+@pytest.mark.parametrize("argv, serializer", [
+    (["pystorm_split.py"], "json"), (["pystorm_split.py"], "msgpack"),
+    # streamparse's own launcher, as its topologies run on Storm
+    (["-m", "streamparse.run", "streamparse_split.WordSplitter", "-s", "json"], "json"),
+    (["-m", "streamparse.run", "streamparse_split.WordSplitter", "-s", "msgpack"], "msgpack")],
+    ids=["pystorm-json", "pystorm-msgpack", "streamparse-json", "streamparse-msgpack"])
+def test_pystorm_and_streamparse_bolts_run_unchanged(tmp_path, hosts, argv, serializer):
+    pytest.importorskip("streamparse")
     rec = Recorder()
-    spec = ShellSpec([sys.executable, "pystorm_split.py"], env={"PYSTORM_SERIALIZER": serializer})
+    spec = ShellSpec([sys.executable, *argv], env={"PYSTORM_SERIALIZER": serializer})
     java_name = {"json": "org.apache.storm.multilang.JsonSerializer",
                  "msgpack": "com.hellosign.storm.multilang.MsgpackSerializer"}[serializer]
     h = bolt(hosts, tmp_path, spec, rec, **{"topology.multilang.serializer": java_name})
@@ -394,6 +410,16 @@ def test_spout_string_ids_direct_emits_and_task_ids_on_request(tmp_path, hosts):
     msgs = received(tmp_path)
     assert msgs == [{"command": "next", }, [7, 8], {"command": "ack", "id": "msg-é"},
                     {"command": "fail", "id": 5}]
+
+
+def test_a_spout_childs_emits_before_its_first_command_are_taken(tmp_path, hosts):
+    rec = Recorder()
+    h = spout(hosts, tmp_path, scripted(tmp_path, [
+        ["send", {"command": "emit", "tuple": ["early"], "need_task_ids": False}],
+        ["read"], ["send", {"command": "sync"}]]), rec)
+    h.activate()
+    assert [e[1] for e in rec.emits] == [["early"]]
+    assert received(tmp_path) == [{"command": "activate"}]
 
 
 def test_a_spout_child_that_never_syncs_is_fatal_within_the_timeout(tmp_path, hosts):
