@@ -54,10 +54,11 @@ _VAR = re.compile(r"\$\{(ENV-(?P<env>[^}]+)|(?P<list>[^}\[]+)\[(?P<index>\d+)\]|
 
 
 class _Map(dict):
-    """A YAML mapping that remembers its line and each value's."""
+    """A YAML mapping that remembers its file, its line and each key's."""
 
     line = 0
     lines: dict
+    path: str | None = None
 
     def line_of(self, key: str) -> int:
         return self.lines.get(key, self.line)
@@ -66,17 +67,20 @@ class _Map(dict):
 class _List(list):
     line = 0
     lines: list
+    path: str | None = None
 
 
 class _Loader(yaml.SafeLoader):
-    pass
+    #: The file being read (set per file: errors in an included file name it).
+    path: str | None = None
 
 
 def _mapping(loader: _Loader, node: yaml.MappingNode) -> _Map:
     m = _Map(loader.construct_mapping(node, deep=True))
     m.line = node.start_mark.line + 1
-    m.lines = {loader.construct_object(k, deep=True): v.start_mark.line + 1
-               for k, v in node.value}
+    m.lines = {loader.construct_object(k, deep=True): k.start_mark.line + 1
+               for k, _ in node.value}
+    m.path = loader.path
     return m
 
 
@@ -84,6 +88,7 @@ def _sequence(loader: _Loader, node: yaml.SequenceNode) -> _List:
     s = _List(loader.construct_sequence(node, deep=True))
     s.line = node.start_mark.line + 1
     s.lines = [v.start_mark.line + 1 for v in node.value]
+    s.path = loader.path
     return s
 
 
@@ -131,9 +136,14 @@ class _Builder:
         self.properties = properties
         self.env = env
         self.components: dict[str, Any] = {}
+        #: The spec being built: errors name its file (an include's or this one).
+        self._node: Any = None
 
-    def error(self, line: int, what: str, path: str | None = None) -> SquallError:
-        return SquallError(f"{path or self.path}:{line}: {what}")
+    def error(self, line: int, what: str, path: str | None = None,
+              node: Any = None) -> SquallError:
+        """``file:line: what``; the file is ``node``'s (an included file's) when given."""
+        node = node if node is not None else self._node
+        return SquallError(f"{path or getattr(node, 'path', None) or self.path}:{line}: {what}")
 
     # -- reading ----------------------------------------------------------------------
     def read(self, path: str) -> _Map:
@@ -143,7 +153,8 @@ class _Builder:
         except OSError as e:
             raise SquallError(f"{path}: cannot read the Flux file: {e.strerror}") from None
         try:
-            doc = yaml.load(substitute(text, self.properties, self.env), Loader=_Loader)
+            loader = type("_FileLoader", (_Loader,), {"path": os.path.abspath(path)})
+            doc = yaml.load(substitute(text, self.properties, self.env), Loader=loader)
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             line = mark.line + 1 if mark is not None else 1
@@ -170,15 +181,15 @@ class _Builder:
                 raise self.error(inc.line_of("file"), f"included file {name} not found "
                                  f"(looked for {target})", path)
             other = self.read(target)
-            override = bool(inc.get("override", False))
+            override = str(inc.get("override", False)).lower() == "true"
             if other.get("name") is not None and (override or doc.get("name") is None):
                 doc["name"] = other["name"]
-            config = doc.setdefault("config", _Map())
+            config = doc["config"] = doc.get("config") or _Map()
             for k, v in (other.get("config") or {}).items():
                 if override or k not in config:
                     config[k] = v
             for section in ("components", "spouts", "bolts"):
-                ours = doc.setdefault(section, _List())
+                ours = doc[section] = doc.get(section) or _List()
                 ids = {c.get("id"): i for i, c in enumerate(ours) if isinstance(c, dict)}
                 for c in other.get(section) or []:
                     cid = c.get("id") if isinstance(c, dict) else None
@@ -187,7 +198,7 @@ class _Builder:
                             ours[ids[cid]] = c
                     else:
                         ours.append(c)
-            doc.setdefault("streams", _List()).extend(other.get("streams") or [])
+            doc["streams"] = (doc.get("streams") or _List()) + list(other.get("streams") or [])
         return doc
 
     # -- objects ----------------------------------------------------------------------
@@ -227,10 +238,11 @@ class _Builder:
         return self.components[cid]
 
     def make(self, spec: _Map, keys: set[str], what: str) -> Any:
+        self._node = spec
         for key in spec:
             if key not in keys:
                 raise self.error(spec.line_of(key), f"{what}: unknown key {key!r}; known: "
-                                 f"{', '.join(sorted(keys))}")
+                                 f"{', '.join(sorted(keys))}", node=spec)
         if "factory" in spec:
             raise self.error(spec.line_of("factory"), f"{what}: factory methods are not "
                              "supported; use className with constructorArgs")
@@ -305,6 +317,7 @@ class _Builder:
         return LoadedTopology(name, topology, conf, self.dir, self.path)
 
     def _id(self, spec: Any, what: str) -> str:
+        self._node = spec
         if not isinstance(spec, _Map):
             raise self.error(getattr(spec, "line", 1), f"a {what} must be a mapping with an id")
         cid = spec.get("id")
@@ -313,6 +326,7 @@ class _Builder:
         return cid
 
     def _stream(self, stream: Any, declarers: Mapping[str, Any]) -> None:
+        self._node = stream
         if not isinstance(stream, _Map):
             raise self.error(getattr(stream, "line", 1), "a stream must be a mapping")
         for key in stream:

@@ -547,6 +547,10 @@ class Nimbus(Daemon):
         except ConfigError as e:
             raise InvalidRequest(f"topology {name}: {e}") from None
         env_path = os.environ.get("PATH", "")
+        # Workers run with topology.environment over the supervisor's environment.
+        topology_env = conf.get(cfg.TOPOLOGY_ENVIRONMENT) or {}
+        if topology_env.get("PATH"):
+            env_path = str(topology_env["PATH"]) + os.pathsep + env_path
         for c in shells:
             path = env_path + (os.pathsep + c.shell.env["PATH"] if "PATH" in c.shell.env else "")
             for problem in missing_interpreters([(c.id, c.shell.argv)], path,

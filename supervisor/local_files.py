@@ -34,17 +34,25 @@ log = logging.getLogger("squall.supervisor")
 FetchTopology = Callable[[str, str], None]
 
 
-def extract_resources(topology_dir: str) -> int:
+#: Most bytes and files extracted from one package's resources/: a small package must not
+#: fill a supervisor's disk (a zip bomb).
+RESOURCES_MAX_BYTES = 1 << 30
+RESOURCES_MAX_FILES = 10_000
+
+
+def extract_resources(topology_dir: str, max_bytes: int = RESOURCES_MAX_BYTES,
+                      max_files: int = RESOURCES_MAX_FILES) -> int:
     """Extract the package archive's ``resources/`` entries into ``topology_dir/resources``
     (Storm's supervisor does the same with the jar's), keeping their permission bits so a
-    script marked executable stays so. Entries that would land outside it are skipped.
-    Returns how many files were written."""
+    script marked executable stays so. Entries that would land outside it are skipped;
+    past ``max_bytes`` or ``max_files`` the extraction fails (ValueError). Returns how many
+    files were written."""
     archives = [os.path.join(topology_dir, n) for n in PACKAGE_NAMES]
     archive = next((a for a in archives if os.path.isfile(a) and zipfile.is_zipfile(a)), None)
     if archive is None:
         return 0
     dest_root = os.path.realpath(topology_dir)
-    n = 0
+    n = written = 0
     with zipfile.ZipFile(archive) as zf:
         for info in zf.infolist():
             name = info.filename
@@ -54,9 +62,18 @@ def extract_resources(topology_dir: str) -> int:
             if not target.startswith(os.path.join(dest_root, RESOURCES_DIR) + os.sep):
                 log.warning("package %s: skipping %r (outside resources/)", archive, name)
                 continue
+            if n >= max_files:
+                raise ValueError(f"package {archive}: more than {max_files} files in "
+                                 f"{RESOURCES_DIR}/")
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with zf.open(info) as src, open(target, "wb") as out:
-                shutil.copyfileobj(src, out)
+                # Counted as written, not as the entry claims: a header can lie.
+                while chunk := src.read(1 << 20):
+                    written += len(chunk)
+                    if written > max_bytes:
+                        raise ValueError(f"package {archive}: {RESOURCES_DIR}/ unpacks to "
+                                         f"more than {max_bytes} bytes")
+                    out.write(chunk)
             mode = (info.external_attr >> 16) & 0o777
             if mode:
                 os.chmod(target, mode & 0o755 | 0o600)

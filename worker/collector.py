@@ -140,6 +140,11 @@ class _Base:
         """Record an error in the topology's recent errors (shown by the runner and the UI)."""
         self.ex.ws.report_error(self.component, self.task, error)
 
+    def die(self, exc: BaseException) -> None:
+        """End the worker with ``exc``, as an exception escaping user code does, from any
+        thread: for a thread watching code the executor's thread is stuck in."""
+        self.ex.ws.die(self.component, self.task, exc)
+
 
 class SpoutOutputCollector(_Base):
     """What a spout emits through (Storm's SpoutOutputCollector)."""
@@ -293,6 +298,9 @@ class OutputCollector(_Base):
             self.ex.pending_resets.extend(ids)
 
     def flush(self) -> None:
+        """Send now what the executor holds back until its step ends: acker traffic and
+        partial batches to other workers (executor thread only)."""
+        self.ex.end_batch()
         self.transfer.flush()
 
     def call_soon_threadsafe(self, fn: Any) -> None:

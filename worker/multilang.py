@@ -19,6 +19,7 @@ import collections
 import json
 import logging
 import os
+import signal
 import subprocess
 import threading
 from typing import Any, Mapping
@@ -44,12 +45,19 @@ class _Json:
 
     Read in chunks and split on the ``end`` lines (a JSON text has no raw newline inside
     a string, so a line ``end`` always ends a message): two readline calls a message cost
-    more than the JSON decoding."""
+    more than the JSON decoding. The buffer grows in place and each search starts where
+    the last one stopped, so a message of many chunks costs linear time; CRLF lines are
+    made LF, a chunk's trailing CR waiting for the next chunk's LF."""
+
+    MARK = b"\nend\n"
 
     def __init__(self, stdin: Any, stdout: Any):
         self.stdin = stdin
         self.fd = stdout.fileno()
-        self.buf = b""
+        self.buf = bytearray()
+        #: Where the next search for MARK starts in buf.
+        self.scan = 0
+        self.cr = b""
         self.texts: collections.deque[bytes] = collections.deque()
 
     @staticmethod
@@ -59,16 +67,25 @@ class _Json:
 
     def read(self) -> Any:
         texts = self.texts
+        buf = self.buf
         while not texts:
             data = os.read(self.fd, 1 << 16)
             if not data:
-                raise EOFError(self.buf[:200])
+                raise EOFError(bytes(buf[:200]))
+            data, self.cr = self.cr + data, b""
             if b"\r" in data:  # a child writing CRLF lines
+                if data.endswith(b"\r"):
+                    data, self.cr = data[:-1], b"\r"
                 data = data.replace(b"\r\n", b"\n")
-            buf = self.buf + data
-            parts = buf.split(b"\nend\n")
-            self.buf = parts.pop()
-            texts.extend(parts)
+            buf += data
+            start = 0
+            pos = self.scan
+            while (i := buf.find(self.MARK, pos)) >= 0:
+                texts.append(bytes(buf[start:i]))
+                start = pos = i + len(self.MARK)
+            if start:
+                del buf[:start]
+            self.scan = max(0, len(buf) - len(self.MARK) + 1)
         text = texts.popleft()
         try:
             return json.loads(text)
@@ -181,6 +198,7 @@ class ShellProcess:
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self._stderr_thread: threading.Thread | None = None
         self._codec: Any = None
+        self._pid_started: str | None = None
         self.child_log = logging.getLogger(f"squall.shell.{label}")
 
     def launch(self, conf: Mapping[str, Any], context: dict[str, Any], pid_dir: str) -> int:
@@ -204,6 +222,7 @@ class ShellProcess:
             raise ShellError(f"the child's first message must be {{\"pid\": N}}, got {reply!r}"
                              + self.info())
         self.pid = reply["pid"]
+        self._pid_started = _start_time(self.pid)
         return self.pid
 
     def write(self, msg: Any) -> None:
@@ -217,6 +236,9 @@ class ShellProcess:
             if flush:
                 stdin.flush()
         except (BrokenPipeError, ValueError, OSError) as e:
+            if self.wait_exit(1.0) is not None:  # the usual cause: say so, with its exit code
+                raise ShellError("the child exited before reading its input" + self.info()) \
+                    from None
             raise ShellError(f"cannot write to the child ({e})" + self.info()) from None
 
     def flush(self) -> None:
@@ -273,23 +295,26 @@ class ShellProcess:
             pass
 
     def stop(self, grace: float = 1.0) -> None:
-        """Close its stdin (adapters exit on EOF), then SIGTERM, then SIGKILL; then close
-        our ends of its pipes."""
+        """SIGTERM (Storm's destroy), SIGKILL after ``grace``; the program the child reported
+        too. Not by closing its stdin first: that waits behind a writer stuck on a full pipe.
+        The pipes stay open for threads still reading them: :meth:`close_pipes` after."""
         proc = self.proc
         if proc is None:
             return
         if proc.poll() is None:
-            try:
-                proc.stdin.close()  # type: ignore[union-attr]
-            except (OSError, ValueError):
-                pass
-            if self.wait_exit(min(grace, 0.2)) is None:
-                proc.terminate()
-                if self.wait_exit(grace) is None:
-                    proc.kill()
-                    self.wait_exit(grace)
+            proc.terminate()
+            if self.wait_exit(grace) is None:
+                proc.kill()
+                self.wait_exit(grace)
+        self._kill_reported()
+
+    def close_pipes(self) -> None:
+        """Close our ends of the dead child's pipes (once no thread reads or writes them)."""
+        proc = self.proc
+        if proc is None:
+            return
         if self._stderr_thread is not None:
-            self._stderr_thread.join(timeout=grace)
+            self._stderr_thread.join(timeout=1.0)
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             try:
                 pipe.close()  # type: ignore[union-attr]
@@ -297,5 +322,30 @@ class ShellProcess:
                 pass
 
     def kill(self) -> None:
+        """SIGKILL the child, and the program it reported if that is another process (a
+        wrapper script's): killing only the wrapper would leave the program holding the
+        pipes, and the host waiting for an end of input that never comes."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
+        self._kill_reported()
+
+    def _kill_reported(self) -> None:
+        pid = self.pid
+        if not pid or self.proc is None or pid == self.proc.pid:
+            return
+        if _start_time(pid) != self._pid_started:  # gone, and the pid maybe reused
+            return
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _start_time(pid: int) -> str | None:
+    """A process's start time (clock ticks since boot), to tell it from a later one with
+    the same pid; None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None

@@ -51,11 +51,15 @@ def host_for(comp: ComponentDef) -> Any:
     return ShellBoltHost(comp.shell)  # type: ignore[arg-type]
 
 
+#: Keys whose values are secrets though their names do not say so.
+_HIDDEN_KEYS = ("storm.zookeeper.superACL",)
+
+
 def _handshake_conf(conf: Mapping[str, Any]) -> dict[str, Any]:
-    """The conf the child sees: the topology's, without secrets (the child is the user's
-    code, but nothing needs our keys in a script's memory or its crash dumps)."""
-    extra = conf.get(cfg.SQUALL_SECRET_KEYS) or ()
-    return {k: v for k, v in conf.items() if not cfg.is_secret_key(k, extra)}
+    """The conf the child sees: the topology's with secrets redacted, in nested maps too
+    (the child is the user's code, but nothing needs our keys in a script's memory or its
+    crash dumps)."""
+    return cfg.redact(conf, _HIDDEN_KEYS)
 
 
 class _Host:
@@ -98,6 +102,7 @@ class _Host:
         except BaseException as e:
             timed_out = not guard.is_alive()
             self.proc.stop()
+            self.proc.close_pipes()
             if isinstance(e, ShellError) and timed_out:
                 raise ShellError(f"the child did not answer the handshake within "
                                  f"{self.timeout:g}s (topology.subprocess.timeout.secs)"
@@ -129,11 +134,18 @@ class _Host:
         n = params if isinstance(params, int) and not isinstance(params, bool) else 1
         self.context.register_counter(name).inc(n)
 
-    def _stop_child(self) -> None:
+    def _stop_child(self, threads: tuple[threading.Thread, ...] = ()) -> None:
+        """Stop the child, wait for ``threads`` (they end on its end of input), then close
+        the pipes unless one of them still uses them."""
         self.running = False
         proc = getattr(self, "proc", None)
-        if proc is not None:
-            proc.stop()
+        if proc is None:
+            return
+        proc.stop()
+        for t in threads:
+            t.join(timeout=2.0)
+        if not any(t.is_alive() for t in threads):
+            proc.close_pipes()
 
 
 class ShellBoltHost(_Host, Bolt):
@@ -196,6 +208,9 @@ class ShellBoltHost(_Host, Bolt):
                     self._cv.release()
                     try:
                         self._drain()
+                        # The executor's step is not over: send the acks and emits now,
+                        # not after the slow child has taken the rest of the step.
+                        self.collector.flush()
                     finally:
                         self._cv.acquire()
                     continue
@@ -287,9 +302,7 @@ class ShellBoltHost(_Host, Bolt):
         with self._cv:
             self.running = False
             self._cv.notify_all()
-        self._stop_child()
-        for t in self._threads:
-            t.join(timeout=2.0)
+        self._stop_child(tuple(self._threads))
         self.inputs.clear()
 
     # -- other threads -----------------------------------------------------------------
@@ -410,7 +423,7 @@ class ShellSpoutHost(_Host, Spout):
         self._query({"command": "deactivate"})
 
     def close(self) -> None:
-        self._stop_child()
+        self._stop_child((self._watchdog,) if hasattr(self, "_watchdog") else ())
 
     def _query(self, command: dict) -> None:
         """Write one command and handle the child's messages until its ``sync``."""
@@ -460,7 +473,9 @@ class ShellSpoutHost(_Host, Spout):
             self.proc.write(list(targets))
 
     def _watch(self) -> None:
-        """A child that does not sync within the timeout is killed: the blocked read ends."""
+        """A child that does not sync within the timeout is killed, so the blocked read
+        ends and raises on the executor's thread; if even that read does not return (a
+        grandchild holds the pipe), the worker is ended from here, as Storm's exits."""
         while self.running:
             time.sleep(HEARTBEAT_SECS)
             since = self._waiting_since
@@ -469,4 +484,12 @@ class ShellSpoutHost(_Host, Spout):
                 log.error("shell child %s: no sync for %.1fs; killing it",
                           self.proc.label, time.monotonic() - since)
                 self.proc.kill()
+                deadline = time.monotonic() + 2 * HEARTBEAT_SECS
+                while self._waiting_since is since and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                if self._waiting_since is since:
+                    self.collector.die(ShellError(
+                        f"the child sent no sync within {self.timeout:g}s "
+                        "(topology.subprocess.timeout.secs) and its output did not end when "
+                        "it was killed" + self.proc.info()))
                 return

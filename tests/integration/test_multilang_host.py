@@ -102,6 +102,7 @@ def context(tmp_path, component="shell", code_dir=CHILDREN):
 def conf(**extra):
     return cfg.layered({"topology.subprocess.timeout.secs": TIMEOUT,
                         "topology.shellbolt.max.pending": 100, "app.db.password": "hunter2",
+                        "app.nested": {"api.token": "t0ken", "level": 3},
                         "app.setting": 42, **extra})
 
 
@@ -148,7 +149,9 @@ def test_handshake_sends_conf_without_secrets_the_context_and_a_pid_dir(tmp_path
     h = bolt(hosts, tmp_path, scripted(tmp_path, []), rec)
     setup = json.loads((tmp_path / "setup.json").read_text())
     assert setup["conf"]["app.setting"] == 42
-    assert "app.db.password" not in setup["conf"]
+    text = json.dumps(setup["conf"])
+    assert "hunter2" not in text and "t0ken" not in text  # secrets redacted, nested too
+    assert setup["conf"]["app.nested"]["level"] == 3
     assert setup["conf"]["topology.subprocess.timeout.secs"] == TIMEOUT
     ctx = setup["context"]
     assert ctx["taskid"] == TASKS["shell"][0] and ctx["componentid"] == "shell"
@@ -245,11 +248,14 @@ def test_log_levels_errors_metrics_and_emits_before_the_first_tuple(tmp_path, ho
         # A message may span lines, and a child may end its lines with CRLF.
         ["raw", '{\n  "command": "log",\n  "msg": "pretty"\n}\nend\n'],
         ["raw", '{"command": "log", "msg": "crlf"}\r\nend\r\n'],
+        # CR and LF in separate reads.
+        ["raw", '{"command": "log", "msg": "split crlf"}\r'], ["sleep", 0.2],
+        ["raw", '\nend\r'], ["sleep", 0.2], ["raw", '\n'],
         ["send", {"command": "log", "msg": "done"}]]), rec)
     pump(rec, lambda: any(r.getMessage() == "done" for r in caplog.records), 5, "the last log")
     assert rec.emits[0][:3] == ("default", ["early"], [])
     by_msg = {r.getMessage(): r for r in caplog.records if r.name.startswith("squall.shell.")}
-    assert "pretty" in by_msg and "crlf" in by_msg
+    assert "pretty" in by_msg and "crlf" in by_msg and "split crlf" in by_msg
     assert by_msg["a warning"].levelno == logging.WARNING
     assert by_msg["plain info"].levelno == logging.INFO
     assert by_msg["a warning"].name == f"squall.shell.shell[{TASKS['shell'][0]}]"
@@ -335,6 +341,33 @@ def test_storms_own_splitsentence_js_runs_unchanged(tmp_path, hosts):
     h.execute(a)
     pump(rec, lambda: rec.acked, 5, "storm.js's ack")
     assert [e[1] for e in rec.emits] == [["four"], ["score"], ["and"]]
+
+
+def test_cleanup_ends_a_child_that_stopped_reading_with_a_full_pipe(tmp_path, hosts):
+    rec = Recorder()
+    h = bolt(hosts, tmp_path, scripted(tmp_path, [["silent"]]), rec)
+    big = "x" * 10_000
+    for i in range(30):  # 300 KB: far past the pipe, so the writer blocks in a write
+        h.execute(tup([f"{i} {big}"]))
+    pump(rec, lambda: h._write_lock.locked(), 5, "the writer blocked on the pipe")
+    t0 = time.monotonic()
+    h.cleanup()
+    assert time.monotonic() - t0 < 5, "cleanup waited behind the blocked writer"
+    assert h.proc.wait_exit(1) is not None
+
+
+def test_a_wrapper_scripts_program_is_killed_too_so_a_timeout_ends(tmp_path, hosts):
+    """A child started by a shell that does not exec it: killing the shell alone would
+    leave the program holding the pipe and the spout waiting forever."""
+    rec = Recorder()
+    spec = scripted(tmp_path, [["read"], ["silent"]])
+    spec = ShellSpec(["sh", "-c", f"{sys.executable} scripted_child.py; true"], env=spec.env)
+    h = spout(hosts, tmp_path, spec, rec)
+    assert h.proc.pid != h.proc.proc.pid  # the program reported its own pid
+    t0 = time.monotonic()
+    with pytest.raises(ShellError, match="no sync within 2s"):
+        h.next_tuple()
+    assert time.monotonic() - t0 < TIMEOUT + 4
 
 
 # -- fatal errors --------------------------------------------------------------------------

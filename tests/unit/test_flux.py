@@ -126,6 +126,22 @@ def test_a_stream_to_an_unknown_component_and_bad_yaml(tmp_path):
         load_flux(write(tmp_path, "name: t\nbolt: []\n", "top.yaml"))
 
 
+def test_an_included_files_mistake_names_that_file_and_line(tmp_path):
+    write(tmp_path, BASE.format(bolt="org.apache.storm.testing.TestWordCounter",
+                                extra="bogus: 1", grouping="SHUFFLE"), "inc.yaml")
+    main = write(tmp_path, "name: main\nspouts:\nbolts:\nincludes:\n  - file: inc.yaml\n",
+                 "main.yaml")
+    with pytest.raises(SquallError, match=r"inc\.yaml:8: bolt 'b': unknown key 'bogus'"):
+        load_flux(main)
+
+
+def test_a_misspelt_key_with_a_block_value_is_reported_on_its_own_line(tmp_path):
+    path = write(tmp_path, BASE.format(bolt="org.apache.storm.testing.TestWordCounter",
+                                       extra="bogus:\n          a: 1", grouping="SHUFFLE"))
+    with pytest.raises(SquallError, match=r"t\.yaml:8: bolt 'b': unknown key 'bogus'"):
+        load_flux(path)
+
+
 def test_python_classes_components_refs_and_properties(tmp_path):
     (tmp_path / "mycomps.py").write_text(textwrap.dedent("""\
         from squall.client import BasicBolt

@@ -125,7 +125,17 @@ def test_resources_are_extracted_with_their_modes_and_nothing_escapes(tmp_path):
     assert (tmp_path / "resources" / "split.py").exists()
     assert not (tmp_path.parent / "evil.txt").exists()
     assert not (tmp_path / "topology.pb").exists()
-    assert not (tmp_path / "resources" / "topology_module.py").exists()
+
+
+def test_a_package_that_unpacks_too_big_is_refused(tmp_path):
+    with zipfile.ZipFile(tmp_path / "package.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("resources/zeros.bin", b"\0" * 200_000)  # compresses to ~200 bytes
+        for i in range(3):
+            zf.writestr(f"resources/f{i}.txt", "x")
+    with pytest.raises(ValueError, match="more than 100000 bytes"):
+        extract_resources(str(tmp_path), max_bytes=100_000)
+    with pytest.raises(ValueError, match="more than 2 files"):
+        extract_resources(str(tmp_path), max_files=2)
 
 
 def test_a_dead_workers_leftover_children_are_killed(tmp_path):
