@@ -116,6 +116,19 @@ class _Host:
                  context.topology_id, context.this_component_id, context.this_task_id,
                  " ".join(self.spec.argv), pid, self.proc.serializer)
 
+    def _common(self, cmd: Any, msg: Mapping[str, Any]) -> bool:
+        """Handle the messages bolts and spouts share (log, error, metrics); False for any
+        other command."""
+        if cmd == "log":
+            self._log(msg)
+        elif cmd == "error":
+            self._error(msg)
+        elif cmd == "metrics":
+            self._metrics(msg)
+        else:
+            return False
+        return True
+
     def _log(self, msg: Mapping[str, Any]) -> None:
         level = msg.get("level", 2)
         self.child_log.log(_LEVELS.get(level, logging.INFO) if isinstance(level, int)
@@ -260,13 +273,7 @@ class ShellBoltHost(_Host, Bolt):
                 self.collector.ack(tup)
             else:
                 self.collector.fail(tup)
-        elif cmd == "log":
-            self._log(msg)
-        elif cmd == "error":
-            self._error(msg)
-        elif cmd == "metrics":
-            self._metrics(msg)
-        else:  # Storm's ShellBolt ignores commands it does not know
+        elif not self._common(cmd, msg):  # Storm's ShellBolt ignores commands it does not know
             log.warning("shell child %s sent an unknown command %r; ignored",
                         self.proc.label, cmd)
 
@@ -439,13 +446,7 @@ class ShellSpoutHost(_Host, Spout):
                     return
                 if cmd == "emit":
                     self._emit(msg)
-                elif cmd == "log":
-                    self._log(msg)
-                elif cmd == "error":
-                    self._error(msg)
-                elif cmd == "metrics":
-                    self._metrics(msg)
-                else:  # Storm's ShellSpout: fatal
+                elif not self._common(cmd, msg):  # Storm's ShellSpout: fatal
                     raise ShellError(f"the child sent {msg!r} while answering "
                                      f"{command['command']!r}; expected emit, log, error, "
                                      "metrics or sync" + proc.info())

@@ -96,14 +96,20 @@ def kill_and_wait(lc, name: str) -> None:
              what="every shell child stopped with its worker")
 
 
-def test_a_shell_word_count_acks_every_message_exactly_once(local, tmp_path):
+def submit_shell_word_count(lc, tmp_path, name: str, n: int, **conf):
+    """Submit shell_topology with ``n`` numbers; (events dir, acked-ids file)."""
     events = tmp_path / "events"
     events.mkdir()
     acked = tmp_path / "acked"
+    lc.submit(name, shell_topology(str(acked)),
+              {"topology.workers": 2, "test.events.dir": str(events), "numbers.total": n,
+               "topology.message.timeout.secs": MESSAGE_TIMEOUT, **conf}, HERE)
+    return events, acked
+
+
+def test_a_shell_word_count_acks_every_message_exactly_once(local, tmp_path):
     n = 400
-    local.submit("shell-wc", shell_topology(str(acked)),
-                 {"topology.workers": 2, "test.events.dir": str(events), "numbers.total": n,
-                  "topology.message.timeout.secs": MESSAGE_TIMEOUT}, HERE)
+    events, acked = submit_shell_word_count(local, tmp_path, "shell-wc", n)
     poll_for(lambda: len(acked_ids(acked)) == n, timeout=60, what=f"all {n} messages acked")
     poll_for(lambda: len(events_of(str(events), "record", "got")) >= 2 * n, timeout=10,
              what="every word recorded")
@@ -116,14 +122,9 @@ def test_a_shell_word_count_acks_every_message_exactly_once(local, tmp_path):
 
 
 def test_a_shell_bolt_child_killed_mid_run_loses_no_message(local, tmp_path):
-    events = tmp_path / "events"
-    events.mkdir()
-    acked = tmp_path / "acked"
     n = 3000
-    local.submit("shell-kill", shell_topology(str(acked)),
-                 {"topology.workers": 2, "test.events.dir": str(events), "numbers.total": n,
-                  "numbers.sleep": 0.002, "topology.message.timeout.secs": MESSAGE_TIMEOUT},
-                 HERE)
+    _, acked = submit_shell_word_count(local, tmp_path, "shell-kill", n,
+                                       **{"numbers.sleep": 0.002})
     poll_for(lambda: len(acked_ids(acked)) >= 300, timeout=60, what="the run under way")
     splits = [p for p in child_pids(local) if alive(p) and "splitsentence.py" in cmdline(p)]
     assert len(splits) == 2, f"expected two split children, found {splits}"
