@@ -74,6 +74,10 @@ class TopologyContext:
     def component_id(self, task_id: int) -> str | None:
         return self._task_component.get(task_id)
 
+    def task_to_component(self) -> dict[int, str]:
+        """Every task id of the topology and its component (Storm's getTaskToComponent)."""
+        return dict(self._task_component)
+
     def component_output_fields(self, component: str, stream: str = "default") -> Fields:
         return Fields(self.topology.components[component].streams[stream].fields)
 

@@ -159,7 +159,7 @@ def context_json(ctx: TopologyContext) -> dict[str, Any]:
                 list(src.streams[inp.stream].fields)
     streams = comps[me].streams
     return {
-        "task->component": {str(t): c for t, c in sorted(ctx._task_component.items())},
+        "task->component": {str(t): c for t, c in sorted(ctx.task_to_component().items())},
         "taskid": ctx.this_task_id,
         "componentid": me,
         "stream->target->grouping": targets,
@@ -240,9 +240,6 @@ class ShellProcess:
                 raise ShellError("the child exited before reading its input" + self.info()) \
                     from None
             raise ShellError(f"cannot write to the child ({e})" + self.info()) from None
-
-    def flush(self) -> None:
-        self.write_raw(b"", flush=True)
 
     def encode(self, msg: Any) -> bytes:
         return self._codec.encode(msg)
