@@ -386,9 +386,8 @@ def resources_dir(topology_dir: str, code_paths: Iterable[str] = ()) -> str:
     """The topology's resources/ folder on this host: extracted from the package archive
     by the supervisor, inside a package that is a directory, or inside a code path (a
     static cluster's). May not exist."""
-    extracted = os.path.join(topology_dir, RESOURCES_DIR)
     for d in (topology_dir, os.path.join(topology_dir, "package"), *code_paths):
         candidate = os.path.join(d, RESOURCES_DIR)
         if os.path.isdir(candidate):
             return candidate
-    return extracted
+    return os.path.join(topology_dir, RESOURCES_DIR)

@@ -71,18 +71,13 @@ def _argv(command: Any) -> list[str]:
     return argv
 
 
-def _streams(output_fields: Sequence[str] | None,
-             streams: Mapping[str, Any] | None) -> dict[str, tuple[list[str], bool]]:
-    out: dict[str, tuple[list[str], bool]] = {}
-    if output_fields is not None:
-        out[DEFAULT_STREAM] = ([output_fields] if isinstance(output_fields, str)
-                               else [str(f) for f in output_fields], False)
-    for name, spec in (streams or {}).items():
-        direct = False
-        if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[1], bool):
-            spec, direct = spec
-        out[str(name)] = ([spec] if isinstance(spec, str) else [str(f) for f in spec], direct)
-    return out
+def extend_path(path: str, env: Mapping[str, str]) -> str:
+    """``path`` with ``env``'s PATH appended, as Storm's ShellProcess sets a shell
+    component's PATH (the worker's own entries first)."""
+    extra = env.get("PATH")
+    if not extra:
+        return path
+    return f"{path}{os.pathsep}{extra}" if path else extra
 
 
 class _Shell:
@@ -106,11 +101,16 @@ class _Shell:
             elif args:
                 output_fields = args[0]
             self.command = _argv(command)
-        self.env = {str(k): str(v) for k, v in (env or {}).items()}
+        self.set_env(env or {})
         #: False: start the child in the worker's directory instead of resources/ (Storm's
         #: changeChildCWD(false)), for interpreters shipped beside the package.
         self.change_child_cwd = bool(change_child_cwd)
-        self._streams = _streams(output_fields, streams)
+        self._declarer = OutputFieldsDeclarer()
+        if output_fields is not None:
+            self.declare_stream(DEFAULT_STREAM, output_fields)
+        for name, spec in (streams or {}).items():
+            direct = isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[1], bool)
+            self.declare_stream(str(name), *(spec if direct else (spec,)))
         self._conf = dict(conf or {})
 
     # Storm's setters, chainable.
@@ -126,7 +126,7 @@ class _Shell:
 
     def declare_stream(self, stream: str, fields: Sequence[str], direct: bool = False) -> None:
         """Declare an output stream (Flux's setNamedStream / setDefaultStream)."""
-        self._streams[stream] = ([fields] if isinstance(fields, str) else list(fields), direct)
+        self._declarer.declare_stream(stream, fields, direct)
 
     def set_default_stream(self, fields: Sequence[str]) -> None:
         """Flux's FluxShellBolt.setDefaultStream."""
@@ -141,8 +141,7 @@ class _Shell:
         self._conf[key] = value
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
-        for name, (fields, direct) in self._streams.items():
-            declarer.declare_stream(name, fields, direct)
+        declarer.streams.update(self._declarer.streams)
 
     def get_component_configuration(self) -> Mapping[str, Any] | None:
         return self._conf or None

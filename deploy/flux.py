@@ -46,9 +46,6 @@ _OBJECT_KEYS = {"id", "className", "constructorArgs", "configMethods", "properti
                 "factory", "factoryArgs"}
 _VERTEX_KEYS = _OBJECT_KEYS | {"parallelism", "numTasks", "onHeapMemoryLoad",
                                "offHeapMemoryLoad", "cpuLoad", "config"}
-_GROUPINGS = {"SHUFFLE": g.SHUFFLE, "FIELDS": g.FIELDS, "ALL": g.ALL, "GLOBAL": g.GLOBAL,
-              "NONE": g.NONE, "DIRECT": g.DIRECT, "LOCAL_OR_SHUFFLE": g.LOCAL_OR_SHUFFLE,
-              "PARTIAL_KEY": g.PARTIAL_KEY, "CUSTOM": g.CUSTOM}
 # Storm's pattern: ${ENV-NAME}, ${list[i]} or ${name}.
 _VAR = re.compile(r"\$\{(ENV-(?P<env>[^}]+)|(?P<list>[^}\[]+)\[(?P<index>\d+)\]|(?P<name>[^}]+))\}")
 
@@ -346,10 +343,10 @@ class _Builder:
             raise self.error(stream.line_of("grouping") if "grouping" in stream else stream.line,
                              "a stream needs a grouping with a type")
         gline = grouping.line_of("type")
-        kind = _GROUPINGS.get(str(grouping.get("type", "")).upper())
-        if kind is None:
+        kind = str(grouping.get("type", "")).lower()  # Storm's names are ours in capitals
+        if kind not in g.KINDS:
             raise self.error(gline, f"unknown grouping type {grouping.get('type')!r}; known: "
-                             f"{', '.join(_GROUPINGS)}")
+                             f"{', '.join(k.upper() for k in g.KINDS)}")
         stream_id = grouping.get("streamId")
         args = list(grouping.get("args") or [])
         if kind in (g.FIELDS, g.PARTIAL_KEY) and not args:

@@ -182,11 +182,9 @@ class LocalCluster(Daemon):
 
     def _spawn(self, cmd: list, log_path: str, env: dict) -> subprocess.Popen:
         """A worker with our stdout (components' prints show here) and stderr in its log file."""
+        from ..supervisor.supervisor import spawn_worker
         with open(log_path, "ab") as logf:
-            proc = subprocess.Popen(cmd, stdout=self.worker_stdout, stderr=logf, env=env,
-                                    start_new_session=True)
-        proc.own_group = True  # type: ignore[attr-defined]  # see supervisor.kill_leftovers
-        return proc
+            return spawn_worker(cmd, env, self.worker_stdout, logf)
 
     def client(self, timeout: float = 15.0):
         from ..client.nimbus_client import NimbusClient

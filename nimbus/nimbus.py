@@ -53,7 +53,7 @@ from ..client.errors import (ConfigError, InvalidRequest, InvalidTopology, Limit
                              NotALeader, SquallError, TopologyAlreadyExists, TopologyNotFound)
 from ..client.extras import MissingExtra, check_extras
 from ..client.log_levels import level_number
-from ..client.shell import missing_interpreters, serializer_name
+from ..client.shell import extend_path, missing_interpreters, serializer_name
 from ..client.topology import (Topology, assign_task_ids, executors_of, system_topology,
                                topology_name_problem, validate)
 from ..client.topology_proto import from_bytes, from_proto
@@ -552,8 +552,8 @@ class Nimbus(Daemon):
         if topology_env.get("PATH"):
             env_path = str(topology_env["PATH"]) + os.pathsep + env_path
         for c in shells:
-            path = env_path + (os.pathsep + c.shell.env["PATH"] if "PATH" in c.shell.env else "")
-            for problem in missing_interpreters([(c.id, c.shell.argv)], path,
+            for problem in missing_interpreters([(c.id, c.shell.argv)],
+                                                extend_path(env_path, c.shell.env),
                                                 f"the Nimbus host {self.host}"):
                 raise InvalidTopology(f"topology {name}: {problem}", component=c.id)
 

@@ -60,21 +60,25 @@ class WorkerEvent:
     tasks: tuple[int, ...] = ()
 
 
-def default_spawn(cmd: list, log_path: str, env: dict) -> subprocess.Popen:
-    """Start a worker with stdout and stderr appended to ``log_path``, in its own session."""
-    with open(log_path, "ab") as logf:
-        # Its own session: a Ctrl-C meant for the supervisor's terminal must not hit workers
-        # directly; the supervisor stops them (and they exit with it, --exit-with-parent).
-        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+def spawn_worker(cmd: list, env: dict, stdout: Any, stderr: Any) -> subprocess.Popen:
+    """Start a worker in a session of its own: a Ctrl-C meant for the supervisor's terminal
+    must not hit workers directly (the supervisor stops them, and they exit with it,
+    --exit-with-parent), and its process group is what :func:`kill_leftovers` ends."""
+    proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, env=env, start_new_session=True)
     proc.own_group = True  # type: ignore[attr-defined]  # its pid is its process group's id
     return proc
+
+
+def default_spawn(cmd: list, log_path: str, env: dict) -> subprocess.Popen:
+    """Start a worker with stdout and stderr appended to ``log_path``."""
+    with open(log_path, "ab") as logf:
+        return spawn_worker(cmd, env, logf, subprocess.STDOUT)
 
 
 def kill_leftovers(proc: subprocess.Popen) -> None:
     """After a worker exited: SIGKILL what is left of its process group (shell components'
     children, a Spark JVM) so nothing of a dead worker runs on. Only for workers started in
-    a group of their own (default_spawn): no other process is in that group."""
+    a group of their own (spawn_worker): no other process is in that group."""
     if getattr(proc, "own_group", False) and proc.returncode is not None:
         try:
             os.killpg(proc.pid, signal.SIGKILL)

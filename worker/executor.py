@@ -41,7 +41,7 @@ from ..client.tuple import (ACKER_ACK_STREAM_ID, ACKER_COMPONENT_ID, ACKER_FAIL_
                             Tuple)
 from .collector import BasicOutputCollector, OutputCollector, SpoutOutputCollector, build_routes
 from .queue import InQueue, ThreadWaker
-from .shell import host_for
+from .shell import component_object
 from .state import WorkerState
 from .stats import TaskStats
 from .transfer import Transfer
@@ -302,7 +302,7 @@ class BoltExecutor(Executor):
         #: A single-task executor's bolt's execute_batch, fed whole steps (see Bolt).
         self.execute_batch: Any = None
         for t in self.tasks:
-            bolt = host_for(comp) if comp.shell is not None else comp.instantiate()
+            bolt = component_object(comp)
             ctx = self.context(t)
             out = OutputCollector(self, t, build_routes(self.ws, self.component_id, t, ctx))
             if isinstance(bolt, BasicBolt):
@@ -421,7 +421,7 @@ class SpoutExecutor(Executor):
         self.empty_streak = 0
         self.wait_max = float(self.conf[cfg.TOPOLOGY_SPOUT_WAIT_MAX_MILLIS]) / 1000
         for t in self.tasks:
-            spout = host_for(comp) if comp.shell is not None else comp.instantiate()
+            spout = component_object(comp)
             if not isinstance(spout, Spout):
                 raise TypeError(f"component {self.component_id!r} is not a spout: {type(spout)}")
             st = _SpoutTask(t, spout, PendingMap(_TIMEOUT_BUCKETS), max_pending, self.ws.stats[t])

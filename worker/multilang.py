@@ -28,9 +28,7 @@ import msgpack
 
 from ..client import grouping as g
 from ..client.context import TopologyContext
-from ..client.shell import MSGPACK
-
-log = logging.getLogger("squall.worker.shell")
+from ..client.shell import MSGPACK, extend_path
 
 #: Lines of a child's stderr kept for the error that ends the worker.
 STDERR_TAIL = 20
@@ -51,8 +49,7 @@ class _Json:
 
     MARK = b"\nend\n"
 
-    def __init__(self, stdin: Any, stdout: Any):
-        self.stdin = stdin
+    def __init__(self, stdout: Any):
         self.fd = stdout.fileno()
         self.buf = bytearray()
         #: Where the next search for MARK starts in buf.
@@ -63,7 +60,7 @@ class _Json:
     @staticmethod
     def encode(msg: Any) -> bytes:
         # ASCII escapes: every adapter reads them whatever the child's locale.
-        return json.dumps(msg, default=_json_default).encode("ascii") + b"\nend\n"
+        return json.dumps(msg, default=_json_default).encode("ascii") + _Json.MARK
 
     def read(self) -> Any:
         texts = self.texts
@@ -97,8 +94,7 @@ class _Json:
 class _Msgpack:
     """pystorm's msgpack stream: one msgpack object per message, no delimiter."""
 
-    def __init__(self, stdin: Any, stdout: Any):
-        self.stdin = stdin
+    def __init__(self, stdout: Any):
         self.fd = stdout.fileno()
         self.unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
 
@@ -123,18 +119,15 @@ class _Msgpack:
 def _json_default(obj: Any) -> Any:
     if isinstance(obj, (bytes, bytearray, memoryview)):
         return bytes(obj).decode("utf-8", "replace")
-    if isinstance(obj, (set, frozenset, tuple)):
+    if isinstance(obj, (set, frozenset)):
         return list(obj)
     return str(obj)
 
 
-_GROUPING_TYPES = {g.FIELDS: "FIELDS", g.SHUFFLE: "SHUFFLE", g.ALL: "ALL", g.GLOBAL: "GLOBAL",
-                   g.NONE: "NONE", g.DIRECT: "DIRECT", g.LOCAL_OR_SHUFFLE: "LOCAL_OR_SHUFFLE",
-                   g.PARTIAL_KEY: "PARTIAL_KEY", g.CUSTOM: "CUSTOM_OBJECT"}
-
-
 def _grouping_json(grouping: g.Grouping) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": _GROUPING_TYPES.get(grouping.kind, str(grouping.kind).upper())}
+    # Storm's names are ours in capitals, but for its Grouping field custom_object.
+    out: dict[str, Any] = {"type": "CUSTOM_OBJECT" if grouping.kind == g.CUSTOM
+                           else grouping.kind.upper()}
     if grouping.fields:
         out["fields"] = list(grouping.fields)
     return out
@@ -172,9 +165,9 @@ def context_json(ctx: TopologyContext) -> dict[str, Any]:
 
 def child_env(extra: Mapping[str, str]) -> dict[str, str]:
     """The worker's environment with the component's over it; PATH is appended to (Storm)."""
-    env = dict(os.environ)
-    for k, v in extra.items():
-        env[k] = env.get("PATH", "") + os.pathsep + v if k == "PATH" and env.get("PATH") else v
+    env = {**os.environ, **extra}
+    if "PATH" in extra:
+        env["PATH"] = extend_path(os.environ.get("PATH", ""), extra)
     return env
 
 
@@ -214,7 +207,7 @@ class ShellProcess:
                                                name=f"shell-stderr-{self.label}", daemon=True)
         self._stderr_thread.start()
         codec = _Msgpack if self.serializer == MSGPACK else _Json
-        self._codec = codec(self.proc.stdin, self.proc.stdout)
+        self._codec = codec(self.proc.stdout)
         os.makedirs(pid_dir, exist_ok=True)
         self.write({"conf": dict(conf), "pidDir": pid_dir, "context": context})
         reply = self.read()
@@ -228,13 +221,12 @@ class ShellProcess:
     def write(self, msg: Any) -> None:
         self.write_raw(self._codec.encode(msg))
 
-    def write_raw(self, data: bytes, flush: bool = True) -> None:
+    def write_raw(self, data: bytes) -> None:
         """Write encoded messages (:meth:`encode`); a dead child raises ShellError."""
         stdin = self.proc.stdin  # type: ignore[union-attr]
         try:
             stdin.write(data)
-            if flush:
-                stdin.flush()
+            stdin.flush()
         except (BrokenPipeError, ValueError, OSError) as e:
             if self.wait_exit(1.0) is not None:  # the usual cause: say so, with its exit code
                 raise ShellError("the child exited before reading its input" + self.info()) \

@@ -6,9 +6,10 @@ A bolt's protocol is asynchronous. ``execute`` queues the tuple (at most
 a writer thread feeds the child (heartbeats ahead of tuples, as Storm's
 ShellBoltMessageQueue), and a reader thread takes the child's emits, acks, fails, logs,
 errors and metrics and hands them to the executor's thread, which owns the collector and
-writes the task ids an emit asks for straight back. A spout's protocol is synchronous: each ``next``, ``ack``, ``fail``,
-``activate`` and ``deactivate`` is written and the child's messages read until ``sync``,
-on the executor's thread (shell components always get a thread of their own).
+writes the task ids an emit asks for straight back. A spout's protocol is synchronous:
+each ``next``, ``ack``, ``fail``, ``activate`` and ``deactivate`` is written and the
+child's messages read until ``sync``, on the executor's thread (shell components always
+get a thread of their own).
 
 As in Storm, a child that exits, writes garbage, acks, fails or anchors an unknown id, or
 stays silent for ``topology.subprocess.timeout.secs`` ends the worker: the error (with
@@ -44,11 +45,14 @@ _LEVELS = {0: 5, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: loggi
 _WRITE_BATCH = 64
 
 
-def host_for(comp: ComponentDef) -> Any:
-    """A fresh host for one task of shell component ``comp``."""
+def component_object(comp: ComponentDef) -> Any:
+    """A fresh object for one task of ``comp``: a host for a shell component's child, the
+    user's unpickled spout or bolt otherwise."""
+    if comp.shell is None:
+        return comp.instantiate()
     if comp.kind == "spout":
-        return ShellSpoutHost(comp.shell)  # type: ignore[arg-type]
-    return ShellBoltHost(comp.shell)  # type: ignore[arg-type]
+        return ShellSpoutHost(comp.shell)
+    return ShellBoltHost(comp.shell)
 
 
 #: Keys whose values are secrets though their names do not say so.
@@ -60,6 +64,12 @@ def _handshake_conf(conf: Mapping[str, Any]) -> dict[str, Any]:
     (the child is the user's code, but nothing needs our keys in a script's memory or its
     crash dumps)."""
     return cfg.redact(conf, _HIDDEN_KEYS)
+
+
+def _input_key(tid: Any) -> str:
+    """The key of a bolt's input tuple as the child names it: the string id we sent, or
+    its digits when the child sends a number back."""
+    return tid if isinstance(tid, str) else str(tid)
 
 
 class _Host:
@@ -115,6 +125,16 @@ class _Host:
         log.info("topology=%s component=%s task=%d: shell child %s started, pid %d (%s)",
                  context.topology_id, context.this_component_id, context.this_task_id,
                  " ".join(self.spec.argv), pid, self.proc.serializer)
+
+    def _emit_args(self, msg: Mapping[str, Any]) -> tuple[list, str, int | None, bool]:
+        """An emit's values, stream, direct task (None: routed) and whether the child wants
+        the task ids back (Storm's default: yes)."""
+        values = msg.get("tuple")
+        if not isinstance(values, list):
+            raise ShellError(f"an emit needs a list in 'tuple': {msg!r}" + self.proc.info())
+        task = msg.get("task")
+        return (values, msg.get("stream") or DEFAULT_STREAM, int(task) if task else None,
+                msg.get("need_task_ids", True) is not False)
 
     def _common(self, cmd: Any, msg: Mapping[str, Any]) -> bool:
         """Handle the messages bolts and spouts share (log, error, metrics); False for any
@@ -263,9 +283,7 @@ class ShellBoltHost(_Host, Bolt):
             self._emit(msg)
         elif cmd == "ack" or cmd == "fail":
             tid = msg.get("id")
-            tup = self.inputs.pop(tid, None) if isinstance(tid, str) else None
-            if tup is None and tid is not None and not isinstance(tid, (dict, list)):
-                tup = self.inputs.pop(str(tid), None)  # a number where we sent its digits
+            tup = self.inputs.pop(_input_key(tid), None)
             if tup is None:
                 raise ShellError(f"the child {cmd}ed id {tid!r}, which is unknown or already "
                                  "acked or failed" + self.proc.info())
@@ -278,28 +296,24 @@ class ShellBoltHost(_Host, Bolt):
                         self.proc.label, cmd)
 
     def _emit(self, msg: dict) -> None:
-        values = msg.get("tuple")
-        if not isinstance(values, list):
-            raise ShellError(f"an emit needs a list in 'tuple': {msg!r}" + self.proc.info())
+        values, stream, task, wants_ids = self._emit_args(msg)
         anchor_ids = msg.get("anchors") or []
         if isinstance(anchor_ids, str):
             anchor_ids = [anchor_ids]
         anchors = []
         for a in anchor_ids:
-            t = self.inputs.get(a) if isinstance(a, str) else self.inputs.get(str(a))
+            t = self.inputs.get(_input_key(a))
             if t is None:
                 raise ShellError(f"the child anchored onto id {a!r}, which is unknown or "
                                  "already acked or failed" + self.proc.info())
             anchors.append(t)
-        stream = msg.get("stream") or DEFAULT_STREAM
-        task = msg.get("task")
-        if task:
-            self.collector.emit_direct(int(task), values, stream, anchors=anchors)
+        if task is not None:
+            self.collector.emit_direct(task, values, stream, anchors=anchors)
             return
         # One anchor (every BasicBolt-style emit): the collector's single-anchor fast path.
         targets = self.collector.emit(values, stream,
                                       anchors=anchors[0] if len(anchors) == 1 else anchors)
-        if msg.get("need_task_ids", True) is not False:
+        if wants_ids:
             self._task_ids.append(list(targets))  # written when this drain ends
 
     def cleanup(self) -> None:
@@ -460,17 +474,13 @@ class ShellSpoutHost(_Host, Spout):
             self._waiting_since = None
 
     def _emit(self, msg: dict) -> None:
-        values = msg.get("tuple")
-        if not isinstance(values, list):
-            raise ShellError(f"an emit needs a list in 'tuple': {msg!r}" + self.proc.info())
-        stream = msg.get("stream") or DEFAULT_STREAM
-        task = msg.get("task")
+        values, stream, task, wants_ids = self._emit_args(msg)
         msg_id = msg.get("id")
-        if task:
-            self.collector.emit_direct(int(task), values, stream, msg_id=msg_id)
+        if task is not None:
+            self.collector.emit_direct(task, values, stream, msg_id=msg_id)
             return
         targets = self.collector.emit(values, stream, msg_id=msg_id)
-        if msg.get("need_task_ids", True) is not False:
+        if wants_ids:
             self.proc.write(list(targets))
 
     def _watch(self) -> None:

@@ -7,8 +7,9 @@ from collections import Counter
 import pytest
 
 from squall.client import TopologyBuilder
-from topos import (BatchRecordingBolt, FailAll, FailEvery, JudgePairs, NeverAck, NumberSpout, PairUp, RecordingBolt,
-                   SlowResetBolt, SplitTwo, TimedNumberSpout, events_of, read_events)
+from topos import (BatchRecordingBolt, FailAll, FailEvery, JudgePairs, NeverAck, NumberSpout,
+                   PairUp, RecordingBolt, SlowResetBolt, SplitTwo, TimedNumberSpout, events_of,
+                   read_events)
 
 pytestmark = pytest.mark.integration
 
