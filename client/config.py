@@ -332,6 +332,47 @@ TRIDENT_REDIS_KEY_PREFIX = _key(
 TRIDENT_REDIS_TIMEOUT_SECS = _key("trident.redis.timeout.secs", _NUM, 5,
                                   "Seconds to connect to Redis and to wait for each reply.")
 
+# --- Stateful bolts and windows (client/state.py, client/stateful.py, client/windowing.py)
+TOPOLOGY_STATE_PROVIDER = _key(
+    "topology.state.provider", str, None,
+    "State of stateful bolts: memory, redis, or a StateProvider's package.module.Class "
+    "(Storm's provider class names are read too). Unset: redis when "
+    "topology.state.provider.config is set, memory otherwise.", nullable=True)
+TOPOLOGY_STATE_PROVIDER_CONFIG = _key(
+    "topology.state.provider.config", (str, dict), None,
+    "Storm's JSON for Redis state: {\"jedisPoolConfig\": {\"host\", \"port\", \"database\", "
+    "\"password\", \"timeOut\"}, \"keyPrefix\"}; unset keys come from trident.redis.*.",
+    nullable=True)
+TOPOLOGY_STATE_CHECKPOINT_INTERVAL = _key(
+    "topology.state.checkpoint.interval.ms", _NUM, 1000,
+    "Milliseconds between two checkpoints of stateful bolts (at least 100).")
+TOPOLOGY_BOLTS_WINDOW_LENGTH_COUNT = _key(
+    "topology.bolts.window.length.count", int, None,
+    "A windowed bolt's window length in tuples (set by with_window).", nullable=True)
+TOPOLOGY_BOLTS_WINDOW_LENGTH_DURATION_MS = _key(
+    "topology.bolts.window.length.duration.ms", int, None,
+    "A windowed bolt's window length in milliseconds (set by with_window).", nullable=True)
+TOPOLOGY_BOLTS_SLIDING_INTERVAL_COUNT = _key(
+    "topology.bolts.window.sliding.interval.count", int, None,
+    "A windowed bolt's slide in tuples (set by with_window).", nullable=True)
+TOPOLOGY_BOLTS_SLIDING_INTERVAL_DURATION_MS = _key(
+    "topology.bolts.window.sliding.interval.duration.ms", int, None,
+    "A windowed bolt's slide in milliseconds (set by with_window).", nullable=True)
+TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME = _key(
+    "topology.bolts.tuple.timestamp.field.name", str, None,
+    "Event time: the input field holding each tuple's timestamp in milliseconds.",
+    nullable=True)
+TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_MAX_LAG_MS = _key(
+    "topology.bolts.tuple.timestamp.max.lag.ms", int, 0,
+    "Event time: how far (ms) the watermark trails the newest timestamp of every input stream.")
+TOPOLOGY_BOLTS_WATERMARK_EVENT_INTERVAL_MS = _key(
+    "topology.bolts.watermark.event.interval.ms", int, 1000,
+    "Event time: milliseconds between two watermarks.")
+TOPOLOGY_BOLTS_LATE_TUPLE_STREAM = _key(
+    "topology.bolts.late.tuple.stream", str, None,
+    "Event time: the stream late tuples (at or before the watermark) go to; unset: they are "
+    "dropped (and acked).", nullable=True)
+
 #: Keys of a daemon's conf its workers get beneath the topology conf (as a Storm worker gets
 #: the cluster conf), so Trident finds ZooKeeper and Redis.
 WORKER_INHERITED_PREFIXES = ("storm.zookeeper.", "transactional.zookeeper.", "trident.",

@@ -24,6 +24,9 @@ from . import grouping as g
 from .components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
 from .errors import InvalidTopology
 from .shell import _Shell
+from .stateful import (CHECKPOINT_COMPONENT_ID, CHECKPOINT_FIELDS, CHECKPOINT_STREAM_ID,
+                       CheckpointSpout, StatefulBolt, is_stateful)
+from .windowing import LATE_TUPLE_FIELD, WindowedBolt
 from .tuple import (ACKER_ACK_STREAM_ID, ACKER_COMPONENT_ID, ACKER_FAIL_STREAM_ID,
                     ACKER_INIT_STREAM_ID, ACKER_RESET_TIMEOUT_STREAM_ID, DEFAULT_STREAM,
                     SYSTEM_STREAM_FIELDS, SYSTEM_STREAM_ID)
@@ -233,6 +236,9 @@ def _check_id(component_id: Any) -> None:
     problem = _id_problem("component id", component_id)
     if problem:
         raise InvalidTopology(problem)
+    if component_id == CHECKPOINT_COMPONENT_ID:
+        raise InvalidTopology(f"component id {component_id!r} is reserved for the checkpoint "
+                              "spout of stateful topologies", component=component_id)
     if component_id.startswith("__"):
         raise InvalidTopology(f"component id {component_id!r} is reserved: ids starting with "
                               "'__' belong to system components", component=component_id)
@@ -273,25 +279,43 @@ class TopologyBuilder:
         comp = self._add(component_id, spout, SPOUT, parallelism_hint)
         return SpoutDeclarer(comp, spout)
 
-    def set_bolt(self, component_id: str, bolt: Bolt | BasicBolt,
+    def set_bolt(self, component_id: str, bolt: Bolt | BasicBolt | StatefulBolt | WindowedBolt,
                  parallelism_hint: int = 1) -> BoltDeclarer:
         """Add a bolt running ``parallelism_hint`` executors."""
-        if not isinstance(bolt, (Bolt, BasicBolt)):
-            raise InvalidTopology(f"bolt {component_id!r} must be a squall.client.Bolt or "
-                                  f"BasicBolt, got {type(bolt).__name__}", component=component_id)
+        if not isinstance(bolt, (Bolt, BasicBolt, StatefulBolt, WindowedBolt)):
+            raise InvalidTopology(f"bolt {component_id!r} must be a squall.client.Bolt, "
+                                  "BasicBolt, StatefulBolt or WindowedBolt, got "
+                                  f"{type(bolt).__name__}", component=component_id)
         comp = self._add(component_id, bolt, BOLT, parallelism_hint)
         return BoltDeclarer(comp, bolt)
 
     def create_topology(self) -> Topology:
-        """Declare streams, serialize every component and validate the graph."""
+        """Declare streams, serialize every component and validate the graph.
+
+        A topology with a stateful bolt also gets Storm's checkpoint spout and its
+        ``$checkpoint`` stream through every bolt (client/stateful.py).
+        """
         components: dict[str, ComponentDef] = {}
-        for cid, comp in self._components.items():
-            obj = self._objects[cid]
+        objects = dict(self._objects)
+        specs = dict(self._components)
+        stateful = any(is_stateful(o) for o in objects.values())
+        if stateful:
+            objects[CHECKPOINT_COMPONENT_ID] = CheckpointSpout()
+            specs[CHECKPOINT_COMPONENT_ID] = ComponentDef(CHECKPOINT_COMPONENT_ID, SPOUT)
+        for cid, comp in specs.items():
+            obj = objects[cid]
             declarer = OutputFieldsDeclarer()
             obj.declare_output_fields(declarer)
+            if isinstance(obj, WindowedBolt):
+                late = obj.window_spec().late_stream
+                if late:
+                    declarer.declare_stream(late, [LATE_TUPLE_FIELD])
             streams = {s: StreamDef(f, d) for s, (f, d) in declarer.streams.items()}
             conf = dict(obj.get_component_configuration() or {})
             conf.update(comp.conf)
+            if stateful and comp.kind == BOLT:
+                streams[CHECKPOINT_STREAM_ID] = StreamDef(list(CHECKPOINT_FIELDS))
+                comp = replace(comp, inputs=list(comp.inputs) + _checkpoint_inputs(comp, specs))
             if isinstance(obj, _Shell):  # no Python object: the worker hosts the command
                 components[cid] = ComponentDef(
                     cid, comp.kind, shell=ShellSpec(list(obj.command), "", dict(obj.env),
@@ -311,9 +335,21 @@ class TopologyBuilder:
                 extras=tuple(sorted(set(getattr(obj, "requires_extras", ())))))
         topology = Topology(components)
         validate(topology)
-        for cid, obj in self._objects.items():
+        for cid, obj in objects.items():
             _check_inputs(topology, cid, obj)
         return topology
+
+
+def _checkpoint_inputs(comp: ComponentDef, specs: Mapping[str, ComponentDef]) -> list[InputDef]:
+    """Storm's addCheckPointInputs: ``$checkpoint`` from the checkpoint spout for a bolt that
+    reads a spout, from each bolt it reads otherwise; all grouping, once per source."""
+    sources: list[str] = []
+    for inp in comp.inputs:
+        src = specs.get(inp.component)
+        source = CHECKPOINT_COMPONENT_ID if src is None or src.kind == SPOUT else inp.component
+        if source not in sources:
+            sources.append(source)
+    return [InputDef(s, CHECKPOINT_STREAM_ID, g.Grouping(g.ALL)) for s in sources]
 
 
 def _check_inputs(topology: Topology, cid: str, obj: Any) -> None:
@@ -338,7 +374,7 @@ def validate(topology: Topology) -> None:
     if not topology.spouts():
         raise InvalidTopology("topology has no spout: add one with set_spout()")
     for c in comps.values():
-        if not c.system:
+        if not c.system and not (c.id == CHECKPOINT_COMPONENT_ID and c.kind == SPOUT):
             _check_id(c.id)
         for name, n in (("parallelism", c.parallelism), ("number of tasks", c.num_tasks)):
             if n is None:

@@ -35,10 +35,13 @@ from ..client import config as cfg
 from ..client.components import BasicBolt, Bolt, Spout
 from ..client.context import TopologyContext
 from ..client.errors import FailedException, ReportedFailedException
+from ..client.stateful import CHECKPOINT_STREAM_ID, StatefulBolt, is_stateful
+from ..client.windowing import WindowedBolt
 from ..client.tuple import (ACKER_ACK_STREAM_ID, ACKER_COMPONENT_ID, ACKER_FAIL_STREAM_ID,
                             ACKER_INIT_STREAM_ID, ACKER_RESET_TIMEOUT_STREAM_ID,
                             SYSTEM_COMPONENT_ID, SYSTEM_TASK_ID, SYSTEM_TICK_STREAM_ID, Fields,
                             Tuple)
+from .checkpoint import forwarding, host_bolt
 from .collector import BasicOutputCollector, OutputCollector, SpoutOutputCollector, build_routes
 from .queue import InQueue, ThreadWaker
 from .shell import component_object
@@ -301,11 +304,15 @@ class BoltExecutor(Executor):
         self.executes: dict[int, Any] = {}
         #: A single-task executor's bolt's execute_batch, fed whole steps (see Bolt).
         self.execute_batch: Any = None
+        # A stateful topology: $checkpoint tuples reach this bolt (client/stateful.py).
+        checkpointed = any(i.stream == CHECKPOINT_STREAM_ID for i in comp.inputs)
         for t in self.tasks:
             bolt = component_object(comp)
             ctx = self.context(t)
             out = OutputCollector(self, t, build_routes(self.ws, self.component_id, t, ctx))
-            if isinstance(bolt, BasicBolt):
+            if isinstance(bolt, (StatefulBolt, WindowedBolt)):
+                self.executes[t] = host_bolt(self, bolt, self.conf, ctx, out)
+            elif isinstance(bolt, BasicBolt):
                 bolt.prepare(self.conf, ctx)
                 self.executes[t] = self._basic(bolt, out)
             elif isinstance(bolt, Bolt):
@@ -320,6 +327,10 @@ class BoltExecutor(Executor):
             else:
                 raise TypeError(f"component {self.component_id!r} is not a bolt: {type(bolt)}")
             self.bolts[t] = bolt
+            if checkpointed and not is_stateful(bolt):
+                self.executes[t] = forwarding(self.executes[t], out, ctx)
+        if checkpointed:  # every tuple goes through the checkpoint-aware execute
+            self.execute_batch = None
         if not self.multi:
             self.dispatch = self.executes[self.tasks[0]]  # type: ignore[method-assign]
         tick = self.conf.get(cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS)

@@ -1,0 +1,231 @@
+"""Stateful bolts and Storm's checkpointing: :class:`StatefulBolt` and the checkpoint spout.
+
+Storm's IStatefulBolt / BaseStatefulBolt and CheckpointSpout. When a topology has a
+stateful bolt, :class:`~squall.client.topology.TopologyBuilder` adds the
+``$checkpointspout`` and wires its ``$checkpoint`` stream through every bolt (all
+grouping, from the checkpoint spout to the bolts that read spouts, and from each bolt to
+the bolts that read it). The spout runs a three-phase commit over that stream, riding
+the acker: every ``topology.state.checkpoint.interval.ms`` it sends PREPARE then COMMIT
+for the next transaction id; after a failure (a checkpoint tuple failed or timed out, or
+at start) ROLLBACK or COMMIT of the pending transaction, then INITSTATE.
+
+In the worker (worker/checkpoint.py) a stateful bolt's acks are held until the commit
+that saves the state they changed, so a tuple whose effect is not committed is replayed
+by its spout after a failure; other bolts just forward the checkpoint tuples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from . import config as cfg
+from .components import Component, Spout
+from .windowing import WindowedBolt
+
+CHECKPOINT_STREAM_ID = "$checkpoint"
+CHECKPOINT_COMPONENT_ID = "$checkpointspout"
+CHECKPOINT_FIELDS = ("txid", "action")
+
+PREPARE = "PREPARE"
+COMMIT = "COMMIT"
+ROLLBACK = "ROLLBACK"
+INITSTATE = "INITSTATE"
+ACTIONS = (PREPARE, COMMIT, ROLLBACK, INITSTATE)
+
+COMMITTED = "COMMITTED"
+COMMITTING = "COMMITTING"
+PREPARING = "PREPARING"
+
+#: The checkpoint spout's key in its own state.
+TX_STATE_KEY = "__state"
+
+
+@dataclass(frozen=True)
+class CheckPointState:
+    """The checkpoint spout's transaction: its id and phase (Storm's CheckPointState)."""
+
+    txid: int
+    state: str
+
+    def next_state(self, recovering: bool) -> "CheckPointState":
+        if self.state == PREPARING:
+            return CheckPointState(self.txid - 1, COMMITTED) if recovering \
+                else CheckPointState(self.txid, COMMITTING)
+        if self.state == COMMITTING:
+            return CheckPointState(self.txid, COMMITTED)
+        if self.state == COMMITTED:
+            return self if recovering else CheckPointState(self.txid + 1, PREPARING)
+        raise ValueError(f"unknown checkpoint state {self.state!r}")
+
+    def next_action(self, recovering: bool) -> str:
+        if self.state == PREPARING:
+            return ROLLBACK if recovering else PREPARE
+        if self.state == COMMITTING:
+            return COMMIT
+        if self.state == COMMITTED:
+            return INITSTATE if recovering else PREPARE
+        raise ValueError(f"unknown checkpoint state {self.state!r}")
+
+
+class CheckpointCoordinator:
+    """The checkpoint spout's logic without a clock or a collector: a pure state machine.
+
+    ``poll(now_ms)`` returns ``(txid, action)`` to emit or None; ``ack(txid)`` and
+    ``fail(txid)`` are the checkpoint tuple's outcome. ``saved`` is the transaction state
+    to persist after each call that changed it.
+    """
+
+    def __init__(self, tx: CheckPointState, interval_ms: float):
+        self.tx = tx
+        self.interval_ms = max(100.0, float(interval_ms))
+        self.recovering = True
+        self.in_progress = False
+        self.last_checkpoint_ms: float | None = None
+        self.saved: list[CheckPointState] = []
+
+    def _save(self, tx: CheckPointState) -> None:
+        self.tx = tx
+        self.saved.append(tx)
+
+    def poll(self, now_ms: float) -> tuple[int, str] | None:
+        if self.in_progress:
+            return None
+        if self.recovering:
+            self.in_progress = True
+            return self.tx.txid, self.tx.next_action(True)
+        due = self.last_checkpoint_ms is None or now_ms - self.last_checkpoint_ms > self.interval_ms
+        if self.tx.state != COMMITTED or due:
+            if self.tx.state == COMMITTED:
+                self._save(self.tx.next_state(False))
+                self.last_checkpoint_ms = now_ms
+            self.in_progress = True
+            return self.tx.txid, self.tx.next_action(False)
+        return None
+
+    def ack(self, txid: int) -> None:
+        if txid == self.tx.txid:
+            if self.recovering:
+                nxt = self.tx.next_state(True)
+                if nxt != self.tx:
+                    self._save(nxt)
+                else:
+                    self.recovering = False
+            else:
+                self._save(self.tx.next_state(False))
+        self.in_progress = False
+
+    def fail(self, txid: int) -> None:
+        self.recovering = True
+        self.in_progress = False
+
+
+class CheckpointSpout(Spout):
+    """The ``$checkpointspout`` the builder adds (Storm's CheckpointSpout). Its transaction
+    state lives in the topology's state provider, so a restarted topology recovers."""
+
+    def open(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
+        from .state import get_state
+
+        self.collector = collector
+        self.state = get_state(f"{context.this_component_id}-{context.this_task_id}", conf,
+                               context)
+        raw = self.state.get(TX_STATE_KEY)
+        if raw is None:
+            tx = CheckPointState(-1, COMMITTED)
+            self.state.put(TX_STATE_KEY, [tx.txid, tx.state])
+            self.state.commit()
+        else:
+            tx = CheckPointState(int(raw[0]), str(raw[1]))
+        self.coordinator = CheckpointCoordinator(
+            tx, float(conf.get(cfg.TOPOLOGY_STATE_CHECKPOINT_INTERVAL) or 1000))
+
+    def _persist(self) -> None:
+        c = self.coordinator
+        if c.saved:
+            self.state.put(TX_STATE_KEY, [c.tx.txid, c.tx.state])
+            self.state.commit()
+            c.saved.clear()
+
+    def next_tuple(self) -> None:
+        import time
+
+        step = self.coordinator.poll(time.monotonic() * 1000)
+        self._persist()
+        if step is not None:
+            txid, action = step
+            self.collector.emit([txid, action], stream=CHECKPOINT_STREAM_ID, msg_id=txid)
+
+    def ack(self, msg_id: Any) -> None:
+        self.coordinator.ack(int(msg_id))
+        self._persist()
+
+    def fail(self, msg_id: Any) -> None:
+        self.coordinator.fail(int(msg_id))
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare_stream(CHECKPOINT_STREAM_ID, list(CHECKPOINT_FIELDS))
+
+
+class StatefulBolt(Component):
+    """A bolt whose state is saved at each checkpoint and restored after a failure
+    (Storm's BaseStatefulBolt).
+
+    Example, a word count that survives a worker crash::
+
+        class WordCount(StatefulBolt):
+            def init_state(self, state):
+                self.counts = state          # a KeyValueState
+            def execute(self, tup):
+                word = tup.values[0]
+                self.counts.put(word, self.counts.get(word, 0) + 1)
+                self.collector.emit([word], anchors=[tup])
+                self.collector.ack(tup)
+
+    ``init_state`` runs before the first ``execute`` (tuples that arrive earlier wait).
+    Ack each input as usual: the runtime holds the ack until the state that includes the
+    tuple is committed, so an input is acked only once its effect is saved. Emits must be
+    anchored. Choose where state lives with ``topology.state.provider``.
+    """
+
+    def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def init_state(self, state: Any) -> None:
+        """Called once with the task's state (restored from the last commit)."""
+
+    def execute(self, tup: Any) -> None:
+        raise NotImplementedError
+
+    def pre_prepare(self, txid: int) -> None:
+        """Just before the state is prepared for commit ``txid``."""
+
+    def pre_commit(self, txid: int) -> None:
+        """Just before the state is committed."""
+
+    def pre_rollback(self) -> None:
+        """Just before the state rolls back to the last commit."""
+
+    def cleanup(self) -> None:
+        pass
+
+
+class StatefulWindowedBolt(WindowedBolt):
+    """A windowed bolt with state (Storm's BaseStatefulWindowedBolt): ``init_state`` gets
+    the task's state, and the window's position survives a worker restart."""
+
+    def init_state(self, state: Any) -> None:
+        """Called once with the task's state (restored from the last commit)."""
+
+    def pre_prepare(self, txid: int) -> None:
+        pass
+
+    def pre_commit(self, txid: int) -> None:
+        pass
+
+    def pre_rollback(self) -> None:
+        pass
+
+
+def is_stateful(obj: Any) -> bool:
+    return isinstance(obj, (StatefulBolt, StatefulWindowedBolt))

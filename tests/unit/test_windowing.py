@@ -1,0 +1,229 @@
+"""The window manager against windows computed here from their definitions.
+
+Each test drives client/windowing.py's pure WindowManager with seeded random input and
+compares every window it runs (its tuples, new and expired, its bounds) with a reference
+written from the semantics in the module doc, not from the implementation. It also checks
+the ack rule: a tuple is evicted (acked) once, and never before a window that holds it.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from squall.client.windowing import (Count, Duration, TupleWindow, WindowManager, WindowSpec,
+                                     WindowedBolt)
+
+
+class Traced:
+    """A manager whose windows and evictions are recorded in the order the worker's host
+    sees them: the windows a call returns run first, then the tuples it evicted are acked."""
+
+    def __init__(self, spec: WindowSpec):
+        self.evicted: list = []
+        self.windows: list[TupleWindow] = []
+        self.order: list = []  # ("w", window index) and ("e", item), in host order
+        self._now: list = []
+        self.manager = WindowManager(spec, on_evict=self._now.append)
+
+    def take(self, windows) -> None:
+        for w in windows or []:
+            self.windows.append(w)
+            self.order.append(("w", len(self.windows) - 1))
+        for item in self._now:
+            self.order.append(("e", item))
+            self.evicted.append(item)
+        self._now.clear()
+        assert len(self.evicted) == len(set(self.evicted)), "a tuple was acked twice"
+
+
+def traced(spec: WindowSpec) -> Traced:
+    return Traced(spec)
+
+
+def check_new_expired(windows: list[TupleWindow]) -> None:
+    prev: list = []
+    for w in windows:
+        assert w.new == [t for t in w.tuples if t not in prev]
+        assert w.expired == [t for t in prev if t not in w.tuples]
+        prev = w.tuples
+
+
+def check_acks(run: Traced, order: list) -> None:
+    """No tuple is acked before the last window holding it has run."""
+    last_window_of = {}
+    for i, w in enumerate(run.windows):
+        for t in w.tuples:
+            last_window_of[t] = i
+    ran = -1
+    for kind, x in order:
+        if kind == "w":
+            ran = x
+        else:
+            assert last_window_of.get(x, -1) <= ran, f"{x} acked before window {last_window_of[x]}"
+
+
+# -- processing time ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("length,slide", [(5, 5), (5, 2), (3, 7), (1, 1), (10, 3)])
+def test_count_windows_processing_time(length, slide):
+    run = traced(WindowSpec(length_count=length, slide_count=slide))
+    n = 60
+    for i in range(n):
+        run.take(run.manager.add(i, 1000 + i))
+    expected = [list(range(max(0, k - length), k)) for k in range(slide, n + 1, slide)]
+    assert [w.tuples for w in run.windows] == expected
+    assert all(w.start_timestamp is None and w.end_timestamp == 1000 + t[-1]
+               for w, t in zip(run.windows, expected))
+    check_new_expired(run.windows)
+    check_acks(run, run.order)
+    # everything older than the last `length` tuples was evicted, once
+    assert sorted(run.evicted) == list(range(n - length))
+
+
+@pytest.mark.parametrize("length,slide", [(1000, 1000), (1000, 250), (300, 700)])
+def test_duration_windows_processing_time(length, slide):
+    rng = random.Random(length * 7 + slide)
+    run = traced(WindowSpec(length_ms=length, slide_ms=slide))
+    arrivals = []  # (ts, item)
+    now = 10_000
+    timers = []
+    next_timer = now + slide
+    item = 0
+    while now < 16_000:
+        now += rng.choice([0, 1, 3, 10, 40, 200])
+        while next_timer < now:  # the timer at T fires after every tuple of time <= T
+            run.take(run.manager.on_time(next_timer))
+            timers.append(next_timer)
+            next_timer += slide
+        run.take(run.manager.add(item, now))
+        arrivals.append((now, item))
+        item += 1
+    expected = []
+    for t in timers:
+        w = [i for ts, i in arrivals if t - length < ts <= t]
+        if w:
+            expected.append((t - length, t, w))
+    assert [(w.start_timestamp, w.end_timestamp, w.tuples) for w in run.windows] == expected
+    check_new_expired(run.windows)
+    check_acks(run, run.order)
+
+
+def test_count_length_with_duration_slide_and_duration_length_with_count_slide():
+    run = traced(WindowSpec(length_count=4, slide_ms=100))
+    for i in range(10):
+        run.take(run.manager.add(i, 1000 + i * 30))  # 1000, 1030, ... 1270
+    run.take(run.manager.on_time(1300))
+    assert [w.tuples for w in run.windows] == [[6, 7, 8, 9]]
+    run2 = traced(WindowSpec(length_ms=100, slide_count=3))
+    for i in range(9):
+        run2.take(run2.manager.add(i, 1000 + i * 40))  # 1000 .. 1320
+    # fires at the 3rd, 6th, 9th tuple: ts 1080, 1200, 1320; window (ts-100, ts]
+    assert [w.tuples for w in run2.windows] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    check_acks(run2, run2.order)
+
+
+# -- event time --------------------------------------------------------------------------
+
+def _event_stream(rng: random.Random, n: int, disorder: int) -> list[tuple[int, int]]:
+    """(ts, item) in arrival order: increasing time with up to ``disorder`` ms of shuffle."""
+    base = 50_000
+    out = []
+    for i in range(n):
+        base += rng.choice([1, 5, 20, 60])
+        out.append((base + rng.randint(-disorder, 0), i))
+    return out
+
+
+def _drive_event_time(run: Traced, events, lag: int, every: int):
+    """Add events, computing the watermark (newest ts - lag) every ``every`` events.
+    Returns the late items and the final watermark."""
+    late = []
+    for k, (ts, item) in enumerate(events):
+        if run.manager.add(item, ts, "s") is None:
+            late.append(item)
+        if k % every == every - 1:
+            wm = run.manager.compute_watermark(1)
+            run.take(run.manager.on_watermark(wm))
+    wm = run.manager.compute_watermark(1)
+    run.take(run.manager.on_watermark(wm))
+    return late, run.manager.watermark
+
+
+@pytest.mark.parametrize("length,slide,lag", [(500, 500, 0), (500, 100, 50), (200, 300, 200),
+                                              (1000, 250, 400)])
+def test_event_time_duration_windows_with_out_of_order_and_late(length, slide, lag):
+    rng = random.Random(length + slide + lag)
+    events = _event_stream(rng, 800, disorder=300)
+    run = traced(WindowSpec(length_ms=length, slide_ms=slide, timestamp_field="ts", lag_ms=lag))
+    late, final_wm = _drive_event_time(run, events, lag, every=7)
+    # The reference: a tuple is late when its ts is at or before the watermark at its
+    # arrival; the watermark after k events is (newest ts so far) - lag at each 7th event.
+    ref_late, wm, newest = [], None, None
+    for k, (ts, item) in enumerate(events):
+        newest = ts if newest is None else max(newest, ts)
+        if wm is not None and ts <= wm:
+            ref_late.append(item)
+        if k % 7 == 6:
+            wm = newest - lag if wm is None else max(wm, newest - lag)
+    assert late == ref_late
+    assert bool(ref_late) == (lag < 300), "tuples later than the lag, and only those, are late"
+    on_time = [(ts, i) for ts, i in events if i not in set(late)]
+    ends = range(slide, final_wm + 1, slide)
+    expected = []
+    for e in ends:
+        w = sorted((ts, i) for ts, i in on_time if e - length < ts <= e)
+        if w:
+            expected.append((e - length, e, [i for _, i in w]))
+    assert [(w.start_timestamp, w.end_timestamp, w.tuples) for w in run.windows] == expected
+    check_new_expired(run.windows)
+    check_acks(run, run.order)
+
+
+@pytest.mark.parametrize("length,slide", [(5, 5), (10, 3), (3, 8)])
+def test_event_time_count_windows(length, slide):
+    rng = random.Random(length * 100 + slide)
+    events = _event_stream(rng, 500, disorder=200)
+    run = traced(WindowSpec(length_count=length, slide_count=slide, timestamp_field="ts",
+                            lag_ms=100))
+    late, final_wm = _drive_event_time(run, events, 100, every=11)
+    on_time = sorted((ts, i) for ts, i in events if i not in set(late) and ts <= final_wm)
+    order = [i for _, i in on_time]
+    expected = [order[max(0, k - length):k] for k in range(slide, len(order) + 1, slide)]
+    assert [w.tuples for w in run.windows] == expected
+    check_new_expired(run.windows)
+    check_acks(run, run.order)
+
+
+def test_watermark_is_the_oldest_stream_and_waits_for_every_stream():
+    m = WindowManager(WindowSpec(length_ms=10, slide_ms=10, timestamp_field="ts", lag_ms=5))
+    m.add("a", 100, "s1")
+    assert m.compute_watermark(2) is None  # s2 has sent nothing yet
+    m.add("b", 40, "s2")
+    assert m.compute_watermark(2) == 35
+    m.add("c", 90, "s2")
+    assert m.compute_watermark(2) == 85
+    assert m.on_watermark(85) and m.watermark == 85
+    assert m.add("late", 85, "s1") is None  # at the watermark: late (Flink's rule)
+    assert m.add("ok", 86, "s1") == []
+
+
+def test_spec_problems_and_the_bolt_api():
+    with pytest.raises(ValueError):
+        Count(0)
+    with pytest.raises(ValueError):
+        Duration(0)
+    assert Duration.seconds(1.5).value == 1500 and Duration.minutes(1).value == 60_000
+    assert WindowSpec().problem()
+    assert WindowSpec(length_count=3, late_stream="late").problem()
+    bolt = WindowedBolt().with_tumbling_window(Count(3))
+    spec = bolt.window_spec()
+    assert (spec.length_count, spec.slide_count, spec.slide_ms) == (3, 3, None)
+    bolt.with_window(Duration.seconds(10), Duration.seconds(2)).with_timestamp_field("ts") \
+        .with_lag(Duration.seconds(1)).with_late_tuple_stream("late")
+    spec = bolt.window_spec()
+    assert (spec.length_ms, spec.slide_ms, spec.length_count, spec.lag_ms, spec.late_stream) == \
+        (10_000, 2_000, None, 1000, "late")
+    with pytest.raises(ValueError, match="timestamp field 'ts'"):
+        bolt.check_inputs([("src", "default", ["word"])])

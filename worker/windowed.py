@@ -1,0 +1,119 @@
+"""A windowed bolt task: the clock, the timers and the acks around client/windowing.py.
+
+Storm's WindowedBoltExecutor. Each input tuple goes into the task's
+:class:`~squall.client.windowing.WindowManager` with its time (arrival, or the
+timestamp field in event time); the windows it completes run the bolt's ``execute``.
+Duration slides (processing time) and watermarks (event time) run on the executor's
+timers, in the executor's thread, so the bolt needs no locks. A tuple is acked when it
+leaves the last window that can hold it, after the windows that held it have run; a
+late tuple is acked at once, after going to the late stream if one is declared.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from ..client.stateful import CHECKPOINT_STREAM_ID
+from ..client.tuple import DEFAULT_STREAM, SYSTEM_TICK_STREAM_ID, Tuple
+from ..client.windowing import TupleWindow, WindowManager, WindowSpec
+
+log = logging.getLogger(__name__)
+
+
+class WindowCollector:
+    """The collector ``execute(window)`` emits through: anchored to the window's tuples
+    unless other anchors are given (Storm's WindowedOutputCollector)."""
+
+    def __init__(self, out: Any):
+        self.out = out
+        self.window: TupleWindow | None = None
+
+    def emit(self, values: list, stream: str = DEFAULT_STREAM, anchors: Any = None,
+             direct_task: int | None = None, msg_id: Any = None) -> list[int]:
+        if anchors is None and self.window is not None:
+            anchors = self.window.tuples
+        return self.out.emit(values, stream, anchors, direct_task)
+
+    def emit_direct(self, task: int, values: list, stream: str = DEFAULT_STREAM,
+                    anchors: Any = None) -> list[int]:
+        return self.emit(values, stream, anchors, task)
+
+    def ack(self, tup: Tuple) -> None:
+        """Tuples of a window are acked by the runtime when they leave it; this is a no-op
+        so a bolt written for plain Storm that acks them does no harm."""
+
+    def fail(self, tup: Tuple) -> None:
+        self.out.fail(tup)
+
+    def report_error(self, error: Any) -> None:
+        self.out.report_error(error)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def call_soon_threadsafe(self, fn: Any) -> None:
+        self.out.call_soon_threadsafe(fn)
+
+
+class WindowHost:
+    """Feeds one task's windows. ``ack`` is how evicted tuples are acked (the executor's
+    collector, or a stateful task's holding collector)."""
+
+    def __init__(self, bolt: Any, conf: Any, context: Any, out: Any, ack: Any, executor: Any):
+        self.bolt = bolt
+        self.out = out
+        self.ack = ack
+        self.spec = WindowSpec.from_conf(conf)
+        self.evicted: list[Tuple] = []
+        self.manager = WindowManager(self.spec, on_evict=self.evicted.append)
+        self.collector = WindowCollector(out)
+        self.streams = len({(c, s) for c, s in context.this_sources()
+                            if s != CHECKPOINT_STREAM_ID and not s.startswith("__")})
+        self.last_now = 0
+        self.late = 0
+        if self.spec.event_time:
+            executor.add_timer(self.spec.watermark_ms / 1000, self.on_watermark_timer)
+        elif self.spec.slide_ms is not None:
+            executor.add_timer(self.spec.slide_ms / 1000, self.on_slide_timer)
+
+    def now(self) -> int:
+        # Wall-clock ms (the window's timestamps), never going back.
+        self.last_now = max(self.last_now, int(time.time() * 1000))
+        return self.last_now
+
+    def execute(self, tup: Tuple) -> None:
+        if tup.source_stream == SYSTEM_TICK_STREAM_ID:
+            return
+        if self.spec.event_time:
+            ts = tup[self.spec.timestamp_field]
+            if self.manager.add(tup, int(ts), (tup.source_component, tup.source_stream)) is None:
+                self.late += 1
+                if self.spec.late_stream:
+                    self.out.emit([list(tup.values)], self.spec.late_stream, [tup])
+                self.ack(tup)
+            return
+        self.run(self.manager.add(tup, self.now()))
+
+    def on_slide_timer(self) -> None:
+        self.run(self.manager.on_time(self.now()))
+
+    def on_watermark_timer(self) -> None:
+        wm = self.manager.compute_watermark(self.streams)
+        if wm is not None:
+            self.run(self.manager.on_watermark(wm))
+
+    def run(self, windows: list[TupleWindow]) -> None:
+        c = self.collector
+        try:
+            for w in windows:
+                c.window = w
+                self.bolt.execute(w)
+        finally:
+            c.window = None
+            if self.evicted:
+                ack = self.ack
+                for t in self.evicted:
+                    ack(t)
+                self.evicted.clear()
