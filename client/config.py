@@ -346,6 +346,11 @@ TOPOLOGY_STATE_PROVIDER_CONFIG = _key(
 TOPOLOGY_STATE_CHECKPOINT_INTERVAL = _key(
     "topology.state.checkpoint.interval.ms", _NUM, 1000,
     "Milliseconds between two checkpoints of stateful bolts (at least 100).")
+TOPOLOGY_STATE_CHECKPOINT_MODE = _key(
+    "topology.state.checkpoint.mode", str, "acker",
+    "How stateful bolts checkpoint: acker (Storm's: the checkpoint spout's transactions ride "
+    "the acker; at-least-once), barrier (spouts inject barriers that bolts align: "
+    "exactly-once, no acker), barrier-at-least-once (barriers without alignment).")
 TOPOLOGY_BOLTS_WINDOW_LENGTH_COUNT = _key(
     "topology.bolts.window.length.count", int, None,
     "A windowed bolt's window length in tuples (set by with_window).", nullable=True)

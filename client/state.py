@@ -57,6 +57,18 @@ class State(abc.ABC):
     def rollback(self) -> None:
         """Drop what was not committed: the contents become the last committed state."""
 
+    def restore(self, txid: int) -> None:
+        """Make the contents checkpoint ``txid``, which completed everywhere: commit it if it
+        is the prepared transaction (its commit was lost with a worker), else roll back."""
+        if self.prepared_txid() == txid:
+            self.commit(txid)
+        else:
+            self.rollback()
+
+    def prepared_txid(self) -> int | None:
+        """The transaction prepared and not yet committed or rolled back, or None."""
+        return None
+
 
 class KeyValueState(State):
     """A key-value state (Storm's KeyValueState). Keys and values must be msgpack-able
@@ -131,6 +143,9 @@ class InMemoryKeyValueState(KeyValueState):
         self._prepared = None
         self._state = dict(self._committed[1]) if self._committed else {}
 
+    def prepared_txid(self) -> int | None:
+        return None if self._prepared is None else self._prepared[0]
+
 
 _TOMBSTONE = object()
 
@@ -177,6 +192,10 @@ class RedisKeyValueState(KeyValueState):
         # says commit (it was prepared everywhere) or rollback.
         for raw_k, raw_v in self._hgetall(self.prepare_key).items():
             self._prepared[_unpack_key(raw_k)] = _TOMBSTONE if raw_v == b"" else _unpack(raw_v)
+        self._prepared_txid: int | None = None
+        txids = self._hgetall(self.txid_key)
+        if b"prepare" in txids and int(txids[b"prepare"]) > int(txids.get(b"commit", -2)):
+            self._prepared_txid = int(txids[b"prepare"])
 
     def _hgetall(self, key: str) -> dict[bytes, bytes]:
         try:
@@ -242,6 +261,7 @@ class RedisKeyValueState(KeyValueState):
                 p.execute()
         except Exception as exc:
             raise StateError(f"cannot prepare state {self.key!r} in Redis: {exc}") from None
+        self._prepared_txid = txid
 
     def commit(self, txid: int | None = None) -> None:
         if txid is None:  # commit the contents now (Storm's commit())
@@ -264,10 +284,15 @@ class RedisKeyValueState(KeyValueState):
         for k, v in self._prepared.items():
             self._cache[k] = v
         self._prepared = {}
+        self._prepared_txid = None
+
+    def prepared_txid(self) -> int | None:
+        return self._prepared_txid
 
     def rollback(self) -> None:
         self._pending = {}
         self._prepared = {}
+        self._prepared_txid = None
         try:
             self.redis.delete(self.prepare_key)
         except Exception as exc:

@@ -37,6 +37,32 @@ COMMITTED = "COMMITTED"
 COMMITTING = "COMMITTING"
 PREPARING = "PREPARING"
 
+#: topology.state.checkpoint.mode values.
+MODE_ACKER = "acker"
+MODE_BARRIER = "barrier"
+MODE_BARRIER_AT_LEAST_ONCE = "barrier-at-least-once"
+MODES = (MODE_ACKER, MODE_BARRIER, MODE_BARRIER_AT_LEAST_ONCE)
+
+#: Barrier mode's messages on $checkpoint (values [txid, action, epoch]): a checkpoint's
+#: barrier, and the marker after which a channel carries the restored epoch's tuples.
+BARRIER = "BARRIER"
+RESTORE = "RESTORE"
+
+
+def checkpoint_mode(conf: Mapping[str, Any]) -> str:
+    """The topology's checkpoint mode (ValueError naming the choices for another)."""
+    mode = conf.get(cfg.TOPOLOGY_STATE_CHECKPOINT_MODE) or MODE_ACKER
+    if mode not in MODES:
+        raise ValueError(f"{cfg.TOPOLOGY_STATE_CHECKPOINT_MODE} is {mode!r}; choose one of "
+                         f"{', '.join(MODES)}")
+    return mode
+
+
+def barrier_mode(conf: Mapping[str, Any]) -> bool:
+    return (conf.get(cfg.TOPOLOGY_STATE_CHECKPOINT_MODE) or MODE_ACKER) in \
+        (MODE_BARRIER, MODE_BARRIER_AT_LEAST_ONCE)
+
+
 #: The checkpoint spout's key in its own state.
 TX_STATE_KEY = "__state"
 
@@ -165,6 +191,42 @@ class CheckpointSpout(Spout):
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare_stream(CHECKPOINT_STREAM_ID, list(CHECKPOINT_FIELDS))
+
+
+class CheckpointedSpout(Spout):
+    """A spout that can rewind, for barrier checkpointing (the seed's contract).
+
+    At each checkpoint the runtime calls ``snapshot()`` just before the spout's barrier
+    goes out: return where the spout is (offsets, msgpack-able). After a failure every
+    spout rewinds with ``restore(offsets)`` to the last completed checkpoint's snapshot
+    (``None``: there is none yet, start from the beginning) and emits from there; the
+    stateful bolts restore the same checkpoint, so each input counts exactly once.
+    ``checkpoint_committed(txid)`` says a checkpoint completed everywhere (a source with
+    an external position, a Kafka consumer group say, commits it there).
+
+    Example::
+
+        class Lines(CheckpointedSpout):
+            def open(self, conf, context, collector):
+                self.collector, self.pos = collector, 0
+            def next_tuple(self):
+                if self.pos < len(LINES):
+                    self.collector.emit([LINES[self.pos]])
+                    self.pos += 1
+            def snapshot(self):
+                return self.pos
+            def restore(self, offsets):
+                self.pos = offsets or 0
+    """
+
+    def snapshot(self) -> Any:
+        raise NotImplementedError
+
+    def restore(self, offsets: Any) -> None:
+        raise NotImplementedError
+
+    def checkpoint_committed(self, txid: int) -> None:
+        """Checkpoint ``txid`` completed in every task."""
 
 
 class StatefulBolt(Component):

@@ -25,11 +25,12 @@ from .components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
 from .errors import InvalidTopology
 from .shell import _Shell
 from .stateful import (CHECKPOINT_COMPONENT_ID, CHECKPOINT_FIELDS, CHECKPOINT_STREAM_ID,
-                       CheckpointSpout, StatefulBolt, is_stateful)
+                       CheckpointSpout, StatefulBolt, barrier_mode, is_stateful)
 from .windowing import LATE_TUPLE_FIELD, WindowedBolt
 from .tuple import (ACKER_ACK_STREAM_ID, ACKER_COMPONENT_ID, ACKER_FAIL_STREAM_ID,
                     ACKER_INIT_STREAM_ID, ACKER_RESET_TIMEOUT_STREAM_ID, DEFAULT_STREAM,
-                    SYSTEM_STREAM_FIELDS, SYSTEM_STREAM_ID)
+                    SYSTEM_STREAM_FIELDS, SYSTEM_STREAM_ID, TM_CONTROL_STREAM_ID,
+                    TM_REPORT_STREAM_ID, TOPOLOGY_MASTER_ID)
 
 SPOUT = "spout"
 BOLT = "bolt"
@@ -459,7 +460,10 @@ def _validate_input(comps: Mapping[str, ComponentDef], c: ComponentDef, inp: Inp
 
 
 def num_ackers(conf: Mapping[str, Any]) -> int:
-    """Acker tasks for ``conf``: ``topology.acker.executors``, unset = one per worker."""
+    """Acker tasks for ``conf``: ``topology.acker.executors``, unset = one per worker; none
+    in barrier checkpointing, whose guarantee needs no acker."""
+    if barrier_mode(conf):
+        return 0
     n = conf.get(cfg.TOPOLOGY_ACKER_EXECUTORS)
     return int(conf.get(cfg.TOPOLOGY_WORKERS, 1)) if n is None else int(n)
 
@@ -472,6 +476,8 @@ def system_topology(topology: Topology, conf: Mapping[str, Any]) -> Topology:
     component's ``__system`` stream (Storm's system-topology!)."""
     comps = {cid: replace(c, streams={**c.streams, SYSTEM_STREAM_ID: _SYSTEM_STREAM})
              for cid, c in topology.components.items()}
+    if barrier_mode(conf) and CHECKPOINT_COMPONENT_ID in comps:
+        _barrier_topology(comps)
     n = num_ackers(conf)
     if n > 0:
         inputs = []
@@ -487,6 +493,30 @@ def system_topology(topology: Topology, conf: Mapping[str, Any]) -> Topology:
                                   ACKER_RESET_TIMEOUT_STREAM_ID)},
                      SYSTEM_STREAM_ID: _SYSTEM_STREAM})
     return Topology(comps)
+
+
+_BARRIER_STREAM = StreamDef(list(CHECKPOINT_FIELDS) + ["epoch"])
+_TM_STREAM = StreamDef(["event"], direct=True)
+
+
+def _barrier_topology(comps: dict[str, ComponentDef]) -> None:
+    """Barrier checkpointing (client/stateful.py): the data spouts, not the checkpoint
+    spout, start ``$checkpoint`` (their barriers follow their tuples), and the Topology
+    Master drives checkpoints and recovery; every task reports to it on ``__tm``."""
+    del comps[CHECKPOINT_COMPONENT_ID]
+    spouts = {cid for cid, c in comps.items() if c.kind == SPOUT}
+    for cid, c in comps.items():
+        streams = {**c.streams, TM_REPORT_STREAM_ID: _TM_STREAM}
+        if c.kind == SPOUT or CHECKPOINT_STREAM_ID in streams:
+            streams[CHECKPOINT_STREAM_ID] = _BARRIER_STREAM
+        inputs = [i for i in c.inputs if i.component != CHECKPOINT_COMPONENT_ID]
+        if len(inputs) != len(c.inputs):
+            for s in dict.fromkeys(i.component for i in c.inputs if i.component in spouts):
+                inputs.append(InputDef(s, CHECKPOINT_STREAM_ID, g.Grouping(g.ALL)))
+        comps[cid] = replace(c, streams=streams, inputs=inputs)
+    comps[TOPOLOGY_MASTER_ID] = ComponentDef(
+        TOPOLOGY_MASTER_ID, BOLT, parallelism=1, system=True,
+        streams={TM_CONTROL_STREAM_ID: _TM_STREAM, SYSTEM_STREAM_ID: _SYSTEM_STREAM})
 
 
 def assign_task_ids(topology: Topology) -> dict[str, list[int]]:

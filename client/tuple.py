@@ -20,6 +20,11 @@ ACKER_RESET_TIMEOUT_STREAM_ID = "__ack_reset_timeout"
 SYSTEM_COMPONENT_ID = "__system"
 SYSTEM_TASK_ID = -1
 SYSTEM_TICK_STREAM_ID = "__tick"
+#: The Topology Master (JStorm's): one system task per topology in barrier checkpointing
+#: (worker/topology_master.py). Tasks report to it on ``__tm``; it commands on ``__ctl``.
+TOPOLOGY_MASTER_ID = "__topology_master"
+TM_REPORT_STREAM_ID = "__tm"
+TM_CONTROL_STREAM_ID = "__ctl"
 #: Every component's system stream (Storm's SYSTEM_STREAM_ID, fields ["event"]): bolts may
 #: subscribe to it; nothing is emitted on it.
 SYSTEM_STREAM_ID = "__system"

@@ -35,12 +35,14 @@ from ..client import config as cfg
 from ..client.components import BasicBolt, Bolt, Spout
 from ..client.context import TopologyContext
 from ..client.errors import FailedException, ReportedFailedException
-from ..client.stateful import CHECKPOINT_STREAM_ID, StatefulBolt, is_stateful
-from ..client.windowing import WindowedBolt
+from ..client.stateful import (CHECKPOINT_STREAM_ID, MODE_BARRIER, StatefulBolt, barrier_mode,
+                               is_stateful)
 from ..client.tuple import (ACKER_ACK_STREAM_ID, ACKER_COMPONENT_ID, ACKER_FAIL_STREAM_ID,
                             ACKER_INIT_STREAM_ID, ACKER_RESET_TIMEOUT_STREAM_ID,
-                            SYSTEM_COMPONENT_ID, SYSTEM_TASK_ID, SYSTEM_TICK_STREAM_ID, Fields,
-                            Tuple)
+                            SYSTEM_COMPONENT_ID, SYSTEM_TASK_ID, SYSTEM_TICK_STREAM_ID,
+                            TM_CONTROL_STREAM_ID, TOPOLOGY_MASTER_ID, Fields, Tuple)
+from ..client.windowing import WindowedBolt
+from .barrier import BoltBarrier, SpoutBarrier
 from .checkpoint import forwarding, host_bolt
 from .collector import BasicOutputCollector, OutputCollector, SpoutOutputCollector, build_routes
 from .queue import InQueue, ThreadWaker
@@ -306,11 +308,21 @@ class BoltExecutor(Executor):
         self.execute_batch: Any = None
         # A stateful topology: $checkpoint tuples reach this bolt (client/stateful.py).
         checkpointed = any(i.stream == CHECKPOINT_STREAM_ID for i in comp.inputs)
+        # Barrier checkpointing (worker/barrier.py): True aligned, False not, None: off.
+        barrier = (self.conf.get(cfg.TOPOLOGY_STATE_CHECKPOINT_MODE) == MODE_BARRIER) \
+            if checkpointed and barrier_mode(self.conf) else None
         for t in self.tasks:
             bolt = component_object(comp)
             ctx = self.context(t)
             out = OutputCollector(self, t, build_routes(self.ws, self.component_id, t, ctx))
-            if isinstance(bolt, (StatefulBolt, WindowedBolt)):
+            if barrier is not None and isinstance(bolt, WindowedBolt):
+                raise TypeError(f"bolt {self.component_id!r}: windowed bolts do not run under "
+                                "barrier checkpointing yet; use "
+                                "topology.state.checkpoint.mode: acker")
+            if barrier is not None and isinstance(bolt, StatefulBolt):
+                bolt.prepare(self.conf, ctx, out)  # BoltBarrier restores its state
+                self.executes[t] = bolt.execute
+            elif isinstance(bolt, (StatefulBolt, WindowedBolt)):
                 self.executes[t] = host_bolt(self, bolt, self.conf, ctx, out)
             elif isinstance(bolt, BasicBolt):
                 bolt.prepare(self.conf, ctx)
@@ -327,7 +339,10 @@ class BoltExecutor(Executor):
             else:
                 raise TypeError(f"component {self.component_id!r} is not a bolt: {type(bolt)}")
             self.bolts[t] = bolt
-            if checkpointed and not is_stateful(bolt):
+            if barrier is not None:
+                self.executes[t] = BoltBarrier(self, t, self.executes[t], out, ctx, self.conf,
+                                               bolt, barrier).run
+            elif checkpointed and not is_stateful(bolt):
                 self.executes[t] = forwarding(self.executes[t], out, ctx)
         if checkpointed:  # every tuple goes through the checkpoint-aware execute
             self.execute_batch = None
@@ -401,7 +416,7 @@ class BoltExecutor(Executor):
 
 
 class _SpoutTask:
-    __slots__ = ("task", "spout", "pending", "collector", "max_pending", "stats")
+    __slots__ = ("task", "spout", "pending", "collector", "max_pending", "stats", "barrier")
 
     def __init__(self, task: int, spout: Spout, pending: PendingMap, max_pending: int | None,
                  stats: TaskStats):
@@ -411,6 +426,8 @@ class _SpoutTask:
         self.max_pending = max_pending
         self.stats = stats
         self.collector: SpoutOutputCollector | None = None
+        #: Barrier checkpointing: the task's snapshots and restores (None: off).
+        self.barrier: SpoutBarrier | None = None
 
 
 class SpoutExecutor(Executor):
@@ -437,6 +454,8 @@ class SpoutExecutor(Executor):
                 raise TypeError(f"component {self.component_id!r} is not a spout: {type(spout)}")
             st = _SpoutTask(t, spout, PendingMap(_TIMEOUT_BUCKETS), max_pending, self.ws.stats[t])
             st.pending.expired = self._expired_cb(st)
+            if barrier_mode(self.conf) and TOPOLOGY_MASTER_ID in self.ws.component_tasks:
+                st.barrier = SpoutBarrier(self, t, spout)
             self.spouts.append(st)
             self.by_task[t] = st
         self.add_timer(self.timeout_secs / (_TIMEOUT_BUCKETS - 1), self._rotate)
@@ -450,6 +469,8 @@ class SpoutExecutor(Executor):
             st.collector = SpoutOutputCollector(
                 self, st.task, build_routes(self.ws, self.component_id, st.task, ctx), st.pending)
             st.spout.open(self.conf, ctx, st.collector)
+            if st.barrier is not None:
+                st.barrier.opened(st.collector, self.conf, ctx)
         self.opened = True
 
     def _expired_cb(self, st: _SpoutTask) -> Any:
@@ -482,6 +503,8 @@ class SpoutExecutor(Executor):
             return 0
         made = 0
         for st in self.spouts:
+            if st.barrier is not None and not st.barrier.ready:
+                continue  # it emits once it restored the last checkpoint
             stats = st.stats
             next_tuple = st.spout.next_tuple
             pending = st.pending
@@ -514,7 +537,9 @@ class SpoutExecutor(Executor):
 
     def dispatch(self, tup: Any) -> None:
         if self.multi:
-            tup = tup[1]
+            target, tup = tup
+        else:
+            target = self.tasks[0]
         stream = tup.source_stream
         roots = tup.values[0]
         now = time.monotonic()
@@ -553,6 +578,10 @@ class SpoutExecutor(Executor):
                 st = self._owner(root)
                 if st is not None:
                     st.pending.put(root, st.pending.get(root))
+        elif stream == TM_CONTROL_STREAM_ID:
+            for st in self.spouts:  # one task's command: find it by the tuple's target
+                if st.barrier is not None and st.task == target:
+                    st.barrier.on_control(roots)
         else:
             log.warning("topology=%s spout %s got a tuple on unexpected stream %s from task %d",
                         self.ws.topology_id, self.component_id, stream, tup.source_task)
@@ -657,11 +686,25 @@ class AckerExecutor(Executor):
         return 5.0
 
 
+class TopologyMasterRunner(Executor):
+    """The ``__topology_master`` task (worker/topology_master.py)."""
+
+    def setup(self) -> None:
+        from .topology_master import TopologyMasterExecutor
+
+        self.master = TopologyMasterExecutor(self)
+
+    def dispatch(self, item: Any) -> None:
+        self.master.dispatch(item)
+
+
 def executor_for(ws: WorkerState, component_id: str, tasks: list[int], loop: Any) -> Executor:
     """The executor for ``tasks``: on ``loop`` unless the component asks for its own thread."""
     comp = ws.topology.components[component_id]
     if component_id == ACKER_COMPONENT_ID:
         return AckerExecutor(ws, component_id, tasks, loop)
+    if component_id == TOPOLOGY_MASTER_ID:
+        return TopologyMasterRunner(ws, component_id, tasks, loop)
     # A shell component waits on its child (a spout for every sync): a thread of its own.
     threaded = comp.shell is not None or \
         bool(ws.component_conf(component_id).get(cfg.TOPOLOGY_EXECUTOR_THREADED))

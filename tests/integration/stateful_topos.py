@@ -10,7 +10,7 @@ import collections
 import time
 
 from squall.client import BasicBolt, Spout
-from squall.client.stateful import StatefulBolt
+from squall.client.stateful import CheckpointedSpout, StatefulBolt
 from squall.client.windowing import WindowedBolt
 from topos import Recorder
 
@@ -68,6 +68,19 @@ class SentenceSpout(Spout):
 
     def declare_output_fields(self, declarer):
         declarer.declare(["sentence"])
+
+
+class CheckpointedSentences(CheckpointedSpout, SentenceSpout):
+    """SentenceSpout that rewinds (barrier checkpointing): its offset is its next id."""
+
+    def snapshot(self):
+        return self.next
+
+    def restore(self, offsets):
+        self.rec("restore", offsets)
+        self.replays.clear()
+        if offsets is not None:
+            self.next = offsets
 
 
 class Split(BasicBolt):

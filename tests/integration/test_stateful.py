@@ -17,7 +17,7 @@ import pytest
 
 from squall.client.topology import TopologyBuilder
 from squall.client.windowing import Count, Duration
-from stateful_topos import (SentenceSpout, Split, StatefulCount, TimedNumbers, WindowRecorder,
+from stateful_topos import (CheckpointedSentences, SentenceSpout, Split, StatefulCount, TimedNumbers, WindowRecorder,
                             expected_counts)
 from topos import events_of
 from zk_fixtures import poll_for
@@ -30,9 +30,10 @@ TIMEOUT = 6
 CHECKPOINT_MS = 200
 
 
-def word_count(spouts: int = 2, counts: int = 2):
+def word_count(spouts: int = 2, counts: int = 2, rewinding: bool = False):
+    """Sentences -> split -> a stateful count (``rewinding``: a CheckpointedSpout)."""
     b = TopologyBuilder()
-    b.set_spout("sentences", SentenceSpout(), spouts)
+    b.set_spout("sentences", CheckpointedSentences() if rewinding else SentenceSpout(), spouts)
     b.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
     b.set_bolt("count", StatefulCount(), counts).fields_grouping("split", ["word"])
     return b.create_topology()
@@ -51,6 +52,15 @@ def stored_counts(redis_client, prefix: str) -> dict[str, int]:
     return out
 
 
+def counts_reach(lc, client, prefix: str, expected: dict[str, int]):
+    """A poll_for predicate: the committed counts equal ``expected`` (fails at once when a
+    worker died)."""
+    def check() -> bool:
+        assert not lc.crashed(), [lc.describe_exit(w) for w in lc.crashed()]
+        return stored_counts(client, prefix) == expected
+    return check
+
+
 def acked_ids(events_dir: str) -> collections.Counter:
     return collections.Counter(int(x) for x in events_of(events_dir, "sentences", "ack"))
 
@@ -65,7 +75,7 @@ def test_stateful_word_count_commits_exact_counts(cluster, redis_conf, redis_ser
     prefix = redis_conf["trident.redis.key.prefix"]
     try:
         expected = expected_counts(n)
-        poll_for(lambda: stored_counts(client, prefix) == expected,
+        poll_for(counts_reach(lc, client, prefix, expected),
                  timeout=30 + 2 * TIMEOUT, what="the committed counts reach the exact totals")
         poll_for(lambda: len(acked_ids(lc.events_dir)) == n, timeout=2 * TIMEOUT,
                  what=f"all {n} messages acked")
@@ -76,6 +86,30 @@ def test_stateful_word_count_commits_exact_counts(cluster, redis_conf, redis_ser
         # above: they only ever include committed transactions).
         prepares = events_of(lc.events_dir, "count", "prepare")
         assert prepares, "no checkpoint ran"
+        assert not lc.crashed()
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("mode", ["barrier", "barrier-at-least-once"])
+def test_barrier_checkpointing_counts_exactly_without_an_acker(cluster, redis_conf, redis_server,
+                                                               mode):
+    n = 3000
+    conf = {**redis_conf, "topology.state.provider": "redis",
+            "topology.state.checkpoint.mode": mode,
+            "topology.state.checkpoint.interval.ms": CHECKPOINT_MS,
+            "topology.message.timeout.secs": TIMEOUT, "test.spout.count": n}
+    lc = cluster(word_count(rewinding=True), conf)
+    client = redis_server.client()
+    prefix = redis_conf["trident.redis.key.prefix"]
+    try:
+        expected = expected_counts(n)
+        poll_for(counts_reach(lc, client, prefix, expected),
+                 timeout=30 + 2 * TIMEOUT, what="the committed counts reach the exact totals")
+        hbs = lc.heartbeats()
+        # No acker ran: no tuple tree was tracked.
+        assert not [s for hb in hbs.values() for s in hb.get("tasks", {}).values()
+                    if s.get("component") == "__acker"]
         assert not lc.crashed()
     finally:
         client.close()
