@@ -59,11 +59,10 @@ class State(abc.ABC):
 
     def restore(self, txid: int) -> None:
         """Make the contents checkpoint ``txid``, which completed everywhere: commit it if it
-        is the prepared transaction (its commit was lost with a worker), else roll back."""
+        is the prepared transaction (its commit had not arrived), then drop the rest."""
         if self.prepared_txid() == txid:
             self.commit(txid)
-        else:
-            self.rollback()
+        self.rollback()  # what changed after the checkpoint belongs to the abandoned run
 
     def prepared_txid(self) -> int | None:
         """The transaction prepared and not yet committed or rolled back, or None."""

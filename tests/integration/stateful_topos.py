@@ -194,3 +194,16 @@ class LateRecorder(BasicBolt):
 
     def execute(self, tup, collector):
         self.rec("late", tup[0][0])
+
+
+class SlowSplit(Split):
+    """Split whose second task sleeps ``test.split.sleep`` seconds per sentence: a slow
+    input channel for the counts (run it with topology.executor.threaded)."""
+
+    def prepare(self, conf, context):
+        self.sleep = float(conf.get("test.split.sleep", 0)) if context.this_task_index == 1 else 0
+
+    def execute(self, tup, collector):
+        if self.sleep:
+            time.sleep(self.sleep)
+        super().execute(tup, collector)

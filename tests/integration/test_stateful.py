@@ -188,3 +188,72 @@ def test_event_time_windows_with_out_of_order_and_late_tuples(cluster):
              timeout=2 * TIMEOUT, what="every tuple that left its windows acked")
     acks = sorted(int(x) for x in events_of(lc.events_dir, "numbers", "ack"))
     assert acks == sorted(set(range(len(ts))) - held)
+
+
+def committed_snapshot(client, prefix: str) -> tuple[int, dict, dict] | None:
+    """(checkpoint, offsets by spout state, merged counts) when every state has committed
+    the same checkpoint; None while they differ (commits land one task at a time)."""
+    keys = [k.decode() for k in client.scan_iter(match=f"{prefix}state:*")
+            if b"$" not in k and (b":sentences-" in k or b":count-" in k)]
+    txids = {k: client.hget(k + "$txid", "commit") for k in keys}
+    if not keys or len(set(txids.values())) != 1 or None in txids.values():
+        return None
+    offsets, counts = {}, {}
+    for k in keys:
+        values = {msgpack.unpackb(f, raw=False): msgpack.unpackb(v, raw=False)
+                  for f, v in client.hgetall(k).items()}
+        if ":sentences-" in k:
+            offsets[k] = values.get("__offsets")
+        elif ":count-" in k:
+            counts.update(values)
+    again = {k: client.hget(k + "$txid", "commit") for k in keys}
+    if again != txids:
+        return None
+    return int(next(iter(txids.values()))), offsets, counts
+
+
+def test_aligned_checkpoints_are_consistent_under_a_slow_input_channel(cluster, redis_conf,
+                                                                      redis_server):
+    """Every committed checkpoint's counts are exactly the words of the sentences before its
+    spout offsets, while one split task (an input channel of every count task) is slow."""
+    from stateful_topos import CheckpointedSentences, SlowSplit, sentence
+
+    n = 4000
+    b = TopologyBuilder()
+    b.set_spout("sentences", CheckpointedSentences(), 2)
+    b.set_bolt("split", SlowSplit(), 2).shuffle_grouping("sentences") \
+        .add_configuration("topology.executor.threaded", True)
+    b.set_bolt("count", StatefulCount(), 2).fields_grouping("split", ["word"])
+    conf = {**redis_conf, "topology.state.provider": "redis",
+            "topology.state.checkpoint.mode": "barrier",
+            "topology.state.checkpoint.interval.ms": 100, "test.split.sleep": 0.0005,
+            "topology.message.timeout.secs": TIMEOUT, "test.spout.count": n,
+            "test.spout.rate": 1500}
+    lc = cluster(b.create_topology(), conf)
+    client = redis_server.client()
+    prefix = redis_conf["trident.redis.key.prefix"]
+    checked: set[int] = set()
+    try:
+        def consistent_checkpoints() -> bool:
+            assert not lc.crashed(), [lc.describe_exit(w) for w in lc.crashed()]
+            snap = committed_snapshot(client, prefix)
+            if snap is None or snap[0] in checked or not snap[1]:
+                return False
+            txid, offsets, counts = snap
+            expected: collections.Counter = collections.Counter()
+            for key, offset in offsets.items():
+                task_index = 0 if key.endswith(str(min_spout_task(offsets))) else 1
+                for i in range(task_index, offset or task_index, 2):
+                    expected.update(sentence(i).split())
+            assert counts == dict(expected), f"checkpoint {txid} is not consistent"
+            checked.add(txid)
+            return len(checked) >= 5 and all(o is not None and o >= n - 1 for o in offsets.values())
+
+        poll_for(consistent_checkpoints, timeout=30 + 2 * TIMEOUT, interval=0.01,
+                 what="5 consistent checkpoints, the last after every sentence")
+    finally:
+        client.close()
+
+
+def min_spout_task(offsets: dict) -> int:
+    return min(int(k.rsplit("-", 1)[1]) for k in offsets)
