@@ -459,6 +459,51 @@ def _validate_input(comps: Mapping[str, ComponentDef], c: ComponentDef, inp: Inp
                                   "choose_tasks()", component=c.id, stream=inp.stream)
 
 
+def validate_with_conf(topology: Topology, conf: Mapping[str, Any]) -> None:
+    """What can only be checked with the topology's conf (Nimbus, at submit): checkpointing
+    and windows (Storm's WindowedBoltExecutor.validate, here before anything runs)."""
+    from .state import provider_problem
+    from .stateful import checkpoint_mode
+    from .windowing import WindowSpec
+
+    try:
+        mode = checkpoint_mode(conf)
+    except ValueError as exc:
+        raise InvalidTopology(str(exc)) from None
+    stateful = CHECKPOINT_COMPONENT_ID in topology.components
+    if stateful:
+        problem = provider_problem(conf)
+        if problem:
+            raise InvalidTopology(problem)
+    elif mode != "acker":
+        raise InvalidTopology(f"{cfg.TOPOLOGY_STATE_CHECKPOINT_MODE} is {mode!r}, but the "
+                              "topology has no stateful bolt: checkpointing has nothing to save")
+    for c in topology.components.values():
+        spec = WindowSpec.from_conf(c.conf)
+        if spec.length_count is None and spec.length_ms is None:
+            continue
+        merged = {**conf, **c.conf}
+        if mode != "acker":
+            raise InvalidTopology(f"bolt {c.id!r} is windowed: windows do not run under "
+                                  f"{mode} checkpointing yet; use acker", component=c.id)
+        timeout_ms = float(merged.get(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30)) * 1000
+        if merged.get(cfg.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True) and \
+                spec.duration_ms() + (spec.lag_ms if spec.event_time else 0) > timeout_ms:
+            raise InvalidTopology(
+                f"bolt {c.id!r}: its window (length + slide{' + lag' if spec.event_time else ''}"
+                f" = {spec.duration_ms() + (spec.lag_ms if spec.event_time else 0)} ms) outlasts "
+                f"{cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS} ({timeout_ms:g} ms): its tuples would "
+                "time out and replay before they leave the window; raise the timeout",
+                component=c.id)
+        pending = merged.get(cfg.TOPOLOGY_MAX_SPOUT_PENDING)
+        counted = (spec.length_count or 0) + (spec.slide_count or 0)
+        if pending is not None and spec.length_count is not None and counted > int(pending):
+            raise InvalidTopology(
+                f"bolt {c.id!r}: its window holds up to {counted} tuples (length + slide), "
+                f"more than {cfg.TOPOLOGY_MAX_SPOUT_PENDING} ({pending}) lets spouts emit: "
+                "it would never fill", component=c.id)
+
+
 def num_ackers(conf: Mapping[str, Any]) -> int:
     """Acker tasks for ``conf``: ``topology.acker.executors``, unset = one per worker; none
     in barrier checkpointing, whose guarantee needs no acker."""

@@ -55,7 +55,7 @@ from ..client.extras import MissingExtra, check_extras
 from ..client.log_levels import level_number
 from ..client.shell import extend_path, missing_interpreters, serializer_name
 from ..client.topology import (Topology, assign_task_ids, executors_of, system_topology,
-                               topology_name_problem, validate)
+                               topology_name_problem, validate, validate_with_conf)
 from ..client.topology_proto import from_bytes, from_proto
 from ..proto import topology_pb2
 from . import lifecycle as lc
@@ -460,6 +460,10 @@ class Nimbus(Daemon):
         except Exception as e:  # noqa: BLE001 - a malformed message can fail in many ways
             raise InvalidTopology(f"topology {name} cannot be read: {type(e).__name__}: {e}") from None
         validate(topology)
+        try:
+            validate_with_conf(topology, conf)
+        except InvalidTopology as e:
+            raise InvalidTopology(f"topology {name}: {e}", component=e.component) from None
         self._check_size(name, conf, topology)
         for c in topology.components.values():
             try:

@@ -297,3 +297,35 @@ def test_builder_adds_the_checkpoint_spout_and_wires_checkpoint_streams():
     assert CHECKPOINT_COMPONENT_ID not in plain.create_topology().components
     with pytest.raises(Exception, match="reserved"):
         plain.set_bolt(CHECKPOINT_COMPONENT_ID, Split())
+
+
+def test_submit_checks_with_the_topology_conf():
+    from squall.client.errors import InvalidTopology
+    from squall.client.topology import validate_with_conf
+    from squall.client.windowing import Count, Duration, WindowedBolt
+
+    b = TopologyBuilder()
+    b.set_spout("words", TestWordSpout())
+    b.set_bolt("count", Counter()).shuffle_grouping("words")
+    stateful = b.create_topology()
+    validate_with_conf(stateful, {"topology.state.checkpoint.mode": "barrier"})
+    with pytest.raises(InvalidTopology, match="choose one of acker, barrier"):
+        validate_with_conf(stateful, {"topology.state.checkpoint.mode": "exactly-once"})
+    with pytest.raises(InvalidTopology, match="dotted class name"):
+        validate_with_conf(stateful, {"topology.state.provider": "not a class"})
+    plain = TopologyBuilder()
+    plain.set_spout("words", TestWordSpout())
+    plain.set_bolt("w", WindowedBolt().with_window(Duration.seconds(20), Duration.seconds(15))) \
+        .shuffle_grouping("words")
+    topo = plain.create_topology()
+    with pytest.raises(InvalidTopology, match="no stateful bolt"):
+        validate_with_conf(topo, {"topology.state.checkpoint.mode": "barrier"})
+    with pytest.raises(InvalidTopology, match=r"35000 ms\) outlasts topology.message.timeout"):
+        validate_with_conf(topo, {"topology.message.timeout.secs": 30})
+    validate_with_conf(topo, {"topology.message.timeout.secs": 40})
+    counted = TopologyBuilder()
+    counted.set_spout("words", TestWordSpout())
+    counted.set_bolt("w", WindowedBolt().with_window(Count(100), Count(10))) \
+        .shuffle_grouping("words")
+    with pytest.raises(InvalidTopology, match="holds up to 110 tuples"):
+        validate_with_conf(counted.create_topology(), {"topology.max.spout.pending": 50})
