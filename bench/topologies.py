@@ -30,6 +30,7 @@ import os
 import time
 
 from squall.client import BasicBolt, Bolt, Spout, TopologyBuilder
+from squall.client.stateful import CheckpointedSpout, StatefulBolt
 
 try:  # the example's seeded pool generator (same seed and draws as the peers' workload.py)
     from squall.examples.word_count import POOL_SIZE, make_pool
@@ -243,6 +244,51 @@ def word_count(parallelism: int = 2) -> TopologyBuilder:
     b.set_bolt(SPLIT, SplitSentence(), parallelism).shuffle_grouping(SPOUT)
     b.set_bolt(COUNT, CountWords(), parallelism).fields_grouping(SPLIT, ["word"])
     return b
+
+
+class BenchCheckpointedSpout(CheckpointedSpout, BenchSentenceSpout):
+    """The fixed-N sentence spout that rewinds (barrier checkpointing): its offset is the
+    next sentence index."""
+
+    def snapshot(self):
+        return self.next
+
+    def restore(self, offsets):
+        if offsets is not None:
+            self.next = offsets
+
+
+class StatefulCountWords(StatefulBolt):
+    """The count bolt with its counts in a KeyValueState (bench/stateful.py)."""
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.ack = collector.ack
+
+    def init_state(self, state):
+        self.counts = state
+        self.get = state.get
+        self.put = state.put
+
+    def execute(self, tup):
+        w = tup.values[0]
+        self.put(w, self.get(w, 0) + 1)
+        self.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+def stateful_word_count(rewinding: bool):
+    """The word count with a stateful count bolt (``rewinding``: a CheckpointedSpout)."""
+    def build(parallelism: int = 2) -> TopologyBuilder:
+        b = TopologyBuilder()
+        spout = BenchCheckpointedSpout() if rewinding else BenchSentenceSpout()
+        b.set_spout(SPOUT, spout, parallelism)
+        b.set_bolt(SPLIT, SplitSentence(), parallelism).shuffle_grouping(SPOUT)
+        b.set_bolt(COUNT, StatefulCountWords(), parallelism).fields_grouping(SPLIT, ["word"])
+        return b
+    return build
 
 
 class Hold(Bolt):
