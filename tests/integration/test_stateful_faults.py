@@ -67,7 +67,7 @@ def worker_of(lc, component: str) -> int | None:
     return None
 
 
-def run_with_kill(lc, tmp_path, name: str, n: int, mode: str):
+def run_with_kill(lc, tmp_path, name: str, n: int, mode: str, victim_of: str = "count"):
     events = tmp_path / "events"
     events.mkdir()
     prefix = f"squall-test-{name}:"
@@ -83,7 +83,7 @@ def run_with_kill(lc, tmp_path, name: str, n: int, mode: str):
         # Mid-run: some counts committed, most messages still to come.
         poll_for(lambda: sum(stored_counts(client, prefix).values()) > 3 * n // 10,
                  timeout=30, what="a third of the words committed")
-        victim = worker_of(lc, "count")
+        victim = worker_of(lc, victim_of)
         assert victim is not None
         killed_at = time.monotonic()
         os.kill(victim, signal.SIGKILL)
@@ -122,3 +122,14 @@ def test_barrier_mode_counts_exactly_once_when_a_worker_is_killed(local, tmp_pat
     # after the initial start.
     restores = events_of(events, "sentences", "restore")
     assert len(restores) >= 4, restores  # 2 tasks at start, then again after the kill
+
+
+def test_barrier_mode_survives_the_topology_master_killed_mid_run(local, tmp_path):
+    """The master's worker dies: the restarted master reads its record (last checkpoint,
+    epoch) from the state provider and recovers everyone to that checkpoint."""
+    n = 6000
+    events, counts, expected, recovered = run_with_kill(local, tmp_path, "master-kill", n,
+                                                        "barrier", "__topology_master")
+    print(f"\nmaster killed: exact counts {recovered:.1f} s after the kill")
+    assert counts == expected
+    assert len(events_of(events, "sentences", "restore")) >= 4  # the spouts rewound again
