@@ -337,6 +337,40 @@ class WindowManager:
             del self._ts[0]
             self.on_evict(ev.item)
 
+    def snapshot(self, encode: Callable[[Any], Any]) -> dict:
+        """Everything the manager holds, msgpack-able (``encode(item)`` for each tuple): what
+        a checkpoint saves so the windows continue after a restore."""
+        def events(evs: Any) -> list:
+            return [[e.ts, e.seq, encode(e.item)] for e in evs]
+        return {"pending": events(self.pending), "ordered": events(self.ordered),
+                "seq": self.seq, "since_slide": self.since_slide, "watermark": self.watermark,
+                "next_end": self.next_end, "last": events(self._last),
+                "stream_ts": [[list(k) if isinstance(k, tuple) else k, v]
+                              for k, v in self.stream_ts.items()]}
+
+    def restore(self, data: dict | None, decode: Callable[[Any], Any]) -> None:
+        """Back to a :meth:`snapshot` (None: empty, as new). Nothing is evicted."""
+        self.pending, self.ordered, self._ts = [], deque(), []
+        self.seq = self.since_slide = 0
+        self.watermark = self.next_end = None
+        self._last, self._last_seqs, self.stream_ts = [], set(), {}
+        if not data:
+            return
+        by_seq = {}
+        for ts, seq, raw in data["pending"]:
+            self.pending.append(_Event(ts, seq, decode(raw)))
+        for ts, seq, raw in data["ordered"]:
+            ev = _Event(ts, seq, decode(raw))
+            self._append(ev)
+            by_seq[seq] = ev
+        self.seq, self.since_slide = data["seq"], data["since_slide"]
+        self.watermark, self.next_end = data["watermark"], data["next_end"]
+        self._last = [by_seq.get(seq) or _Event(ts, seq, decode(raw))
+                      for ts, seq, raw in data["last"]]
+        self._last_seqs = {e.seq for e in self._last}
+        self.stream_ts = {(tuple(k) if isinstance(k, list) else k): v
+                          for k, v in data["stream_ts"]}
+
     def __len__(self) -> int:
         """Tuples held (waiting for a window, or in one a later window may still hold)."""
         return len(self.pending) + len(self.ordered)

@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 #: A spout's offsets in its state.
 OFFSETS_KEY = "__offsets"
+#: A windowed bolt's window contents in its window state.
+WINDOW_KEY = "window"
 #: Seconds between two hellos of a task to the master.
 HELLO_SECS = 0.5
 
@@ -103,7 +105,7 @@ class BoltBarrier:
     """One bolt task under barrier checkpointing: wraps its execute."""
 
     def __init__(self, executor: Any, task: int, execute: Callable[[Tuple], Any], out: Any,
-                 context: Any, conf: Any, bolt: Any, aligned: bool):
+                 context: Any, conf: Any, bolt: Any, aligned: bool, window: Any = None):
         self.execute = execute
         self.out = out
         self.bolt = bolt
@@ -113,6 +115,10 @@ class BoltBarrier:
         self.name = f"{context.this_component_id}:{task}"
         self.store = _TaskState(get_state(f"{context.this_component_id}-{task}", conf, context)) \
             if is_stateful(bolt) else None
+        #: A windowed bolt's window host: its contents are checkpointed in a state of their own.
+        self.window = window
+        self.window_store = None if window is None else _TaskState(
+            get_state(f"{context.this_component_id}-{task}-window", conf, context))
         self.initialized = False
         self.epoch: int | None = None
         #: Channels whose RESTORE marker of this epoch arrived (their tuples count).
@@ -152,11 +158,15 @@ class BoltBarrier:
         self.normal = self.aligning is None and self.live >= self.channels
 
     def on_control(self, event: list) -> None:
-        if event[0] == "commit" and self.store is not None:
-            txid = event[1]
-            if self.store.prepared is not None and self.store.prepared <= txid:
-                self.bolt.pre_commit(self.store.prepared)
-                self.store.commit_through(txid)
+        if event[0] != "commit":
+            return
+        txid = event[1]
+        if self.store is not None and self.store.prepared is not None and \
+                self.store.prepared <= txid:
+            self.bolt.pre_commit(self.store.prepared)
+            self.store.commit_through(txid)
+        if self.window_store is not None:
+            self.window_store.commit_through(txid)
 
     def on_checkpoint(self, tup: Tuple) -> None:
         txid, action, epoch = tup.values
@@ -183,6 +193,9 @@ class BoltBarrier:
                 if not self.initialized:
                     self.bolt.init_state(self.store.state)
                     self.initialized = True
+            if self.window is not None:
+                self.window_store.restore(txid)
+                self.window.restore(self.window_store.state.get(WINDOW_KEY))
             self.out.emit([txid, RESTORE, epoch], CHECKPOINT_STREAM_ID)
         self.live.add(c)
         if self.live >= self.channels:
@@ -214,6 +227,9 @@ class BoltBarrier:
         if self.store is not None:
             self.bolt.pre_prepare(txid)
             self.store.prepare(txid)
+        if self.window is not None:
+            self.window_store.state.put(WINDOW_KEY, self.window.snapshot())
+            self.window_store.prepare(txid)
         self.out.emit([txid, BARRIER, self.epoch], CHECKPOINT_STREAM_ID)
         self.report.prepared(txid, self.epoch)
 

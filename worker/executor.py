@@ -50,6 +50,7 @@ from .shell import component_object
 from .state import WorkerState
 from .stats import TaskStats
 from .transfer import Transfer
+from .windowed import WindowHost
 
 log = logging.getLogger("squall.worker.executor")
 
@@ -315,11 +316,13 @@ class BoltExecutor(Executor):
             bolt = component_object(comp)
             ctx = self.context(t)
             out = OutputCollector(self, t, build_routes(self.ws, self.component_id, t, ctx))
+            window = None
             if barrier is not None and isinstance(bolt, WindowedBolt):
-                raise TypeError(f"bolt {self.component_id!r}: windowed bolts do not run under "
-                                "barrier checkpointing yet; use "
-                                "topology.state.checkpoint.mode: acker")
-            if barrier is not None and isinstance(bolt, StatefulBolt):
+                # No acker: nothing to ack; BoltBarrier checkpoints the window's contents.
+                window = WindowHost(bolt, self.conf, ctx, out, out.ack, self)
+                bolt.prepare(self.conf, ctx, window.collector)
+                self.executes[t] = window.execute
+            elif barrier is not None and isinstance(bolt, StatefulBolt):
                 bolt.prepare(self.conf, ctx, out)  # BoltBarrier restores its state
                 self.executes[t] = bolt.execute
             elif isinstance(bolt, (StatefulBolt, WindowedBolt)):
@@ -341,7 +344,7 @@ class BoltExecutor(Executor):
             self.bolts[t] = bolt
             if barrier is not None:
                 self.executes[t] = BoltBarrier(self, t, self.executes[t], out, ctx, self.conf,
-                                               bolt, barrier).run
+                                               bolt, barrier, window).run
             elif checkpointed and not is_stateful(bolt):
                 self.executes[t] = forwarding(self.executes[t], out, ctx)
         if checkpointed:  # every tuple goes through the checkpoint-aware execute

@@ -65,6 +65,7 @@ class WindowHost:
         self.bolt = bolt
         self.out = out
         self.ack = ack
+        self.context = context
         self.spec = WindowSpec.from_conf(conf)
         self.evicted: list[Tuple] = []
         self.manager = WindowManager(self.spec, on_evict=self.evicted.append)
@@ -77,6 +78,20 @@ class WindowHost:
             executor.add_timer(self.spec.watermark_ms / 1000, self.on_watermark_timer)
         elif self.spec.slide_ms is not None:
             executor.add_timer(self.spec.slide_ms / 1000, self.on_slide_timer)
+
+    def snapshot(self) -> dict:
+        """The windows' contents for a checkpoint (barrier mode): each tuple's source and values."""
+        return self.manager.snapshot(
+            lambda t: [t.source_component, t.source_stream, t.source_task, list(t.values)])
+
+    def restore(self, data: dict | None) -> None:
+        fields = self.context.component_output_fields
+
+        def decode(raw: list) -> Tuple:
+            comp, stream, task, values = raw
+            return Tuple(list(values), comp, stream, task, None, fields(comp, stream))
+        self.manager.restore(data, decode)
+        self.evicted.clear()
 
     def now(self) -> int:
         # Wall-clock ms (the window's timestamps), never going back.

@@ -207,3 +207,60 @@ class SlowSplit(Split):
         if self.sleep:
             time.sleep(self.sleep)
         super().execute(tup, collector)
+
+
+class CheckpointedTimed(CheckpointedSpout):
+    """Event time, rewindable: emits ``[i, BASE + 10 * i]`` for i < ``test.spout.count`` at
+    ``test.spout.rate`` tuples a second (one task)."""
+
+    BASE = 1_700_000_000_000
+
+    def open(self, conf, context, collector):
+        self.collector = collector
+        self.rec = Recorder(conf, context)
+        self.count = int(conf.get("test.spout.count", 1000))
+        self.rate = float(conf.get("test.spout.rate", 0))
+        self.started = time.monotonic()
+        self.emitted = 0
+        self.i = 0
+
+    def next_tuple(self):
+        if self.i >= self.count:
+            return
+        if self.rate and self.emitted > (time.monotonic() - self.started) * self.rate:
+            return
+        self.collector.emit([self.i, self.BASE + 10 * self.i])
+        self.i += 1
+        self.emitted += 1
+
+    def snapshot(self):
+        return self.i
+
+    def restore(self, offsets):
+        self.rec("restore", offsets)
+        self.i = offsets or 0
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["n", "ts"])
+
+
+class WindowSum(WindowedBolt):
+    def execute(self, window):
+        self.collector.emit([window.end_timestamp, sum(t[0] for t in window.get())])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["end", "sum"])
+
+
+class WindowTotals(StatefulBolt):
+    """Adds each window's sum to its end's total: a window run twice shows twice."""
+
+    def init_state(self, state):
+        self.totals = state
+
+    def execute(self, tup):
+        end, s = tup[0], tup[1]
+        self.totals.put(end, self.totals.get(end, 0) + s)
+
+    def declare_output_fields(self, declarer):
+        pass

@@ -133,3 +133,62 @@ def test_barrier_mode_survives_the_topology_master_killed_mid_run(local, tmp_pat
     print(f"\nmaster killed: exact counts {recovered:.1f} s after the kill")
     assert counts == expected
     assert len(events_of(events, "sentences", "restore")) >= 4  # the spouts rewound again
+
+
+def test_event_time_windows_under_barrier_checkpointing_run_once_across_a_kill(local, tmp_path):
+    """A windowed sum feeding a stateful total: the window bolt's worker is killed -9; the
+    windows' contents come back from the checkpoint, so each window's sum is added once."""
+    import msgpack
+
+    from squall.client.topology import TopologyBuilder
+    from squall.client.windowing import Duration
+    from stateful_topos import CheckpointedTimed, WindowSum, WindowTotals
+
+    n, length = 3000, 1000
+    b = TopologyBuilder()
+    b.set_spout("numbers", CheckpointedTimed())
+    b.set_bolt("window", WindowSum().with_tumbling_window(Duration(length))
+               .with_timestamp_field("ts").with_watermark_interval(Duration(50))) \
+        .shuffle_grouping("numbers")
+    b.set_bolt("totals", WindowTotals()).shuffle_grouping("window")
+    events = tmp_path / "events"
+    events.mkdir()
+    prefix = "squall-test-window-kill:"
+    local.submit("window-kill", b.create_topology(), {
+        "topology.workers": 2, "test.events.dir": str(events), "test.spout.count": n,
+        "test.spout.rate": 600, "topology.state.provider": "redis",
+        "trident.redis.key.prefix": prefix, "topology.state.checkpoint.mode": "barrier",
+        "topology.state.checkpoint.interval.ms": CHECKPOINT_MS,
+        "topology.message.timeout.secs": TIMEOUT}, HERE)
+    base = CheckpointedTimed.BASE
+    ts = {i: base + 10 * i for i in range(n)}
+    final_wm = ts[n - 1]
+    expected = {}
+    for end in range(base, final_wm + 1, length):  # windows end at multiples of the length
+        expected[end] = sum(i for i, t in ts.items() if end - length < t <= end)
+    client = local.redis.client()
+
+    def totals() -> dict:
+        out = {}
+        for key in client.scan_iter(match=f"{prefix}state:totals-*"):
+            if b"$" not in key:
+                out.update({msgpack.unpackb(k): msgpack.unpackb(v)
+                            for k, v in client.hgetall(key).items()})
+        return out
+    try:
+        poll_for(lambda: len(totals()) >= len(expected) // 3, timeout=30,
+                 what="a third of the windows totalled")
+        os.kill(worker_of(local, "window"), signal.SIGKILL)
+        try:
+            poll_for(lambda: totals() == expected, timeout=60 + 4 * TIMEOUT,
+                     what="every window's total, once")
+        except BaseException:
+            got = totals()
+            wrong = {e: (got.get(e), v) for e, v in expected.items() if got.get(e) != v}
+            extra = set(got) - set(expected)
+            print(f"windows wrong (got, want): {wrong}; unexpected: {sorted(extra)}")
+            raise
+        assert len(events_of(str(events), "numbers", "restore")) >= 2
+    finally:
+        client.close()
+        kill_and_wait(local, "window-kill")

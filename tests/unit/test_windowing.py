@@ -227,3 +227,33 @@ def test_spec_problems_and_the_bolt_api():
         (10_000, 2_000, None, 1000, "late")
     with pytest.raises(ValueError, match="timestamp field 'ts'"):
         bolt.check_inputs([("src", "default", ["word"])])
+
+
+@pytest.mark.parametrize("spec", [
+    WindowSpec(length_ms=500, slide_ms=200, timestamp_field="ts", lag_ms=100),
+    WindowSpec(length_count=7, slide_count=3, timestamp_field="ts", lag_ms=100),
+    WindowSpec(length_count=5, slide_count=2)], ids=["event-duration", "event-count", "count"])
+def test_a_snapshot_restored_into_a_new_manager_continues_the_same_windows(spec):
+    """What barrier checkpointing relies on: stop anywhere, snapshot, restore elsewhere."""
+    rng = random.Random(7)
+    events = _event_stream(rng, 400, disorder=80)
+
+    def drive(manager, evs, out, start=0):
+        for k, (ts, item) in enumerate(evs, start):
+            out += manager.add(item, ts, "s") or []
+            if spec.event_time and k % 9 == 8:
+                out += manager.on_watermark(manager.compute_watermark(1))
+
+    whole: list = []
+    drive(WindowManager(spec), events, whole)
+    first, second = WindowManager(spec), None
+    halves: list = []
+    drive(first, events[:200], halves)
+    snap = first.snapshot(lambda item: ["item", item])
+    import msgpack
+    snap = msgpack.unpackb(msgpack.packb(snap), strict_map_key=False)  # as it is stored
+    second = WindowManager(spec)
+    second.restore(snap, lambda raw: raw[1])
+    drive(second, events[200:], halves, 200)
+    assert [(w.tuples, w.new, w.expired) for w in halves] == \
+        [(w.tuples, w.new, w.expired) for w in whole]
