@@ -12,8 +12,11 @@ from .errors import (ConfigError, FailedException, InvalidTopology, ReportedFail
                      SerializationError, SquallError)
 from .grouping import CustomStreamGrouping
 from .shell import ShellBolt, ShellSpout
+from .state import KeyValueState, StateProvider
+from .stateful import CheckpointedSpout, StatefulBolt, StatefulWindowedBolt
 from .topology import Topology, TopologyBuilder
 from .tuple import DEFAULT_STREAM, Fields, Tuple
+from .windowing import Count, Duration, TupleWindow, WindowedBolt
 
 
 def __getattr__(name: str) -> str:
@@ -31,9 +34,10 @@ def __getattr__(name: str) -> str:
     return value
 
 __all__ = [
-    "BasicBolt", "Bolt", "Component", "ConfigError", "CustomStreamGrouping", "DEFAULT_STREAM",
-    "FailedException", "Fields", "InvalidTopology", "OutputFieldsDeclarer",
-    "ReportedFailedException", "SerializationError", "ShellBolt", "ShellSpout", "SquallError",
-    "Spout", "Topology",
-    "TopologyBuilder", "TopologyContext", "Tuple", "layered_config",
+    "BasicBolt", "Bolt", "CheckpointedSpout", "Component", "ConfigError", "Count",
+    "CustomStreamGrouping", "DEFAULT_STREAM", "Duration", "FailedException", "Fields",
+    "InvalidTopology", "KeyValueState", "OutputFieldsDeclarer", "ReportedFailedException",
+    "SerializationError", "ShellBolt", "ShellSpout", "SquallError", "Spout", "StateProvider",
+    "StatefulBolt", "StatefulWindowedBolt", "Topology", "TopologyBuilder", "TopologyContext",
+    "Tuple", "TupleWindow", "WindowedBolt", "layered_config",
 ]

@@ -51,6 +51,20 @@ def test_word_count_example_prints_correct_counts_with_every_sentence_acked(tmp_
     assert gone(zk_pid), "the private ZooKeeper outlived squall local"
 
 
+def test_stateful_word_count_example_counts_exactly_with_barrier_checkpoints(tmp_path):
+    """examples/stateful_word_count.py: a StatefulBolt under barrier checkpointing (no acker)
+    and a tumbling window beside it."""
+    proc = subprocess.run(squall("local", os.path.join(EXAMPLES, "stateful_word_count.py"),
+                                 "--duration", "8", "-c", "wordcount.sentences=5000"),
+                          capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    totals = re.findall(r"count task \d: (\d+) words, \d+ distinct; exact: yes", out)
+    assert len(totals) == 2 and sum(map(int, totals)) == 50_000, out
+    windows = [int(n) for n in re.findall(r"window ending \d+: (\d+) words", out)]
+    assert windows and sum(windows) <= 50_000, out
+
+
 @pytest.mark.parametrize("lang", ["python", "node"])
 def test_shell_word_count_example_runs_its_split_bolt_as_a_child(tmp_path, lang):
     """examples/word_count_shell.py: the split bolt is resources/splitsentence.py (or .js),
