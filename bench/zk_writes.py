@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""ZooKeeper writes per second with idle workers: the figure must not grow with the workers.
+"""ZooKeeper writes and Nimbus's heartbeat intake with idle workers, with and without the
+Topology Master: the write figure must not grow with the workers.
 
 Run from the repo root:  .venv/bin/python bench/zk_writes.py [--quick]
 
@@ -15,8 +16,14 @@ settle, and counts the write transactions ZooKeeper commits over the window as t
 delta of its zxid (the ``srvr`` four-letter word), which every write (create, set,
 delete, session open/close) advances by one.
 
-Prints writes/s for 0, 2 and 8 workers and the 8-vs-2 ratio on stdout (progress on
-stderr) and writes them as JSON to bench/results/zk_writes.json.
+Nimbus's intake over the same window: SendSupervisorWorkerHeartbeats calls, the worker
+heartbeats and Topology Master summaries they carry, their TaskStats entries and protobuf
+bytes. Each topology runs twice (``--master both``): without its Topology Master (every
+worker's heartbeat carries its tasks) and with it (heartbeats carry liveness; one summary
+per topology carries the tasks, and only those that changed).
+
+Prints the figures for 0, 2 and 8 workers and the 8-vs-2 ratio of writes on stdout
+(progress on stderr) and writes them as JSON to bench/results/zk_writes.json.
 """
 
 from __future__ import annotations
@@ -85,14 +92,45 @@ def zxid(zk) -> int:
     return int(m.group(1), 16)
 
 
-def measure(zk, window: float) -> dict[str, float]:
-    """Write transactions ZooKeeper commits over ``window`` seconds."""
+class Intake:
+    """Counts what Nimbus takes in through SendSupervisorWorkerHeartbeats: calls, worker
+    heartbeats, Topology Master summaries, TaskStats entries and their protobuf bytes."""
+
+    def __init__(self, nimbus: Any):
+        self.calls = self.heartbeats = self.summaries = self.task_stats = self.bytes = 0
+        record = nimbus.record_heartbeats
+
+        def counting(sid, heartbeats, errors=(), restarts=None, topology_stats=()):
+            self.calls += 1
+            self.heartbeats += len(heartbeats)
+            self.summaries += len(topology_stats)
+            self.task_stats += sum(len(hb.tasks) for hb in heartbeats) + sum(
+                len(w.tasks) for s in topology_stats for w in s.workers)
+            self.bytes += sum(m.ByteSize() for m in (*heartbeats, *topology_stats))
+            return record(sid, heartbeats, errors, restarts, topology_stats)
+        nimbus.record_heartbeats = counting
+
+    def snapshot(self) -> tuple[int, ...]:
+        return (self.calls, self.heartbeats, self.summaries, self.task_stats, self.bytes)
+
+
+def measure(zk, window: float, intake: Intake | None = None) -> dict[str, float]:
+    """Write transactions ZooKeeper commits over ``window`` seconds, and Nimbus's heartbeat
+    intake over the same window."""
+    before = intake.snapshot() if intake else None
     z0, t0 = zxid(zk), time.monotonic()
     time.sleep(window)
     z1, t1 = zxid(zk), time.monotonic()
     if z1 >> 32 != z0 >> 32:
         raise RuntimeError("ZooKeeper's epoch changed during the window (server restarted?)")
-    return {"writes": z1 - z0, "window_s": t1 - t0, "writes_per_s": (z1 - z0) / (t1 - t0)}
+    out = {"writes": z1 - z0, "window_s": t1 - t0, "writes_per_s": (z1 - z0) / (t1 - t0)}
+    if intake:
+        d = [b - a for a, b in zip(before, intake.snapshot())]
+        secs = t1 - t0
+        out.update(rpc_per_s=d[0] / secs, heartbeats_per_s=d[1] / secs,
+                   summaries_per_s=d[2] / secs, task_stats_per_s=d[3] / secs,
+                   heartbeat_bytes_per_s=d[4] / secs)
+    return out
 
 
 class Cluster:
@@ -108,6 +146,7 @@ class Cluster:
             "storm.local.hostname": "127.0.0.1"})
         self.ports = [free_ports(slots) for _ in range(supervisors)]
         self.nimbus = self.server = None
+        self.intake: Intake | None = None
         self.supervisors: list[Any] = []
 
     def start(self) -> None:
@@ -118,6 +157,7 @@ class Cluster:
         self.nimbus = Nimbus(dict(self.conf, **{"storm.local.dir": self._dir("nimbus")})).start()
         if not self.nimbus.wait_for_leadership(30):
             raise RuntimeError("Nimbus did not become leader within 30 s")
+        self.intake = Intake(self.nimbus)  # before the servicer binds record_heartbeats
         self.server = serve(self.nimbus, "127.0.0.1", self.nimbus.port)
         for i, ports in enumerate(self.ports):
             conf = dict(self.conf, **{"storm.local.dir": self._dir(f"sup{i}"),
@@ -134,8 +174,9 @@ class Cluster:
         found = self.nimbus.cluster_state.get_assignment(tid)
         if found is None or len(found[0]["workers"]) != workers:
             return False
-        with self.nimbus._lock:
-            beating = {(sid, t, port) for sid, t, port in self.nimbus.heartbeats if t == tid}
+        live = self.nimbus.liveness
+        with live._lock:
+            beating = {(sid, t, port) for sid, t, port in live.heartbeats if t == tid}
         return all((sid, tid, int(hp.rsplit(":", 1)[1])) in beating
                    for hp, sid in found[0]["slots"].items())
 
@@ -162,14 +203,16 @@ def idle_topology(package: str, parallelism: int):
 
 
 def run_topology(c: Cluster, package_zip: str, package: str, workers: int, settle: float,
-                 window: float) -> dict[str, Any]:
-    """Submit the idle topology with ``workers`` workers, measure, kill it."""
+                 window: float, master: bool = True) -> dict[str, Any]:
+    """Submit the idle topology with ``workers`` workers (with or without its Topology
+    Master), measure, kill it."""
     from squall.client.nimbus_client import NimbusClient
     from squall.client.topology_proto import to_proto
-    name = f"idle-{workers}"
+    name = f"idle-{workers}-{'tm' if master else 'no-tm'}"
     with NimbusClient(c.conf) as client:
         location = client.upload(package_zip)
-        tid = client.submit(name, location, json.dumps({"topology.workers": workers}),
+        tid = client.submit(name, location, json.dumps({"topology.workers": workers,
+                                                        "topology.master.enable": master}),
                             to_proto(idle_topology(package, workers)))
         log(f"{name}: submitted as {tid}; waiting for a heartbeat from each worker")
         t0 = time.monotonic()
@@ -177,11 +220,11 @@ def run_topology(c: Cluster, package_zip: str, package: str, workers: int, settl
         log(f"{name}: all {workers} workers heartbeating after {time.monotonic() - t0:.1f} s; "
             f"settle {settle:.0f} s, measure {window:.0f} s")
         time.sleep(settle)
-        out = measure(c.zk, window)
+        out = measure(c.zk, window, c.intake)
         running = sum(len(s.procs) for s in c.supervisors)
         client.kill(name, wait_secs=0)
     wait_for(lambda: not any(s.procs for s in c.supervisors), 60, f"{name}'s workers to stop")
-    return dict(out, workers=workers, worker_processes=running, topology_id=tid)
+    return dict(out, workers=workers, worker_processes=running, topology_id=tid, master=master)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--supervisors", type=int, default=2, help="supervisors to run")
     ap.add_argument("--slots", type=int, default=4, help="slots per supervisor")
     ap.add_argument("--workers", default="2,8", help="comma list of worker counts to measure")
+    ap.add_argument("--master", choices=("both", "on", "off"), default="both",
+                    help="run each topology with its Topology Master, without, or both")
     ap.add_argument("--json-out", default=os.path.join(HERE, "results", "zk_writes.json"))
     a = ap.parse_args(argv)
     window = a.window or (10.0 if a.quick else 20.0)
@@ -224,9 +269,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"{c.nimbus.address}, {a.supervisors} supervisors x {a.slots} slots; "
                 f"baseline: settle {settle:.0f} s, measure {window:.0f} s")
             time.sleep(settle)
-            R["runs"].append(dict(measure(c.zk, window), workers=0, worker_processes=0))
+            R["runs"].append(dict(measure(c.zk, window, c.intake), workers=0,
+                                  worker_processes=0, master=None))
+            masters = {"both": (False, True), "on": (True,), "off": (False,)}[a.master]
             for n in counts:
-                R["runs"].append(run_topology(c, package_zip, package, n, settle, window))
+                for master in masters:
+                    R["runs"].append(run_topology(c, package_zip, package, n, settle, window,
+                                                  master))
         finally:
             c.stop()
     report(R)
@@ -242,11 +291,16 @@ def report(R: dict[str, Any]) -> None:
           f"{R['supervisors']} supervisors x {R['slots']} slots; defaults: "
           + ", ".join(f"{k}={v}" for k, v in R["conf"].items()))
     print()
-    print(f"{'workers':>7}  {'writes':>6}  {'window':>7}  {'writes/s':>8}")
+    print(f"{'workers':>7}  {'master':>6}  {'writes':>6}  {'window':>7}  {'writes/s':>8}  "
+          f"{'RPCs/s':>6}  {'worker hbs/s':>12}  {'summaries/s':>11}  {'TaskStats/s':>11}  "
+          f"{'bytes/s':>8}")
     for r in R["runs"]:
-        print(f"{r['workers']:>7}  {r['writes']:>6}  {r['window_s']:>6.1f}s  "
-              f"{r['writes_per_s']:>8.3f}")
-    by = {r["workers"]: r["writes_per_s"] for r in R["runs"]}
+        master = "-" if r.get("master") is None else ("on" if r["master"] else "off")
+        print(f"{r['workers']:>7}  {master:>6}  {r['writes']:>6}  {r['window_s']:>6.1f}s  "
+              f"{r['writes_per_s']:>8.3f}  {r.get('rpc_per_s', 0):>6.2f}  "
+              f"{r.get('heartbeats_per_s', 0):>12.2f}  {r.get('summaries_per_s', 0):>11.2f}  "
+              f"{r.get('task_stats_per_s', 0):>11.2f}  {r.get('heartbeat_bytes_per_s', 0):>8.0f}")
+    by = {r["workers"]: r["writes_per_s"] for r in R["runs"] if r.get("master") in (None, True)}
     if 2 in by and 8 in by:
         ratio = by[8] / by[2] if by[2] else (1.0 if by[8] == 0 else float("inf"))
         R["ratio_8_vs_2"] = ratio

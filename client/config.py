@@ -351,6 +351,10 @@ TOPOLOGY_STATE_CHECKPOINT_MODE = _key(
     "How stateful bolts checkpoint: acker (Storm's: the checkpoint spout's transactions ride "
     "the acker; at-least-once), barrier (spouts inject barriers that bolts align: "
     "exactly-once, no acker), barrier-at-least-once (barriers without alignment).")
+TOPOLOGY_MASTER_ENABLE = _key(
+    "topology.master.enable", bool, True,
+    "Run the Topology Master (JStorm's): one system task that gathers the workers' stats into "
+    "one summary for Nimbus (and drives barrier checkpoints, which always have it).")
 TOPOLOGY_BOLTS_WINDOW_LENGTH_COUNT = _key(
     "topology.bolts.window.length.count", int, None,
     "A windowed bolt's window length in tuples (set by with_window).", nullable=True)

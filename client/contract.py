@@ -290,6 +290,12 @@ class WorkerHeartbeat:
     rss_bytes: int = 0
     #: Garbage collections so far, per generation (gc.get_stats()).
     gc_collections: list[int] = field(default_factory=list)
+    #: The topology has a Topology Master: the supervisor leaves ``tasks`` out of its report
+    #: to Nimbus (the master's summary carries them).
+    stats_via_master: bool = False
+    #: Only in the worker hosting the Topology Master: worker id -> {"time", "uptime",
+    #: "tasks"} of every live worker of the topology.
+    topology_summary: dict[str, dict] = field(default_factory=dict)
 
     VERSION = 1
 
@@ -302,7 +308,9 @@ class WorkerHeartbeat:
                 "throttled": self.throttled, "dropped_frames": self.dropped_frames,
                 "dropped_tuples": self.dropped_tuples, "dropped_batches": self.dropped_batches,
                 "errors": self.errors, "rss_bytes": self.rss_bytes,
-                "gc_collections": self.gc_collections}
+                "gc_collections": self.gc_collections,
+                "stats_via_master": self.stats_via_master,
+                "topology_summary": self.topology_summary}
 
     @classmethod
     def from_json(cls, data: Any) -> "WorkerHeartbeat":
@@ -316,7 +324,9 @@ class WorkerHeartbeat:
                        bool(d.get("throttled", False)), int(d.get("dropped_frames", 0)),
                        int(d.get("dropped_tuples", 0)), int(d.get("dropped_batches", 0)),
                        list(d.get("errors") or []), int(d.get("rss_bytes", 0)),
-                       [int(n) for n in d.get("gc_collections") or []])
+                       [int(n) for n in d.get("gc_collections") or []],
+                       bool(d.get("stats_via_master", False)),
+                       dict(d.get("topology_summary") or {}))
         return _parse(HEARTBEAT_FILE, data, build)
 
     @classmethod

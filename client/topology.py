@@ -516,11 +516,13 @@ _SYSTEM_STREAM = StreamDef(list(SYSTEM_STREAM_FIELDS))
 
 
 def system_topology(topology: Topology, conf: Mapping[str, Any]) -> Topology:
-    """The topology that actually runs: the user's plus the ``__acker`` bolt, and every
-    component's ``__system`` stream (Storm's system-topology!)."""
+    """The topology that actually runs: the user's plus the ``__acker`` bolt, the
+    ``__topology_master`` (unless ``topology.master.enable`` is false; barrier checkpointing
+    always has it), and every component's ``__system`` stream (Storm's system-topology!)."""
     comps = {cid: replace(c, streams={**c.streams, SYSTEM_STREAM_ID: _SYSTEM_STREAM})
              for cid, c in topology.components.items()}
-    if barrier_mode(conf) and CHECKPOINT_COMPONENT_ID in comps:
+    barrier = barrier_mode(conf) and CHECKPOINT_COMPONENT_ID in comps
+    if barrier:
         _barrier_topology(comps)
     n = num_ackers(conf)
     if n > 0:
@@ -536,6 +538,8 @@ def system_topology(topology: Topology, conf: Mapping[str, Any]) -> Topology:
                         for s in (ACKER_ACK_STREAM_ID, ACKER_FAIL_STREAM_ID,
                                   ACKER_RESET_TIMEOUT_STREAM_ID)},
                      SYSTEM_STREAM_ID: _SYSTEM_STREAM})
+    if barrier or conf.get(cfg.TOPOLOGY_MASTER_ENABLE, True):
+        _add_topology_master(comps)
     return Topology(comps)
 
 
@@ -546,11 +550,11 @@ _TM_STREAM = StreamDef(["event"], direct=True)
 def _barrier_topology(comps: dict[str, ComponentDef]) -> None:
     """Barrier checkpointing (client/stateful.py): the data spouts, not the checkpoint
     spout, start ``$checkpoint`` (their barriers follow their tuples), and the Topology
-    Master drives checkpoints and recovery; every task reports to it on ``__tm``."""
+    Master drives checkpoints and recovery."""
     del comps[CHECKPOINT_COMPONENT_ID]
     spouts = {cid for cid, c in comps.items() if c.kind == SPOUT}
     for cid, c in comps.items():
-        streams = {**c.streams, TM_REPORT_STREAM_ID: _TM_STREAM}
+        streams = dict(c.streams)
         if c.kind == SPOUT or CHECKPOINT_STREAM_ID in streams:
             streams[CHECKPOINT_STREAM_ID] = _BARRIER_STREAM
         inputs = [i for i in c.inputs if i.component != CHECKPOINT_COMPONENT_ID]
@@ -558,9 +562,17 @@ def _barrier_topology(comps: dict[str, ComponentDef]) -> None:
             for s in dict.fromkeys(i.component for i in c.inputs if i.component in spouts):
                 inputs.append(InputDef(s, CHECKPOINT_STREAM_ID, g.Grouping(g.ALL)))
         comps[cid] = replace(c, streams=streams, inputs=inputs)
+
+
+def _add_topology_master(comps: dict[str, ComponentDef]) -> None:
+    """The ``__topology_master`` task (worker/topology_master.py): every component reports
+    to it on ``__tm`` (workers' stats, barrier checkpoints), it commands on ``__ctl``."""
+    for cid, c in comps.items():
+        comps[cid] = replace(c, streams={**c.streams, TM_REPORT_STREAM_ID: _TM_STREAM})
     comps[TOPOLOGY_MASTER_ID] = ComponentDef(
         TOPOLOGY_MASTER_ID, BOLT, parallelism=1, system=True,
-        streams={TM_CONTROL_STREAM_ID: _TM_STREAM, SYSTEM_STREAM_ID: _SYSTEM_STREAM})
+        streams={TM_CONTROL_STREAM_ID: _TM_STREAM, TM_REPORT_STREAM_ID: _TM_STREAM,
+                 SYSTEM_STREAM_ID: _SYSTEM_STREAM})
 
 
 def assign_task_ids(topology: Topology) -> dict[str, list[int]]:

@@ -47,6 +47,9 @@ class Liveness:
         self.series: dict[tuple[str, int], dict[tuple[str, int], TaskSeries]] = {}
         #: supervisor id -> its latest list of recent worker restarts (WorkerRestart).
         self.restarts: dict[str, list[Any]] = {}
+        #: (supervisor id, topology id, port) -> (time, task -> TaskStats, uptime) from
+        #: Topology Masters' summaries (record_stats).
+        self.master_stats: dict[tuple[str, str, int], tuple[float, dict[int, Any], float]] = {}
         self._lock = threading.Lock()
 
     def leading_since(self, now: float) -> None:
@@ -75,6 +78,29 @@ class Liveness:
                         if series is None:
                             series = by_slot[slot] = TaskSeries()
                         series.add(now, ts, float(hb.uptime_secs))
+
+    def record_stats(self, record: Assignment, workers: list[Any], now: float) -> None:
+        """A Topology Master's summary (WorkerStats of the workers of ``record``): the task
+        counters the workers' own heartbeats leave out. A task missing from a summary did
+        not change: its last counters stand."""
+        with self._lock:
+            for ws in workers:
+                sid = record.slots.get(ws.worker_id)
+                if sid is None:
+                    continue  # a worker no longer assigned
+                key = (sid, record.topology_id, host_port(ws.worker_id)[1])
+                prev = self.master_stats.get(key)
+                tasks = dict(prev[1]) if prev is not None and \
+                    ws.uptime_secs >= prev[2] else {}  # a restart resets the counters
+                slot = (sid, key[2])
+                for ts in ws.tasks:
+                    tasks[ts.task] = ts
+                    by_slot = self.series.setdefault((record.topology_id, ts.task), {})
+                    series = by_slot.get(slot)
+                    if series is None:
+                        series = by_slot[slot] = TaskSeries()
+                    series.add(now, ts, float(ws.uptime_secs))
+                self.master_stats[key] = (ws.time_secs, tasks, ws.uptime_secs)
 
     def live_supervisors(self, registered: Mapping[str, dict], now: float
                          ) -> dict[str, SupervisorInfo]:
@@ -117,10 +143,15 @@ class Liveness:
         out: dict[int, tuple[float, Any]] = {}
         with self._lock:
             for hp, sid in record.slots.items():
-                hb = self.heartbeats.get((sid, record.topology_id, host_port(hp)[1]))
+                key = (sid, record.topology_id, host_port(hp)[1])
+                hb = self.heartbeats.get(key)
                 if hb is not None:
                     for ts in hb[1].tasks:
                         out[ts.task] = (hb[1].time_secs, ts)
+                summary = self.master_stats.get(key)
+                if summary is not None:
+                    for task, ts in summary[1].items():
+                        out.setdefault(task, (summary[0], ts))
         return out
 
     def windowed(self, topology_id: str, tasks: list[int], now: float, secs: float
@@ -160,3 +191,5 @@ class Liveness:
                 del self.series[key]
             for key in [k for k in self.heartbeats if k[1] == topology_id]:
                 del self.heartbeats[key]
+            for key in [k for k in self.master_stats if k[1] == topology_id]:
+                del self.master_stats[key]

@@ -707,14 +707,24 @@ class Nimbus(Daemon):
         return config
 
     def record_heartbeats(self, supervisor_id: str, heartbeats: list[Any],
-                          errors: list[Any] = (), restarts: list[Any] | None = None) -> None:
+                          errors: list[Any] = (), restarts: list[Any] | None = None,
+                          topology_stats: list[Any] = ()) -> None:
         """Keep the supervisor's worker heartbeats in memory (never in ZooKeeper); the leader
         stores the forwarded worker ``errors`` (WorkerError) under /errors, one write each.
-        Only the leader takes them (NotALeader otherwise)."""
+        ``topology_stats`` are Topology Masters' summaries (TopologyStats): the task counters
+        of every worker of a topology, whichever supervisor runs it. Only the leader takes
+        them (NotALeader otherwise)."""
         self.require_leader()  # a follower's view would go unused: the supervisor finds the leader
         if self.index.ready:  # a removed topology's late heartbeats would be kept forever
             heartbeats = [hb for hb in heartbeats if self.index.live(hb.topology_id)]
-        self.liveness.record(supervisor_id, heartbeats, time.time(), restarts)
+            topology_stats = [s for s in topology_stats if self.index.live(s.topology_id)]
+        now = time.time()
+        self.liveness.record(supervisor_id, heartbeats, now, restarts)
+        assignments = self.index.assignments() if topology_stats else {}
+        for summary in topology_stats:
+            record = assignments.get(summary.topology_id)
+            if record is not None:
+                self.liveness.record_stats(record, list(summary.workers), now)
         if errors:  # outside the lock: ZooKeeper writes must not stall the loop
             self._store_errors(errors)
 

@@ -303,7 +303,8 @@ class NimbusServicer(pb_grpc.NimbusServicer):
     def SendSupervisorWorkerHeartbeats(self, request, context):
         self._allow(context, "sendSupervisorWorkerHeartbeats")
         self.nimbus.record_heartbeats(request.supervisor_id, list(request.worker_heartbeats),
-                                      list(request.errors), list(request.restarts))
+                                      list(request.errors), list(request.restarts),
+                                      list(request.topology_stats))
         return topology_pb2.Empty()
 
 

@@ -476,16 +476,38 @@ class WorkerHeartbeat(_message.Message):
     def __init__(self, topology_id: _Optional[str] = ..., port: _Optional[int] = ..., time_secs: _Optional[float] = ..., executors: _Optional[_Iterable[_Union[ExecutorInfo, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[TaskStats, _Mapping]]] = ..., uptime_secs: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
 
 class SupervisorWorkerHeartbeats(_message.Message):
-    __slots__ = ("supervisor_id", "worker_heartbeats", "errors", "restarts")
+    __slots__ = ("supervisor_id", "worker_heartbeats", "errors", "restarts", "topology_stats")
     SUPERVISOR_ID_FIELD_NUMBER: _ClassVar[int]
     WORKER_HEARTBEATS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_STATS_FIELD_NUMBER: _ClassVar[int]
     supervisor_id: str
     worker_heartbeats: _containers.RepeatedCompositeFieldContainer[WorkerHeartbeat]
     errors: _containers.RepeatedCompositeFieldContainer[WorkerError]
     restarts: _containers.RepeatedCompositeFieldContainer[WorkerRestart]
-    def __init__(self, supervisor_id: _Optional[str] = ..., worker_heartbeats: _Optional[_Iterable[_Union[WorkerHeartbeat, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[WorkerError, _Mapping]]] = ..., restarts: _Optional[_Iterable[_Union[WorkerRestart, _Mapping]]] = ...) -> None: ...
+    topology_stats: _containers.RepeatedCompositeFieldContainer[TopologyStats]
+    def __init__(self, supervisor_id: _Optional[str] = ..., worker_heartbeats: _Optional[_Iterable[_Union[WorkerHeartbeat, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[WorkerError, _Mapping]]] = ..., restarts: _Optional[_Iterable[_Union[WorkerRestart, _Mapping]]] = ..., topology_stats: _Optional[_Iterable[_Union[TopologyStats, _Mapping]]] = ...) -> None: ...
+
+class TopologyStats(_message.Message):
+    __slots__ = ("topology_id", "workers")
+    TOPOLOGY_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    topology_id: str
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerStats]
+    def __init__(self, topology_id: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[WorkerStats, _Mapping]]] = ...) -> None: ...
+
+class WorkerStats(_message.Message):
+    __slots__ = ("worker_id", "time_secs", "uptime_secs", "tasks")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    TIME_SECS_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_SECS_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    time_secs: float
+    uptime_secs: int
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskStats]
+    def __init__(self, worker_id: _Optional[str] = ..., time_secs: _Optional[float] = ..., uptime_secs: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[TaskStats, _Mapping]]] = ...) -> None: ...
 
 class WorkerRestart(_message.Message):
     __slots__ = ("topology_id", "port", "time_secs", "reason")

@@ -31,6 +31,10 @@ RESTART_REPORT_SECS = 600.0
 MAX_RESTARTS = 500
 #: Counters of a worker heartbeat's tasks that travel to Nimbus.
 TASK_COUNTERS = ("emitted", "transferred", "executed", "acked", "failed", "timed_out", "pending")
+#: A Topology Master's summary leaves out the tasks whose counters did not change since the
+#: last report Nimbus took, except in every FULL_STATS_EVERY-th report (a Nimbus that
+#: started leading since, or lost a report, gets everything back).
+FULL_STATS_EVERY = 10
 
 
 class Worker(Protocol):
@@ -65,6 +69,11 @@ class Outbox:
         #: (time, topology id, port, reason) of recent worker failures, oldest first.
         self._restarts: collections.deque = collections.deque(maxlen=MAX_RESTARTS)
         self._lock = threading.Lock()
+        #: (topology id, worker id, task) -> the TaskStats bytes Nimbus last took.
+        self._sent_stats: dict[tuple[str, str, int], bytes] = {}
+        #: What the report being sent would make ``_sent_stats`` (applied once it went).
+        self._sending_stats: dict[tuple[str, str, int], bytes] = {}
+        self._reports = 0
 
     @property
     def unsent_errors(self) -> list:
@@ -75,15 +84,21 @@ class Outbox:
         """One SupervisorWorkerHeartbeats from the workers' fresh heartbeats (their new
         errors move into the outbox, which :meth:`report` sends)."""
         msg = pb.SupervisorWorkerHeartbeats(supervisor_id=self.supervisor_id)
+        full = self._reports % FULL_STATS_EVERY == 0
+        self._sending_stats = {}
         for w in sorted(workers, key=lambda w: w.port):
             hb = WorkerHeartbeat.read(w.worker_dir, w.pid)
             if hb is None:
                 continue  # not started yet, or the file is left by an earlier process
             self._take_errors(w, hb)
             before = len(msg.worker_heartbeats)
+            before_stats = len(msg.topology_stats)
             try:
                 _add_worker_heartbeat(msg, w, hb)
+                if hb.topology_summary:
+                    self._add_topology_stats(msg, w.topology_id, hb.topology_summary, full)
             except (TypeError, ValueError, AttributeError, OverflowError) as e:
+                del msg.topology_stats[before_stats:]
                 # A worker's file is not trusted: one that does not fit the message is left
                 # out of this report (Nimbus times the worker out if it keeps doing so),
                 # and every other worker is still reported.
@@ -92,6 +107,24 @@ class Outbox:
                             "that does not fit the report (%s); leaving it out",
                             self.supervisor_id, w.topology_id, w.port, e)
         return msg
+
+    def _add_topology_stats(self, msg: Any, topology_id: str, summary: dict,
+                            full: bool) -> None:
+        """A Topology Master's summary: each worker's tasks that changed (all when ``full``)."""
+        out = msg.topology_stats.add(topology_id=topology_id)
+        for worker_id, ws in sorted(summary.items()):
+            entry = pb.WorkerStats(worker_id=str(worker_id), time_secs=float(ws["time"]),
+                                   uptime_secs=int(ws.get("uptime", 0)))
+            for task, st in sorted(dict(ws.get("tasks") or {}).items(), key=lambda kv: int(kv[0])):
+                ts = pb.TaskStats()
+                _fill_task_stats(ts, int(task), st)
+                raw = ts.SerializeToString(deterministic=True)
+                key = (topology_id, str(worker_id), int(task))
+                self._sending_stats[key] = raw
+                if full or self._sent_stats.get(key) != raw:
+                    entry.tasks.append(ts)
+            if entry.tasks:
+                out.workers.append(entry)
 
     def worker_exited(self, w: Worker) -> None:
         """A worker is gone: keep what its final heartbeat reported (a crash's error) before
@@ -132,6 +165,9 @@ class Outbox:
             msg.restarts.extend(self._recent_restarts(time.time()))
             if self.send is not None:
                 self.send(msg)
+                self._reports += 1
+                # What Nimbus now has: later reports leave out what did not change.
+                self._sent_stats = self._sending_stats
         except Exception as e:  # noqa: BLE001 - Nimbus away must not stop the supervisor
             with self._lock:  # oldest first again; the deque's bound drops the oldest
                 self._errors.extendleft(reversed(errors))
@@ -180,29 +216,37 @@ def _add_worker_heartbeat(msg: Any, w: Worker, hb: WorkerHeartbeat) -> None:
         uptime_secs=int(hb.uptime_secs), state=hb.state.value)
     for t in w.tasks:
         out.executors.add(task_start=int(t), task_end=int(t))
+    if hb.stats_via_master:
+        return  # the Topology Master's summary carries them
     for task, st in sorted(hb.tasks.items(), key=lambda kv: int(kv[0])):
-        ts = out.tasks.add(task=int(task), component=str(st.get("component", "")))
-        for f in TASK_COUNTERS:
-            setattr(ts, f, int(st.get(f, 0)))
-        lat = st.get("complete_latency_ms")
-        if lat:
-            ts.complete_latency.mean = float(lat.get("mean", 0))
-            ts.complete_latency.p50 = float(lat.get("p50", 0))
-            ts.complete_latency.p99 = float(lat.get("p99", 0))
-            ts.complete_latency.n = int(lat.get("n", 0))
-        streams = st.get("streams")
-        if isinstance(streams, dict):
-            for name, pair in streams.items():
-                try:
-                    ts.streams[str(name)].emitted = int(pair[0])
-                    ts.streams[str(name)].transferred = int(pair[1])
-                except (TypeError, ValueError, IndexError):
-                    continue  # a heartbeat from a worker of another version: skip the stream
-        for key, target in (("complete_hist", ts.complete_hist),
-                            ("execute_hist", ts.execute_hist)):
-            counts, total, n = histogram.parse(st.get(key))
-            if n:
-                target.buckets.update(counts)
-                target.sum = total
-                target.n = n
-        ts.busy_secs = float(st.get("busy_secs", 0.0) or 0.0)
+        _fill_task_stats(out.tasks.add(), int(task), st)
+
+
+def _fill_task_stats(ts: Any, task: int, st: dict) -> None:
+    """One heartbeat.json ``tasks`` entry into a TaskStats message."""
+    ts.task = task
+    ts.component = str(st.get("component", ""))
+    for f in TASK_COUNTERS:
+        setattr(ts, f, int(st.get(f, 0)))
+    lat = st.get("complete_latency_ms")
+    if lat:
+        ts.complete_latency.mean = float(lat.get("mean", 0))
+        ts.complete_latency.p50 = float(lat.get("p50", 0))
+        ts.complete_latency.p99 = float(lat.get("p99", 0))
+        ts.complete_latency.n = int(lat.get("n", 0))
+    streams = st.get("streams")
+    if isinstance(streams, dict):
+        for name, pair in streams.items():
+            try:
+                ts.streams[str(name)].emitted = int(pair[0])
+                ts.streams[str(name)].transferred = int(pair[1])
+            except (TypeError, ValueError, IndexError):
+                continue  # a heartbeat from a worker of another version: skip the stream
+    for key, target in (("complete_hist", ts.complete_hist),
+                        ("execute_hist", ts.execute_hist)):
+        counts, total, n = histogram.parse(st.get(key))
+        if n:
+            target.buckets.update(counts)
+            target.sum = total
+            target.n = n
+    ts.busy_secs = float(st.get("busy_secs", 0.0) or 0.0)

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..client import config as cfg
 from ..client.state import get_state
+from ..client.stateful import barrier_mode
 from ..client.tuple import (ACKER_COMPONENT_ID, TM_CONTROL_STREAM_ID, TM_REPORT_STREAM_ID,
                             TOPOLOGY_MASTER_ID)
 
@@ -156,12 +157,28 @@ RECORD_KEY = "record"
 
 
 class TopologyMasterExecutor:
-    """Runs the coordinator: reports in on ``__tm``, commands out on ``__ctl``."""
+    """The master's task: the workers' stats in, one summary out (its worker's heartbeat
+    carries it to the supervisor, which sends Nimbus one report per topology); in barrier
+    checkpointing also the coordinator: reports in on ``__tm``, commands out on ``__ctl``."""
 
     def __init__(self, executor: Any):
         self.ex = executor
-        ws = executor.ws
         self.task = executor.tasks[0]
+        #: worker id -> {"time", "uptime", "tasks"}: what each worker last sent.
+        self.workers: dict[str, dict] = {}
+        self.coordinator: BarrierCoordinator | None = None
+        if barrier_mode(executor.conf):
+            self._start_coordinator()
+
+    def summary(self) -> dict[str, dict]:
+        """The live workers' latest stats (read from the worker's main thread: the dict is
+        replaced, never changed in place)."""
+        live = self.ex.ws.live_workers
+        return {w: s for w, s in self.workers.items() if w in live}
+
+    def _start_coordinator(self) -> None:
+        ws = self.ex.ws
+        executor = self.ex
         system = {TOPOLOGY_MASTER_ID, ACKER_COMPONENT_ID}
         tasks = frozenset(t for c, ts in ws.component_tasks.items() if c not in system
                           for t in ts)
@@ -188,7 +205,13 @@ class TopologyMasterExecutor:
             return
         event = tup.values[0]
         kind, task, now = event[0], tup.source_task, time.monotonic()
+        if kind == "stats":
+            if isinstance(event[2], dict):
+                self.workers = {**self.workers, str(event[1]): event[2]}
+            return
         c = self.coordinator
+        if c is None:
+            return
         if kind == "hello":
             self.carry_out(c.hello(task, event[1], event[2], event[3], now))
         elif kind == "restored":
@@ -209,6 +232,8 @@ class TopologyMasterExecutor:
 
     def stats(self) -> dict[str, Any]:
         c = self.coordinator
+        if c is None:
+            return {}
         return {"phase": c.phase, "epoch": c.epoch, "committed": c.committed,
                 "completed": c.completed, "recoveries": c.recoveries,
                 "recovery_secs": list(c.recovery_secs[-5:])}

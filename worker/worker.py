@@ -28,6 +28,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
 
 import zmq
 
@@ -38,6 +39,7 @@ from ..client.contract import (ASSIGNMENT_FILE, EXIT_PARENT_GONE, EXIT_STARTUP_F
                                HeartbeatState, WorkerAssignment, WorkerHeartbeat, WorkerStatus,
                                read_status, resources_dir)
 from ..client.topology import executors_of, system_topology
+from ..client.tuple import TM_REPORT_STREAM_ID, TOPOLOGY_MASTER_ID
 from ..client.topology_proto import from_bytes
 from .executor import Executor, executor_for
 from .frame import Codec
@@ -355,8 +357,28 @@ class Worker:
             if w != self.ws.worker_id:
                 self._send_control(w, frame)
 
+    def _master(self) -> Any:
+        """This worker's Topology Master (worker/topology_master.py), or None."""
+        for ex in self.executors:
+            if ex.component_id == TOPOLOGY_MASTER_ID:
+                return getattr(ex, "master", None)  # None until its thread set it up
+        return None
+
+    def _send_stats(self, hb: WorkerHeartbeat) -> None:
+        """The heartbeat's task counters to the Topology Master, through the first executor
+        (the data plane: authenticated, and nothing for the supervisor to relay)."""
+        tm = self.ws.component_tasks.get(TOPOLOGY_MASTER_ID)
+        if not tm or not self.executors or not self.ws.connected:
+            return
+        ex = self.executors[0]
+        event = ["stats", self.ws.worker_id,
+                 {"time": hb.time, "uptime": hb.uptime_secs, "tasks": hb.tasks}]
+        ex.call_soon_threadsafe(
+            lambda: ex.send_system(tm[0], ex.tasks[0], TM_REPORT_STREAM_ID, [event]))
+
     def heartbeat(self, state: HeartbeatState = HeartbeatState.RUNNING) -> WorkerHeartbeat:
         ws = self.ws
+        master = self._master()
         return WorkerHeartbeat(
             time=time.time(), pid=os.getpid(), state=state, topology_id=ws.topology_id,
             worker_id=ws.worker_id, uptime_secs=time.time() - ws.start_time, active=ws.active,
@@ -368,11 +390,16 @@ class Worker:
             throttled=ws.bp.throttled, dropped_frames=ws.dropped_frames,
             dropped_tuples=ws.dropped_tuples, dropped_batches=ws.dropped_batches,
             errors=list(ws.errors), rss_bytes=_rss_bytes(),
-            gc_collections=[g["collections"] for g in gc.get_stats()])
+            gc_collections=[g["collections"] for g in gc.get_stats()],
+            stats_via_master=TOPOLOGY_MASTER_ID in ws.component_tasks,
+            topology_summary=master.summary() if master is not None else {})
 
     def write_heartbeat(self, state: HeartbeatState = HeartbeatState.RUNNING) -> None:
         try:
-            self.heartbeat(state).write(self.worker_dir)
+            hb = self.heartbeat(state)
+            hb.write(self.worker_dir)
+            if state == HeartbeatState.RUNNING:
+                self._send_stats(hb)
         except (OSError, RuntimeError) as exc:  # RuntimeError: a dict changed during iteration
             log.warning("worker %s: could not write heartbeat: %s", self.ws.worker_id, exc)
 

@@ -92,11 +92,12 @@ def test_submit_lifecycle_kill(cluster, conf, tmp_path):
                       "implement; it has no effect"]
     stored = state.get_storm(tid)
     assert stored["name"] == "wc" and stored["status"] == "active"
-    assert stored["component_executors"] == {"numbers": 2, "record": 3, "__acker": 3}
+    assert stored["component_executors"] == {"numbers": 2, "record": 3, "__acker": 3,
+                                             "__topology_master": 1}
     record, _ = state.get_assignment(tid)
     assert len(record["workers"]) == 3  # topology.workers slots
     assert set(record["slots"].values()) == {"sup-1", "sup-2"}  # spread over supervisors
-    assert sorted(t for ts in record["workers"].values() for t in ts) == list(range(1, 9))
+    assert sorted(t for ts in record["workers"].values() for t in ts) == list(range(1, 10))
     assert record["revision"] == 1 and record["topology_id"] == tid
     assert record["version"] == 1  # the record's format (squall.client.contract.Assignment)
     assert set(record["start_times"]) == set(record["workers"])
@@ -107,11 +108,11 @@ def test_submit_lifecycle_kill(cluster, conf, tmp_path):
 
     summary = client.list()
     assert [(t.name, t.status, t.num_workers, t.num_tasks) for t in summary.topologies] == \
-        [("wc", "ACTIVE", 3, 8)]
+        [("wc", "ACTIVE", 3, 9)]
     assert sum(s.num_used_slots for s in summary.supervisors) == 3
     assert [n.is_leader for n in summary.nimbuses] == [True]
     info = client.topology_info("wc")
-    assert info.id == tid and len(info.executors) == 8
+    assert info.id == tid and len(info.executors) == 9
 
     client.deactivate("wc")
     assert state.get_storm(tid)["status"] == "inactive"
@@ -153,7 +154,7 @@ def test_topology_info_sums_heartbeat_counters_per_executor_and_component(cluste
     info = client.topology_info("stats")
     assert all(e.stats_time_secs == 1234.5 for e in info.executors)
     comps = {c.component_id: c for c in info.components}
-    assert set(comps) == {"numbers", "record", "__acker"}
+    assert set(comps) == {"numbers", "record", "__acker", "__topology_master"}
     numbers = comps["numbers"]
     spout_tasks = [t for t, c in comp_of.items() if c == "numbers"]
     assert numbers.type == "spout" and comps["record"].type == "bolt"

@@ -58,7 +58,8 @@ def test_bad_names_are_invalid_argument(nimbus, name, why):
 def test_workers_and_executors_per_topology_are_bounded(nimbus):
     with pytest.raises(LimitExceeded, match="100000 workers.*nimbus.slots.perTopology"):
         nimbus.client.submit("many-workers", "", '{"topology.workers": 100000}', topology())
-    with pytest.raises(LimitExceeded, match="100002 tasks.*nimbus.executors.perTopology"):
+    # 100,000 spout tasks, one bolt, the acker and the Topology Master
+    with pytest.raises(LimitExceeded, match="100003 tasks.*nimbus.executors.perTopology"):
         nimbus.client.submit("many-tasks", "", "{}", topology(parallelism=100_000))
     # Ackers are tasks too (a billion of them used to be built before any check).
     with pytest.raises(LimitExceeded, match="nimbus.executors.perTopology"):

@@ -115,7 +115,8 @@ def test_rest_api_metrics_and_logviewer_on_a_running_cluster(web):
     t = rows[0]
     tid = t["id"]
     assert t["name"] == "word-count" and t["health"] == "ok" and t["owner"] == "tester"
-    assert t["uptime"].endswith("s") and t["executorsTotal"] == 9 and t["tasksTotal"] == 9
+    # 2 spout, 2 split, 2 count, 1 report executors, 2 ackers and the Topology Master
+    assert t["uptime"].endswith("s") and t["executorsTotal"] == 10 and t["tasksTotal"] == 10
     poll_for(lambda: c.acked() > 500, timeout=30, what="acks\n" + c.logs())
 
     # The cluster, as `squall list` sees it.

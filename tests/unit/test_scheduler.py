@@ -41,7 +41,8 @@ def topology(spouts, bolts, ackers):
 
 
 TOPOLOGIES = {
-    # spout 2, split 4 executors over 8 tasks, count 6, 2 ackers: all sizes alike per component
+    # spout 2, split 4 executors over 8 tasks, count 6, 2 ackers, the master: sizes alike per
+    # component
     "wordcount": topology([("sentences", 2, 2)], [("split", 4, 8), ("count", 6, 6)], 2),
     # executors of one component with different task counts (7 tasks on 5 executors)
     "uneven": topology([("src", 1, 3)], [("a", 5, 7), ("b", 3, 3)], 3),
@@ -124,9 +125,9 @@ def test_workers_spread_round_robin_over_supervisors():
 
 
 def test_fewer_executors_than_workers_uses_one_slot_each():
-    executors, _ = TOPOLOGIES["tiny"]
+    executors, _ = TOPOLOGIES["tiny"]  # the spout, the acker and the Topology Master
     a = schedule(executors, cluster(2, 2), {}, num_workers=4)
-    assert len(a.slots) == len(a) == 2
+    assert len(a.slots) == len(a) == len(executors) == 3
 
 
 # -- P3: co-location ----------------------------------------------------------------------
@@ -235,13 +236,13 @@ def test_same_input_in_any_order_gives_the_same_assignment():
 
 def test_no_slot_at_all_raises_not_enough_slots():
     executors, _ = TOPOLOGIES["wordcount"]
-    with pytest.raises(NotEnoughSlots, match="no live worker slot for 14 executors"):
+    with pytest.raises(NotEnoughSlots, match="no live worker slot for 15 executors"):
         schedule(executors, [], {}, num_workers=2)
     slots = cluster(1, 2)
     with pytest.raises(NotEnoughSlots, match=r"2 slots offered, 2 of them dead\): start a "
                                              "supervisor") as info:
         schedule(executors, slots, {}, frozenset(slots), num_workers=2)
-    assert (info.value.executors, info.value.offered, info.value.dead) == (14, 2, 2)
+    assert (info.value.executors, info.value.offered, info.value.dead) == (15, 2, 2)
 
 
 def test_bad_arguments_are_value_errors():

@@ -298,7 +298,14 @@ def test_system_topology_acker_executors_setting():
         .components["__acker"].parallelism == 2
     none = system_topology(topo, {cfg.TOPOLOGY_WORKERS: 3, cfg.TOPOLOGY_ACKER_EXECUTORS: 0})
     assert "__acker" not in none.components
-    assert set(none.components) == set(topo.components)
+    assert set(none.components) == set(topo.components) | {"__topology_master"}
+    bare = system_topology(topo, {cfg.TOPOLOGY_ACKER_EXECUTORS: 0,
+                                  "topology.master.enable": False})
+    assert set(bare.components) == set(topo.components)
+    master = none.components["__topology_master"]
+    assert master.system and master.task_count == 1
+    # every component reports to the master on its __tm stream
+    assert all("__tm" in c.streams for c in none.components.values())
 
 
 def test_assign_task_ids_sorted_from_one_honouring_num_tasks():
@@ -310,7 +317,8 @@ def test_assign_task_ids_sorted_from_one_honouring_num_tasks():
     }
     ids = assign_task_ids(system_topology(topo, {cfg.TOPOLOGY_WORKERS: 2}))
     assert ids["__acker"] == [1, 2]  # '_' sorts before lower-case letters
-    assert ids["words"] == [11, 12]
+    assert ids["__topology_master"] == [3]
+    assert ids["words"] == [12, 13]
 
 
 def dict_of_lists(pairs):
