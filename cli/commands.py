@@ -1,5 +1,6 @@
 """What the ``squall`` client commands do, as plain functions (``cli/main.py`` only parses
-options): ``jar``, ``kill``, ``activate``, ``deactivate``, ``rebalance``, ``list``.
+options): ``jar``, ``kill``, ``activate``, ``deactivate``, ``rebalance``, ``list``,
+``drpc-client``.
 
 Each takes the layered conf and an ``echo`` for its output; failures are
 :class:`~squall.client.errors.SquallError` s with a message a person can act on, which the
@@ -352,3 +353,20 @@ def monitor(conf: Mapping[str, Any], name: str, interval: float, component: str 
                 echo(f"{row[0]}\t{row[1]}\t{row[2]}\t{row[3]}\t{int((now - t0) * 1000)}\t"
                      f"{row[4]}\t{row[5]:.1f}")
             info, t0, n = nxt, now, n + 1
+
+
+# --- drpc-client (Storm's `storm drpc-client`) ---------------------------------------------
+def drpc_execute(conf: Mapping[str, Any], function: str, args: list[str], host: str | None,
+                 port: int | None, echo: Echo) -> None:
+    """Execute DRPC ``function`` once per argument on ``host`` (default: the first of
+    ``drpc.servers``) and echo ``args result`` per line."""
+    from ..client.drpc import DRPCClient
+
+    if host is None:
+        servers = cfg.get(conf, cfg.DRPC_SERVERS)
+        if not servers:
+            raise SquallError(f"no DRPC server to call: pass --host or set {cfg.DRPC_SERVERS}")
+        host = servers[0]
+    with DRPCClient(host, port, conf) as drpc:
+        for a in args:
+            echo(f"{a} {drpc.execute(function, a)}")

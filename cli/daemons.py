@@ -1,4 +1,5 @@
-"""``squall nimbus`` and ``squall supervisor``: a daemon in the foreground until a signal.
+"""``squall nimbus``, ``squall supervisor``, ``squall drpc`` and the web daemons: a daemon in
+the foreground until a signal.
 
 Each runs until SIGINT or SIGTERM (the handler only sets an event), then closes the daemon
 with ``reason="signal-N"``.
@@ -139,3 +140,23 @@ def run_logviewer(conf: Mapping[str, Any], echo: Echo, wait: Callable[[], int] =
                   insecure: bool = False) -> None:
     from ..ui.server import LogViewerServer
     run_web(LogViewerServer(conf, insecure=insecure), echo, wait)
+
+
+def run_drpc(conf: Mapping[str, Any], echo: Echo, wait: Callable[[], int] = wait_for_signal,
+             insecure: bool = False) -> None:
+    """The DRPC server (drpc/server.py) on ``drpc.bind.host``, until ``wait()`` returns a
+    signal."""
+    from ..drpc.server import DRPCServer
+    server = DRPCServer(conf, insecure=insecure)
+    try:
+        server.start()
+    except OSError as e:  # a refused address or a taken port: one line
+        raise SquallError(str(e)) from None
+    reason = "error"
+    try:
+        echo(f"DRPC server running: execute on {server.host}:{server.port}, invocations on "
+             f"{server.host}:{server.invocations_port}; Ctrl-C stops it")
+        reason = f"signal-{wait()}"
+        echo(f"DRPC server stopping ({reason})")
+    finally:
+        server.close(reason=reason)

@@ -172,6 +172,37 @@ def logviewer(config_path: str | None, conf_pairs: tuple[str, ...], insecure: bo
          insecure=insecure)
 
 
+@cli.command()
+@config_option
+@conf_option
+@click.option("--insecure", is_flag=True,
+              help="Listen on a non-loopback drpc.bind.host without TLS: anyone who reaches "
+                   "the ports may read and answer every request.")
+def drpc(config_path: str | None, conf_pairs: tuple[str, ...], insecure: bool) -> None:
+    """Run the DRPC server until SIGINT or SIGTERM: clients execute on drpc.port (3772),
+    topologies fetch requests and return results on drpc.invocations.port (3773). A
+    non-loopback drpc.bind.host needs squall.tls.* (SECURITY.md) or --insecure."""
+    from . import daemons
+    daemons.daemon_logging()
+    _run(daemons.run_drpc, _conf(config_path, conf_pairs), echo=_echo_err, insecure=insecure)
+
+
+@cli.command(name="drpc-client")
+@click.argument("function")
+@click.argument("args", nargs=-1, required=True)
+@click.option("--host", default=None,
+              help="DRPC server to call (default: the first of drpc.servers).")
+@click.option("--port", type=int, default=None, help="Its port (default: drpc.port).")
+@config_option
+@conf_option
+def drpc_client(function: str, args: tuple[str, ...], host: str | None, port: int | None,
+                config_path: str | None, conf_pairs: tuple[str, ...]) -> None:
+    """Execute DRPC FUNCTION once per ARGS and print each result (Storm's drpc-client)."""
+    from . import commands
+    _run(commands.drpc_execute, _conf(config_path, conf_pairs), function, list(args), host,
+         port, echo=lambda s: click.echo(s))
+
+
 @cli.command(context_settings={"ignore_unknown_options": True})
 @click.argument("package", type=click.Path(exists=True))
 @click.argument("module", required=False)

@@ -221,6 +221,45 @@ NIMBUS_METRICS_PORT = _key("nimbus.metrics.port", int, None,
 SQUALL_METRICS_HOST = _key("squall.metrics.host", str, "127.0.0.1",
                            "Address the /metrics ports of Nimbus and supervisors listen on.")
 
+# --- DRPC (drpc/) ------------------------------------------------------------------------
+DRPC_SERVERS = _key(
+    "drpc.servers", list, None,
+    "Hosts of the DRPC servers: a topology's DRPCSpout fetches requests from each of them.",
+    nullable=True)
+DRPC_PORT = _key("drpc.port", int, 3772,
+                 "Port of the DRPC server's DistributedRPC service (clients' execute).")
+DRPC_INVOCATIONS_PORT = _key(
+    "drpc.invocations.port", int, 3773,
+    "Port of the DRPC server's DistributedRPCInvocations service (topologies fetch requests "
+    "and return results).")
+DRPC_REQUEST_TIMEOUT_SECS = _key(
+    "drpc.request.timeout.secs", _NUM, 600,
+    "Seconds a DRPC request may wait for its result before execute fails with a timeout.")
+DRPC_BIND_HOST = _key(
+    "drpc.bind.host", str, "0.0.0.0",
+    "Address both DRPC ports listen on; a non-loopback address needs TLS (squall.tls.*) "
+    "unless squall drpc is started with --insecure.")
+DRPC_WORKER_THREADS = _key(
+    "drpc.worker.threads", int, 64,
+    "Threads serving execute: each waits for its request's result, so this bounds the "
+    "requests in flight (more queue, up to drpc.queue.size).")
+DRPC_INVOCATIONS_THREADS = _key(
+    "drpc.invocations.threads", int, 64,
+    "Threads serving the invocations port; a DRPCSpout task holds one while it waits for a "
+    "request, so keep it above the number of DRPCSpout tasks.")
+DRPC_QUEUE_SIZE = _key(
+    "drpc.queue.size", int, 128,
+    "Calls a DRPC port queues beyond its threads before refusing more (RESOURCE_EXHAUSTED).")
+DRPC_AUTHORIZER = _key(
+    "drpc.authorizer", str, "simple",
+    "Who may use the DRPC ports with TLS: simple (clients: any authenticated principal; "
+    "invocations: the cluster's daemons, admins and drpc.invocations.users) or none.")
+DRPC_INVOCATIONS_USERS = _key(
+    "drpc.invocations.users", list, [],
+    "Principals besides nimbus.supervisor.users, nimbus.daemon.users and nimbus.admins that "
+    "may fetch DRPC requests and return results (the certificate a DRPC topology's workers "
+    "present).")
+
 # --- security: ZooKeeper ACLs, TLS, authorization, bounds (SECURITY.md) ---------------
 STORM_ZOOKEEPER_AUTH_SCHEME = _key(
     "storm.zookeeper.auth.scheme", str, "digest",
@@ -383,9 +422,9 @@ TOPOLOGY_BOLTS_LATE_TUPLE_STREAM = _key(
     "dropped (and acked).", nullable=True)
 
 #: Keys of a daemon's conf its workers get beneath the topology conf (as a Storm worker gets
-#: the cluster conf), so Trident finds ZooKeeper and Redis.
+#: the cluster conf), so Trident finds ZooKeeper and Redis and DRPCSpout its servers.
 WORKER_INHERITED_PREFIXES = ("storm.zookeeper.", "transactional.zookeeper.", "trident.",
-                             "worker.log.")
+                             "worker.log.", "drpc.")
 
 
 def worker_inherited(conf: Mapping[str, Any], topology_name: str | None = None,

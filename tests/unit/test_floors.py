@@ -21,7 +21,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 #: Package -> floor. Packages on one floor may not import each other either.
-FLOORS = {"proto": 0, "acker": 0, "client": 1, "worker": 2, "nimbus": 2, "ui": 2,
+FLOORS = {"proto": 0, "acker": 0, "client": 1, "worker": 2, "nimbus": 2, "ui": 2, "drpc": 2,
           "supervisor": 3,
           "deploy": 4, "cli": 5}
 

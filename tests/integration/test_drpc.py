@@ -1,0 +1,144 @@
+"""DRPC end to end (issue 15, item 5): a real DRPC server with mutual TLS on loopback, DRPC
+topologies on a StaticCluster of worker processes, clients on many threads.
+
+Every wait is bounded by a configured timeout: an execute by ``drpc.request.timeout.secs``
+(the server's) plus the client's margin, conditions by :func:`poll_for`.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from drpc_topos import FailOn
+from squall.client.drpc import (DRPCClient, DRPCExecutionException, DRPCInvocationsClient,
+                                LinearDRPCTopologyBuilder)
+from squall.client.errors import PermissionDenied
+from squall.deploy.certs import CertificateAuthority
+from squall.drpc import DRPCServer
+from squall.examples.reach import TWEETERS_DB, construct, reach_of
+
+pytestmark = pytest.mark.integration
+
+#: Long enough for the workers to start and answer the first request.
+TIMEOUT = 60
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pki")
+    ca = CertificateAuthority(str(d / "ca"))
+    certs = {name: ca.issue(name, server=name == "drpc")
+             for name in ("drpc", "supervisor", "alice", "mallory")}
+    certs["stranger"] = CertificateAuthority(str(d / "other-ca")).issue("supervisor")
+    return certs
+
+
+@pytest.fixture
+def drpc(pki):
+    """``drpc(timeout)``: a DRPC server with mutual TLS on free loopback ports."""
+    started = []
+
+    def start(timeout=TIMEOUT):
+        conf = dict(pki["drpc"].conf(), **{"drpc.request.timeout.secs": timeout,
+                                           "nimbus.supervisor.users": ["supervisor"]})
+        server = DRPCServer(conf, host="127.0.0.1", port=0, invocations_port=0).start()
+        started.append(server)
+        return server
+    yield start
+    for server in started:
+        server.close(reason="test")
+
+
+def client_conf(pki, who, server):
+    """What a client or a topology of principal ``who`` needs to reach ``server``."""
+    conf = {"drpc.servers": ["127.0.0.1"], "drpc.port": server.port,
+            "drpc.invocations.port": server.invocations_port,
+            "drpc.request.timeout.secs": server.timeout}
+    return dict(conf, **pki[who].conf()) if who != "anonymous" else conf
+
+
+def test_concurrent_requests_each_get_their_own_reach(pki, drpc, cluster):
+    server = drpc()
+    # The workers fetch and answer as the supervisor (SECURITY.md: they run as its user).
+    cluster(construct().create_topology(), client_conf(pki, "supervisor", server))
+    urls = list(TWEETERS_DB) + ["notaurl.com"]
+    with DRPCClient("127.0.0.1", conf=client_conf(pki, "alice", server)) as client:
+        assert client.execute("reach", urls[0]) == str(reach_of(urls[0]))  # the topology is up
+        got: dict[int, str] = {}
+        errors: list[BaseException] = []
+
+        def ask(i: int) -> None:
+            try:
+                got[i] = client.execute("reach", urls[i % len(urls)])
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=client.timeout)
+    assert not errors, errors
+    assert got == {i: str(reach_of(urls[i % len(urls)])) for i in range(20)}
+    assert server.table.pending() == 0
+
+
+def test_a_function_no_topology_serves_times_out_with_a_clear_error(pki, drpc):
+    server = drpc(timeout=1.5)
+    with DRPCClient("127.0.0.1", conf=client_conf(pki, "alice", server)) as client:
+        with pytest.raises(DRPCExecutionException) as info:
+            client.execute("nobody-serves-this", "x")
+    e = info.value
+    assert e.type == "SERVER_TIMEOUT" and e.function == "nobody-serves-this"
+    assert e.request_id == "1"
+    assert "DRPC request 1 for function 'nobody-serves-this' timed out after 1.5 s" in str(e)
+    assert "drpc.request.timeout.secs" in str(e) and "no topology fetched it" in str(e)
+    assert server.table.pending() == 0
+
+
+def test_a_failed_tuple_tree_fails_the_request_at_once(pki, drpc, cluster):
+    server = drpc()
+    builder = LinearDRPCTopologyBuilder("shout")
+    builder.add_bolt(FailOn("bad"), 2)
+    cluster(builder.create_topology(), client_conf(pki, "supervisor", server))
+    with DRPCClient("127.0.0.1", conf=client_conf(pki, "alice", server)) as client:
+        assert client.execute("shout", "good") == "good!"
+        with pytest.raises(DRPCExecutionException) as info:
+            client.execute("shout", "bad")
+    assert info.value.type == "FAILED_REQUEST"
+    assert "for function 'shout' failed in the topology" in str(info.value)
+
+
+def test_unauthenticated_callers_are_refused_on_both_ports(pki, drpc):
+    server = drpc(timeout=1)
+    for who in ("anonymous", "stranger"):  # no certificate; one of another CA
+        conf = client_conf(pki, who, server)
+        with DRPCClient("127.0.0.1", conf=conf, timeout=10) as client:
+            with pytest.raises(DRPCExecutionException, match="cannot reach") as info:
+                client.execute("reach", "foo.com/blog/1")
+            assert info.value.type == "UNAVAILABLE"
+        invocations = DRPCInvocationsClient(conf, "127.0.0.1")
+        try:
+            with pytest.raises(DRPCExecutionException, match="cannot reach"):
+                invocations.fetch_request("reach")
+            with pytest.raises(DRPCExecutionException, match="cannot reach"):
+                invocations.result("1", "forged")
+        finally:
+            invocations.close()
+    assert server.table.pending() == 0
+
+
+def test_only_the_clusters_daemons_use_the_invocations_port(pki, drpc):
+    server = drpc(timeout=5)
+    alice = DRPCInvocationsClient(client_conf(pki, "alice", server), "127.0.0.1")
+    supervisor = DRPCInvocationsClient(client_conf(pki, "supervisor", server), "127.0.0.1")
+    try:
+        with pytest.raises(PermissionDenied, match="alice may not fetchRequest"):
+            alice.fetch_request("reach")
+        with pytest.raises(PermissionDenied, match="alice may not result"):
+            alice.result("1", "forged")
+        assert supervisor.fetch_request("reach") is None
+    finally:
+        alice.close()
+        supervisor.close()
