@@ -10,7 +10,7 @@ import collections
 import time
 
 from squall.client import BasicBolt, Spout
-from squall.client.stateful import CheckpointedSpout, StatefulBolt
+from squall.client.stateful import CheckpointedSpout, StatefulBolt, StatefulWindowedBolt
 from squall.client.windowing import WindowedBolt
 from topos import Recorder
 
@@ -261,6 +261,20 @@ class WindowTotals(StatefulBolt):
     def execute(self, tup):
         end, s = tup[0], tup[1]
         self.totals.put(end, self.totals.get(end, 0) + s)
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+class StatefulWindowSum(StatefulWindowedBolt):
+    """A StatefulWindowedBolt: adds each window's sum to its end's total in its own state."""
+
+    def init_state(self, state):
+        self.totals = state
+
+    def execute(self, window):
+        end = window.end_timestamp
+        self.totals.put(end, self.totals.get(end, 0) + sum(t[0] for t in window.get()))
 
     def declare_output_fields(self, declarer):
         pass

@@ -257,3 +257,42 @@ def test_aligned_checkpoints_are_consistent_under_a_slow_input_channel(cluster, 
 
 def min_spout_task(offsets: dict) -> int:
     return min(int(k.rsplit("-", 1)[1]) for k in offsets)
+
+
+@pytest.mark.parametrize("mode", ["acker", "barrier"])
+def test_a_stateful_windowed_bolt_keeps_its_totals_in_its_state(cluster, redis_conf,
+                                                                redis_server, mode):
+    """StatefulWindowedBolt: event-time tumbling windows whose sums go into the bolt's own
+    KeyValueState, committed at checkpoints (Storm's checkpointing or barriers)."""
+    from stateful_topos import CheckpointedTimed, StatefulWindowSum
+
+    n, length = 1500, 1000
+    b = TopologyBuilder()
+    b.set_spout("numbers", CheckpointedTimed())
+    b.set_bolt("totals", StatefulWindowSum().with_tumbling_window(Duration(length))
+               .with_timestamp_field("ts").with_watermark_interval(Duration(50))) \
+        .shuffle_grouping("numbers")
+    lc = cluster(b.create_topology(), {
+        **redis_conf, "topology.state.provider": "redis", "test.spout.count": n,
+        "topology.state.checkpoint.mode": mode,
+        "topology.state.checkpoint.interval.ms": CHECKPOINT_MS,
+        "topology.message.timeout.secs": TIMEOUT})
+    base = CheckpointedTimed.BASE
+    expected = {end: sum(i for i in range(n) if end - length < base + 10 * i <= end)
+                for end in range(base, base + 10 * (n - 1) + 1, length)}
+    client = redis_server.client()
+    prefix = redis_conf["trident.redis.key.prefix"]
+
+    def committed() -> dict:
+        assert not lc.crashed(), [lc.describe_exit(w) for w in lc.crashed()]
+        out = {}
+        for key in client.scan_iter(match=f"{prefix}state:totals-*"):
+            if b"$" not in key and not key.endswith(b"-window"):
+                out.update({msgpack.unpackb(k): msgpack.unpackb(v)
+                            for k, v in client.hgetall(key).items()})
+        return out
+    try:
+        poll_for(lambda: committed() == expected, timeout=30 + 2 * TIMEOUT,
+                 what="every window's total committed once")
+    finally:
+        client.close()

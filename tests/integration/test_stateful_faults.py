@@ -108,6 +108,8 @@ def test_acker_mode_loses_nothing_when_a_worker_is_killed(local, tmp_path):
     # At-least-once, bounded: only a transaction that committed just before the kill can
     # be counted again (its acks died), so the excess is at most the largest transaction.
     largest = max(int(p.split()[1]) for p in events_of(events, "count", "prepare"))
+    print(f"acker mode: {sum(over.values())} words counted twice (largest transaction: "
+          f"{largest} words)")
     assert sum(over.values()) <= 2 * largest, (over, largest)
     assert events_of(events, "count", "init")  # the restarted task restored its state
 
