@@ -73,12 +73,39 @@ def forwarding(execute: Callable[[Tuple], Any], out: Any, context: Any) -> Calla
     return run
 
 
-class HoldingCollector:
+class CollectorWrapper:
+    """A collector over the executor's OutputCollector that changes how some calls behave;
+    the rest go straight through (the wrappers below and worker/windowed.py's)."""
+
+    def __init__(self, out: Any):
+        self.out = out
+
+    def emit_direct(self, task: int, values: list, stream: str = DEFAULT_STREAM,
+                    anchors: Any = None) -> list[int]:
+        return self.emit(values, stream, anchors, task)
+
+    def fail(self, tup: Tuple) -> None:
+        self.out.fail(tup)
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        self.out.reset_timeout(tup)
+
+    def report_error(self, error: Any) -> None:
+        self.out.report_error(error)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def call_soon_threadsafe(self, fn: Any) -> None:
+        self.out.call_soon_threadsafe(fn)
+
+
+class HoldingCollector(CollectorWrapper):
     """A stateful bolt's collector: acks wait for the commit, and every emit is anchored
     (Storm's AckTrackingOutputCollector and AnchoringOutputCollector)."""
 
     def __init__(self, out: Any):
-        self.out = out
+        super().__init__(out)
         self.acked: list[Tuple] = []
 
     def take_acked(self) -> list[Tuple]:
@@ -96,27 +123,8 @@ class HoldingCollector:
                       direct_task: int | None = None) -> list[int]:
         return self.out.emit_anchored(values, stream, anchor, direct_task)
 
-    def emit_direct(self, task: int, values: list, stream: str = DEFAULT_STREAM,
-                    anchors: Any = None) -> list[int]:
-        return self.emit(values, stream, anchors, task)
-
     def ack(self, tup: Tuple) -> None:
         self.acked.append(tup)
-
-    def fail(self, tup: Tuple) -> None:
-        self.out.fail(tup)
-
-    def reset_timeout(self, tup: Tuple) -> None:
-        self.out.reset_timeout(tup)
-
-    def report_error(self, error: Any) -> None:
-        self.out.report_error(error)
-
-    def flush(self) -> None:
-        self.out.flush()
-
-    def call_soon_threadsafe(self, fn: Any) -> None:
-        self.out.call_soon_threadsafe(fn)
 
 
 class StatefulTask:

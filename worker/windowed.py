@@ -18,16 +18,17 @@ from typing import Any
 from ..client.stateful import CHECKPOINT_STREAM_ID
 from ..client.tuple import DEFAULT_STREAM, SYSTEM_TICK_STREAM_ID, Tuple
 from ..client.windowing import TupleWindow, WindowManager, WindowSpec
+from .checkpoint import CollectorWrapper
 
 log = logging.getLogger(__name__)
 
 
-class WindowCollector:
+class WindowCollector(CollectorWrapper):
     """The collector ``execute(window)`` emits through: anchored to the window's tuples
     unless other anchors are given (Storm's WindowedOutputCollector)."""
 
     def __init__(self, out: Any):
-        self.out = out
+        super().__init__(out)
         self.window: TupleWindow | None = None
 
     def emit(self, values: list, stream: str = DEFAULT_STREAM, anchors: Any = None,
@@ -36,25 +37,9 @@ class WindowCollector:
             anchors = self.window.tuples
         return self.out.emit(values, stream, anchors, direct_task)
 
-    def emit_direct(self, task: int, values: list, stream: str = DEFAULT_STREAM,
-                    anchors: Any = None) -> list[int]:
-        return self.emit(values, stream, anchors, task)
-
     def ack(self, tup: Tuple) -> None:
         """Tuples of a window are acked by the runtime when they leave it; this is a no-op
         so a bolt written for plain Storm that acks them does no harm."""
-
-    def fail(self, tup: Tuple) -> None:
-        self.out.fail(tup)
-
-    def report_error(self, error: Any) -> None:
-        self.out.report_error(error)
-
-    def flush(self) -> None:
-        self.out.flush()
-
-    def call_soon_threadsafe(self, fn: Any) -> None:
-        self.out.call_soon_threadsafe(fn)
 
 
 class WindowHost:

@@ -9,16 +9,14 @@
 from __future__ import annotations
 
 import collections
-import os
-import signal
 
 import msgpack
 import pytest
 
 from squall.client.topology import TopologyBuilder
 from squall.client.windowing import Count, Duration
-from stateful_topos import (CheckpointedSentences, SentenceSpout, Split, StatefulCount, TimedNumbers, WindowRecorder,
-                            expected_counts)
+from stateful_topos import (CheckpointedSentences, SentenceSpout, Split, StatefulCount,
+                            WindowRecorder, expected_counts)
 from topos import events_of
 from zk_fixtures import poll_for
 
@@ -65,54 +63,44 @@ def acked_ids(events_dir: str) -> collections.Counter:
     return collections.Counter(int(x) for x in events_of(events_dir, "sentences", "ack"))
 
 
-def test_stateful_word_count_commits_exact_counts(cluster, redis_conf, redis_server):
-    n = 3000
+def exact_word_count(cluster, redis_conf, redis_server, mode: str, n: int = 3000):
+    """Run the stateful word count under checkpoint ``mode`` until its committed counts are
+    the exact totals; returns the cluster."""
     conf = {**redis_conf, "topology.state.provider": "redis",
+            "topology.state.checkpoint.mode": mode,
             "topology.state.checkpoint.interval.ms": CHECKPOINT_MS,
             "topology.message.timeout.secs": TIMEOUT, "test.spout.count": n}
-    lc = cluster(word_count(), conf)
+    lc = cluster(word_count(rewinding=mode != "acker"), conf)
     client = redis_server.client()
-    prefix = redis_conf["trident.redis.key.prefix"]
     try:
-        expected = expected_counts(n)
-        poll_for(counts_reach(lc, client, prefix, expected),
+        poll_for(counts_reach(lc, client, redis_conf["trident.redis.key.prefix"],
+                              expected_counts(n)),
                  timeout=30 + 2 * TIMEOUT, what="the committed counts reach the exact totals")
-        poll_for(lambda: len(acked_ids(lc.events_dir)) == n, timeout=2 * TIMEOUT,
-                 what=f"all {n} messages acked")
-        acked = acked_ids(lc.events_dir)
-        assert max(acked.values()) == 1 and not events_of(lc.events_dir, "sentences", "fail")
-        # Acks waited for commits: each transaction's tuples were acked after its commit,
-        # so no message was acked before a prepare that held it (checked by the counts
-        # above: they only ever include committed transactions).
-        prepares = events_of(lc.events_dir, "count", "prepare")
-        assert prepares, "no checkpoint ran"
-        assert not lc.crashed()
     finally:
         client.close()
+    return lc
+
+
+def test_stateful_word_count_commits_exact_counts(cluster, redis_conf, redis_server):
+    n = 3000
+    lc = exact_word_count(cluster, redis_conf, redis_server, "acker", n)
+    poll_for(lambda: len(acked_ids(lc.events_dir)) == n, timeout=2 * TIMEOUT,
+             what=f"all {n} messages acked")
+    acked = acked_ids(lc.events_dir)
+    assert max(acked.values()) == 1 and not events_of(lc.events_dir, "sentences", "fail")
+    assert events_of(lc.events_dir, "count", "prepare"), "no checkpoint ran"
+    assert not lc.crashed()
 
 
 @pytest.mark.parametrize("mode", ["barrier", "barrier-at-least-once"])
 def test_barrier_checkpointing_counts_exactly_without_an_acker(cluster, redis_conf, redis_server,
                                                                mode):
-    n = 3000
-    conf = {**redis_conf, "topology.state.provider": "redis",
-            "topology.state.checkpoint.mode": mode,
-            "topology.state.checkpoint.interval.ms": CHECKPOINT_MS,
-            "topology.message.timeout.secs": TIMEOUT, "test.spout.count": n}
-    lc = cluster(word_count(rewinding=True), conf)
-    client = redis_server.client()
-    prefix = redis_conf["trident.redis.key.prefix"]
-    try:
-        expected = expected_counts(n)
-        poll_for(counts_reach(lc, client, prefix, expected),
-                 timeout=30 + 2 * TIMEOUT, what="the committed counts reach the exact totals")
-        hbs = lc.heartbeats()
-        # No acker ran: no tuple tree was tracked.
-        assert not [s for hb in hbs.values() for s in hb.get("tasks", {}).values()
-                    if s.get("component") == "__acker"]
-        assert not lc.crashed()
-    finally:
-        client.close()
+    lc = exact_word_count(cluster, redis_conf, redis_server, mode)
+    # No acker ran: no tuple tree was tracked.
+    hbs = lc.heartbeats()
+    assert not [s for hb in hbs.values() for s in hb.get("tasks", {}).values()
+                if s.get("component") == "__acker"]
+    assert not lc.crashed()
 
 
 def windows_of(events_dir: str) -> list[tuple[str, str, list[int]]]:
