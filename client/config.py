@@ -83,6 +83,12 @@ TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE = _key(
 TOPOLOGY_BACKPRESSURE_ENABLE = _key(
     "topology.backpressure.enable", bool, True,
     "Throttle spouts while any executor's receive queue is above its high water mark.")
+TOPOLOGY_BACKPRESSURE_VIA_MASTER = _key(
+    "topology.backpressure.via.master", bool, False,
+    "Backpressure through the Topology Master (JStorm's): workers tell the master which of "
+    "their components are congested and it pauses only the spouts upstream of them, instead "
+    "of every worker telling every other to pause all spouts. A worker's own spouts still "
+    "pause at once when it is congested.")
 BACKPRESSURE_HIGH_WATERMARK = _key(
     "backpressure.disruptor.high.watermark", _NUM, 0.9,
     "Queue fill fraction at which an executor reports congestion.")

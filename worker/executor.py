@@ -450,6 +450,8 @@ class SpoutExecutor(Executor):
         self.opened = False
         self.activated = False
         self.empty_streak = 0
+        #: Paused by the Topology Master until this monotonic time (0: not paused).
+        self.held_until = 0.0
         self.wait_max = float(self.conf[cfg.TOPOLOGY_SPOUT_WAIT_MAX_MILLIS]) / 1000
         for t in self.tasks:
             spout = component_object(comp)
@@ -504,6 +506,10 @@ class SpoutExecutor(Executor):
             self._set_active(self.ws.active and self.ws.connected)
         if not self.activated or self.ws.bp.throttled:
             return 0
+        if self.held_until:
+            if time.monotonic() < self.held_until:
+                return 0
+            self.held_until = 0.0  # the lease ran out: the master is gone or let go
         made = 0
         for st in self.spouts:
             if st.barrier is not None and not st.barrier.ready:
@@ -533,7 +539,7 @@ class SpoutExecutor(Executor):
         return made
 
     def idle_timeout(self) -> float:
-        if not self.activated or self.ws.bp.throttled:
+        if not self.activated or self.ws.bp.throttled or self.held_until:
             return min(0.1, self.wait_max)
         # Progressive wait after next_tuple emitted nothing: 0.1 ms doubling to the max.
         return min(self.wait_max, 0.0001 * (1 << min(self.empty_streak, 16)))
@@ -581,6 +587,9 @@ class SpoutExecutor(Executor):
                 st = self._owner(root)
                 if st is not None:
                     st.pending.put(root, st.pending.get(root))
+        elif stream == TM_CONTROL_STREAM_ID and roots[0] == "throttle":
+            # The master pauses the spouts upstream of congestion, for a lease it renews.
+            self.held_until = now + float(roots[2]) if self.component_id in roots[1] else 0.0
         elif stream == TM_CONTROL_STREAM_ID:
             for st in self.spouts:  # one task's command: find it by the tuple's target
                 if st.barrier is not None and st.task == target:

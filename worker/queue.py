@@ -23,6 +23,9 @@ class Backpressure:
     def __init__(self, enabled: bool = True,
                  on_change: Callable[[bool], None] | None = None):
         self.enabled = enabled
+        #: False under topology.backpressure.via.master: local congestion pauses only the
+        #: spouts upstream of it (the worker sets their executors' ``held_until``).
+        self.pause_on_local = True
         self._lock = threading.Lock()
         self._local = 0
         self._remote: set[str] = set()
@@ -35,7 +38,8 @@ class Backpressure:
         return self._local > 0
 
     def _recompute(self) -> None:
-        self.throttled = self.enabled and (self._local > 0 or bool(self._remote))
+        self.throttled = self.enabled and ((self.pause_on_local and self._local > 0) or
+                                           bool(self._remote))
 
     def local(self, congested: bool) -> None:
         with self._lock:
@@ -97,6 +101,9 @@ class InQueue:
         self.waker = waker
         #: Largest length seen (for stats and the bounded-memory test).
         self.max_len = 0
+        #: Called (in the producer's thread) when the queue becomes congested: backpressure
+        #: through the master pauses this worker's upstream spouts at once with it.
+        self.on_congested: Callable[[], None] | None = None
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -119,6 +126,8 @@ class InQueue:
                 if not self.congested:
                     self.congested = True
                     self.bp.local(True)
+                    if self.on_congested is not None:
+                        self.on_congested()
 
     def drain_done(self) -> None:
         """Consumer: after a batch, lift congestion once below the low water mark."""

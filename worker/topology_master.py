@@ -154,6 +154,53 @@ class BarrierCoordinator:
 
 #: The master's record in its state.
 RECORD_KEY = "record"
+#: Seconds a "throttle" command pauses spouts unless renewed (the master renews every
+#: THROTTLE_RENEW_SECS while congestion lasts; a dead master's pause runs out).
+THROTTLE_LEASE_SECS = 3.0
+THROTTLE_RENEW_SECS = 1.0
+#: A worker's congestion report counts this long (workers repeat theirs every second).
+CONGESTION_TTL_SECS = 3.0
+
+
+def upstream_spouts(topology: Any, components: set[str]) -> set[str]:
+    """The spouts whose tuples reach any of ``components`` on user streams ("*": all)."""
+    comps = topology.components
+    spouts = {cid for cid, c in comps.items() if c.kind == "spout" and not cid.startswith("__")}
+    if "*" in components:
+        return spouts
+    seen, todo = set(), [c for c in components if c in comps]
+    while todo:
+        cid = todo.pop()
+        if cid in seen:
+            continue
+        seen.add(cid)
+        todo.extend(i.component for i in comps[cid].inputs
+                    if not i.stream.startswith(("__", "$")) and i.component in comps)
+    return seen & spouts
+
+
+class Backpressure:
+    """The master's view of congestion: which spouts to pause (pure; the caller sends)."""
+
+    def __init__(self, topology: Any):
+        self.topology = topology
+        #: worker id -> (when it reported, its congested components)
+        self.reports: dict[str, tuple[float, list[str]]] = {}
+        self.paused: set[str] = set()
+        self.sent_at = 0.0
+
+    def report(self, worker: str, components: list[str], now: float) -> None:
+        self.reports[worker] = (now, list(components))
+
+    def tick(self, now: float) -> set[str] | None:
+        """The spouts to pause now, when that changed or a renewal is due; else None."""
+        live = {c for t, cs in self.reports.values() if now - t <= CONGESTION_TTL_SECS
+                for c in cs}
+        paused = upstream_spouts(self.topology, live)
+        if paused != self.paused or (paused and now - self.sent_at >= THROTTLE_RENEW_SECS):
+            self.paused, self.sent_at = paused, now
+            return paused
+        return None
 
 
 class TopologyMasterExecutor:
@@ -169,6 +216,24 @@ class TopologyMasterExecutor:
         self.coordinator: BarrierCoordinator | None = None
         if barrier_mode(executor.conf):
             self._start_coordinator()
+        self.backpressure: Backpressure | None = None
+        if executor.conf.get(cfg.TOPOLOGY_BACKPRESSURE_VIA_MASTER):
+            self.backpressure = Backpressure(executor.ws.topology)
+            self.spout_tasks = sorted(
+                t for c, ts in executor.ws.component_tasks.items()
+                if executor.ws.topology.components[c].kind == "spout" for t in ts)
+            executor.add_timer(0.1, self._throttle)
+
+    def _throttle(self) -> None:
+        paused = self.backpressure.tick(time.monotonic())
+        if paused is None:
+            return
+        if paused:
+            log.info("topology master: pausing spouts %s (congested downstream)", sorted(paused))
+        event = ["throttle", sorted(paused), THROTTLE_LEASE_SECS]
+        for t in self.spout_tasks:
+            self.ex.send_system(t, self.task, TM_CONTROL_STREAM_ID, [event])
+        self.ex.end_batch()
 
     def summary(self) -> dict[str, dict]:
         """The live workers' latest stats (read from the worker's main thread: the dict is
@@ -208,6 +273,11 @@ class TopologyMasterExecutor:
         if kind == "stats":
             if isinstance(event[2], dict):
                 self.workers = {**self.workers, str(event[1]): event[2]}
+            return
+        if kind == "bp":
+            if self.backpressure is not None:
+                self.backpressure.report(str(event[1]), list(event[2]), now)
+                self._throttle()  # at once: a pause that waits a timer round is late
             return
         c = self.coordinator
         if c is None:

@@ -46,6 +46,7 @@ from .frame import Codec
 from .logfile import bound_log
 from .loop import EventLoop
 from .state import WorkerState
+from .topology_master import upstream_spouts
 
 log = logging.getLogger("squall.worker")
 
@@ -113,7 +114,11 @@ class Worker:
         self._peers: dict[str, zmq.Socket] = {}
         self._codec = Codec()
         self._bp_sent_at = 0.0
-        self._bp_last: bool | None = None
+        self._bp_last: Any = None
+        self._bp_via_master = bool(conf.get(cfg.TOPOLOGY_BACKPRESSURE_VIA_MASTER)) and \
+            TOPOLOGY_MASTER_ID in self.ws.component_tasks
+        if self._bp_via_master:
+            self.ws.bp.pause_on_local = False
 
     # -- lifecycle ------------------------------------------------------------
     def start(self) -> None:
@@ -126,6 +131,8 @@ class Worker:
                 self.executors.append(ex)
                 if not ex.threaded:
                     self.loop.executors.append(ex)
+        if self._bp_via_master:
+            self._hold_upstream_on_congestion()
         self._read_status()
         for w in ws.live_workers:  # connect early: the first backpressure signal must not wait
             if w != ws.worker_id:
@@ -344,7 +351,53 @@ class Worker:
         merged.update(mine)
         ws.load.set(merged)
 
+    #: How long local congestion pauses this worker's upstream spouts; the main loop renews
+    #: it every round (at most 0.2 s apart) while the congestion lasts.
+    LOCAL_HOLD_SECS = 0.5
+
+    def _hold_upstream_on_congestion(self) -> None:
+        """Each executor's queue, as it becomes congested, pauses this worker's spout
+        executors upstream of it at once (the master then pauses the other workers')."""
+        spouts = [ex for ex in self.executors if self.ws.topology.components[
+            ex.component_id].kind == "spout" and not ex.component_id.startswith("__")]
+        for ex in self.executors:
+            upstream = upstream_spouts(self.ws.topology, {ex.component_id})
+            held = [s for s in spouts if s.component_id in upstream]
+            if held:
+                def hold(held=held) -> None:
+                    until = time.monotonic() + self.LOCAL_HOLD_SECS
+                    for s in held:
+                        s.held_until = max(getattr(s, "held_until", 0.0), until)
+                ex.queue.on_congested = hold
+
+    def _report_congestion(self) -> None:
+        """``topology.backpressure.via.master``: tell the Topology Master which components
+        here are congested (on change, and every second while any is), instead of telling
+        every peer. A full pipe to a peer is congestion of no component here: "*"."""
+        if not self.executors:
+            return
+        congested = sorted({ex.component_id for ex in self.executors if ex.queue.congested})
+        if not congested and self.ws.bp.local_congested:
+            congested = ["*"]
+        now = time.monotonic()
+        if congested and self.ws.bp.enabled:  # this worker's own spouts pause at once,
+            upstream = upstream_spouts(self.ws.topology, set(congested))  # renewed each round
+            for ex in self.executors:
+                if ex.component_id in upstream:
+                    ex.held_until = max(getattr(ex, "held_until", 0.0), now + self.LOCAL_HOLD_SECS)
+        if congested == self._bp_last and not (congested and now - self._bp_sent_at >= 1.0):
+            return
+        self._bp_last = congested
+        self._bp_sent_at = now
+        tm = self.ws.component_tasks[TOPOLOGY_MASTER_ID][0]
+        ex = self.executors[0]
+        event = ["bp", self.ws.worker_id, congested]
+        ex.call_soon_threadsafe(
+            lambda: ex.send_system(tm, ex.tasks[0], TM_REPORT_STREAM_ID, [event]))
+
     def _broadcast_backpressure(self) -> None:
+        if self._bp_via_master:
+            return self._report_congestion()
         congested = self.ws.bp.local_congested
         now = time.monotonic()
         # Send on change, and re-assert every second while congested (a restarted peer forgets).

@@ -104,3 +104,47 @@ def test_nimbus_keeps_the_last_counters_of_tasks_a_summary_leaves_out():
     assert 9 not in live.task_stats(record)
     live.forget("t-1")
     assert live.task_stats(record) == {}
+
+
+def test_the_master_pauses_the_spouts_upstream_of_congestion_and_renews_the_pause():
+    from squall.client import BasicBolt, Spout
+    from squall.client.topology import TopologyBuilder, system_topology
+    from squall.worker.topology_master import (CONGESTION_TTL_SECS, THROTTLE_RENEW_SECS,
+                                               Backpressure, upstream_spouts)
+
+    class S(Spout):
+        def next_tuple(self):
+            pass
+
+        def declare_output_fields(self, d):
+            d.declare(["x"])
+
+    class B(BasicBolt):
+        def execute(self, t, c):
+            pass
+
+        def declare_output_fields(self, d):
+            d.declare(["x"])
+
+    b = TopologyBuilder()
+    b.set_spout("s1", S())
+    b.set_spout("s2", S())
+    b.set_bolt("a", B()).shuffle_grouping("s1")
+    b.set_bolt("b", B()).shuffle_grouping("s2")
+    b.set_bolt("join", B()).shuffle_grouping("a").shuffle_grouping("b")
+    topo = system_topology(b.create_topology(), {})
+    assert upstream_spouts(topo, {"a"}) == {"s1"}
+    assert upstream_spouts(topo, {"join"}) == {"s1", "s2"}
+    assert upstream_spouts(topo, {"*"}) == {"s1", "s2"}
+    assert upstream_spouts(topo, {"__acker"}) == set()  # system streams do not count
+    bp = Backpressure(topo)
+    bp.report("w1", ["a"], now=0.0)
+    assert bp.tick(0.0) == {"s1"}
+    assert bp.tick(0.5) is None                      # unchanged, renewal not due
+    assert bp.tick(THROTTLE_RENEW_SECS) == {"s1"}    # renewed
+    bp.report("w2", ["b"], now=1.0)
+    assert bp.tick(1.1) == {"s1", "s2"}
+    bp.report("w1", [], now=1.2)
+    assert bp.tick(1.2) == {"s2"}
+    # A worker that stops reporting (it died) stops pausing anyone.
+    assert bp.tick(1.0 + CONGESTION_TTL_SECS + 0.1) == set()
