@@ -131,8 +131,8 @@ class InMemoryKeyValueState(KeyValueState):
         if txid is None:
             self._committed = (-1, dict(self._state))
             return
-        if self._prepared is None and self._committed is None:
-            return  # this process restarted: nothing was prepared here, nothing to save
+        if self._prepared is None and (self._committed is None or self._committed[0] == txid):
+            return  # restarted (nothing prepared here), or committed already (a resent COMMIT)
         if self._prepared is None or self._prepared[0] != txid:
             raise StateError(f"cannot commit transaction {txid}: the prepared one is "
                              f"{None if self._prepared is None else self._prepared[0]}")

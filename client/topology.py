@@ -478,6 +478,13 @@ def validate_with_conf(topology: Topology, conf: Mapping[str, Any]) -> None:
     elif mode != "acker":
         raise InvalidTopology(f"{cfg.TOPOLOGY_STATE_CHECKPOINT_MODE} is {mode!r}, but the "
                               "topology has no stateful bolt: checkpointing has nothing to save")
+    if mode != "acker":
+        for c in topology.components.values():
+            if c.shell is not None:  # its child emits after its barrier has gone on
+                raise InvalidTopology(
+                    f"component {c.id!r} is a shell component: its child's output can "
+                    f"follow a checkpoint's barrier, which {mode} checkpointing cannot take "
+                    "apart; use topology.state.checkpoint.mode: acker", component=c.id)
     for c in topology.components.values():
         spec = WindowSpec.from_conf(c.conf)
         if spec.length_count is None and spec.length_ms is None:

@@ -13,7 +13,9 @@ run. The worker's host (worker/windowed.py) owns the clock, the timers and the a
 
 Semantics, in both times (Storm's):
 
-- a duration window ending at ``e`` holds the tuples with ``e - length < ts <= e``;
+- a duration window ending at ``e`` holds the tuples with ``e - length < ts <= e``; in
+  processing time a slide timer that fires late widens its window by as much (it starts
+  after the previous end + slide - length), so tumbling windows never skip a tuple;
 - a count window holds the ``length`` newest tuples (in timestamp order);
 - a count slide fires every ``slide`` tuples, a duration slide every ``slide`` ms (event
   time: at window ends aligned to multiples of the slide, as the watermark passes them);
@@ -194,6 +196,8 @@ class WindowManager:
         self.watermark: int | None = None
         #: Event time, duration slide: the end of the next window to run.
         self.next_end: int | None = None
+        #: Processing time, duration slide: when the slide's timer last fired.
+        self.last_fire: int | None = None
         self._last: list[_Event] = []
         self._last_seqs: set[int] = set()
         #: The newest timestamp of each input stream (event time's watermark).
@@ -213,6 +217,8 @@ class WindowManager:
             self.seq += 1
             self.pending.append(_Event(ts, self.seq, item))
             return []
+        if self.last_fire is not None and ts <= self.last_fire:
+            ts = self.last_fire + 1  # arrived after the window ending then had run
         self.seq += 1
         ev = _Event(ts, self.seq, item)
         self._append(ev)
@@ -235,8 +241,17 @@ class WindowManager:
 
     # -- time -------------------------------------------------------------------
     def on_time(self, now: int) -> list[TupleWindow]:
-        """Processing time with a duration slide: the slide's timer fired at ``now`` (ms)."""
-        out = self._fire(now, len(self.ordered) - 1)
+        """Processing time with a duration slide: the slide's timer fired at ``now`` (ms).
+
+        A timer fires late by some milliseconds: a duration window starts where the last
+        one's successor should (the last end + slide - length; Storm widens it by the same
+        drift), so a tumbling window's tuples are each in exactly one window."""
+        spec = self.spec
+        start = None
+        if spec.length_ms is not None and self.last_fire is not None:
+            start = self.last_fire + spec.slide_ms - spec.length_ms
+        out = self._fire(now, len(self.ordered) - 1, start)
+        self.last_fire = now
         self._evict_before(self._horizon(now))
         return out
 
@@ -298,19 +313,21 @@ class WindowManager:
         return ts if ts % s == 0 else ts + (s - ts % s)
 
     # -- windows ----------------------------------------------------------------
-    def _select(self, ref_ts: int, idx: int) -> tuple[list[_Event], int | None]:
+    def _select(self, ref_ts: int, idx: int, start: int | None = None
+                ) -> tuple[list[_Event], int | None]:
         if idx < 0:
             return [], None
         spec = self.spec
         if spec.length_count is not None:
             lo = max(0, idx + 1 - spec.length_count)
             return [self.ordered[i] for i in range(lo, idx + 1)], None
-        start = ref_ts - spec.length_ms
+        if start is None:
+            start = ref_ts - spec.length_ms
         lo = bisect.bisect_right(self._ts, start, 0, idx + 1)
         return [self.ordered[i] for i in range(lo, idx + 1)], start
 
-    def _fire(self, ref_ts: int, idx: int) -> list[TupleWindow]:
-        events, start = self._select(ref_ts, idx)
+    def _fire(self, ref_ts: int, idx: int, start: int | None = None) -> list[TupleWindow]:
+        events, start = self._select(ref_ts, idx, start)
         if not events:
             return []
         seqs = {e.seq for e in events}
@@ -325,9 +342,13 @@ class WindowManager:
         Every later window ends after ``ref``: a count window holds at most the newest
         ``length`` tuples, a duration window nothing at or before ``ref - length``.
         """
-        if self.spec.length_count is not None:
-            return self.spec.length_count, None
-        return 0, ref - self.spec.length_ms
+        spec = self.spec
+        if spec.length_count is not None:
+            return spec.length_count, None
+        if not self.event_time and spec.slide_ms is not None and self.last_fire is not None:
+            # The next window starts after the last end + slide - length, late timer or not.
+            return 0, self.last_fire + spec.slide_ms - spec.length_ms
+        return 0, ref - spec.length_ms
 
     def _evict_before(self, horizon: tuple[int, int | None]) -> None:
         keep, after = horizon
@@ -344,7 +365,8 @@ class WindowManager:
             return [[e.ts, e.seq, encode(e.item)] for e in evs]
         return {"pending": events(self.pending), "ordered": events(self.ordered),
                 "seq": self.seq, "since_slide": self.since_slide, "watermark": self.watermark,
-                "next_end": self.next_end, "last": events(self._last),
+                "next_end": self.next_end, "last_fire": self.last_fire,
+                "last": events(self._last),
                 "stream_ts": [[list(k) if isinstance(k, tuple) else k, v]
                               for k, v in self.stream_ts.items()]}
 
@@ -352,7 +374,7 @@ class WindowManager:
         """Back to a :meth:`snapshot` (None: empty, as new). Nothing is evicted."""
         self.pending, self.ordered, self._ts = [], deque(), []
         self.seq = self.since_slide = 0
-        self.watermark = self.next_end = None
+        self.watermark = self.next_end = self.last_fire = None
         self._last, self._last_seqs, self.stream_ts = [], set(), {}
         if not data:
             return
@@ -365,6 +387,7 @@ class WindowManager:
             by_seq[seq] = ev
         self.seq, self.since_slide = data["seq"], data["since_slide"]
         self.watermark, self.next_end = data["watermark"], data["next_end"]
+        self.last_fire = data.get("last_fire")
         self._last = [by_seq.get(seq) or _Event(ts, seq, decode(raw))
                       for ts, seq, raw in data["last"]]
         self._last_seqs = {e.seq for e in self._last}

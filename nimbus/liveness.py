@@ -90,8 +90,9 @@ class Liveness:
                     continue  # a worker no longer assigned
                 key = (sid, record.topology_id, host_port(ws.worker_id)[1])
                 prev = self.master_stats.get(key)
-                tasks = dict(prev[1]) if prev is not None and \
-                    ws.uptime_secs >= prev[2] else {}  # a restart resets the counters
+                # A task left out did not change, also across a worker restart (its reset
+                # counters differ, so they are sent).
+                tasks = dict(prev[1]) if prev is not None else {}
                 slot = (sid, key[2])
                 for ts in ws.tasks:
                     tasks[ts.task] = ts

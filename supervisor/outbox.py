@@ -112,19 +112,21 @@ class Outbox:
                             full: bool) -> None:
         """A Topology Master's summary: each worker's tasks that changed (all when ``full``)."""
         out = msg.topology_stats.add(topology_id=topology_id)
+        sending: dict[tuple[str, str, int], bytes] = {}
         for worker_id, ws in sorted(summary.items()):
-            entry = pb.WorkerStats(worker_id=str(worker_id), time_secs=float(ws["time"]),
-                                   uptime_secs=int(ws.get("uptime", 0)))
+            # Every worker goes, with its time (Nimbus shows how fresh its stats are); of
+            # its tasks only those whose counters changed.
+            entry = out.workers.add(worker_id=str(worker_id), time_secs=float(ws["time"]),
+                                    uptime_secs=int(ws.get("uptime", 0)))
             for task, st in sorted(dict(ws.get("tasks") or {}).items(), key=lambda kv: int(kv[0])):
                 ts = pb.TaskStats()
                 _fill_task_stats(ts, int(task), st)
                 raw = ts.SerializeToString(deterministic=True)
                 key = (topology_id, str(worker_id), int(task))
-                self._sending_stats[key] = raw
+                sending[key] = raw
                 if full or self._sent_stats.get(key) != raw:
                     entry.tasks.append(ts)
-            if entry.tasks:
-                out.workers.append(entry)
+        self._sending_stats.update(sending)  # only once the whole summary is in the message
 
     def worker_exited(self, w: Worker) -> None:
         """A worker is gone: keep what its final heartbeat reported (a crash's error) before

@@ -79,16 +79,26 @@ class _Reporter:
 class _TaskState:
     """A task's state across checkpoints (stateful bolts and spouts)."""
 
-    def __init__(self, state: State):
+    def __init__(self, state: State, before_commit: Callable[[int], Any] | None = None,
+                 after_commit: Callable[[int], Any] | None = None):
         self.state = state
         self.prepared: int | None = None
+        #: The component's hooks (a bolt's pre_commit, a spout's checkpoint_committed), run
+        #: on every commit: the master's, or the one a later barrier implies.
+        self.before_commit = before_commit
+        self.after_commit = after_commit
 
     def commit_through(self, txid: int) -> None:
         """Commit the prepared transaction if it is ``txid`` or older (a later barrier or
         the master's commit proves it completed)."""
         if self.prepared is not None and self.prepared <= txid:
-            self.state.commit(self.prepared)
+            done = self.prepared
+            if self.before_commit is not None:
+                self.before_commit(done)
+            self.state.commit(done)
             self.prepared = None
+            if self.after_commit is not None:
+                self.after_commit(done)
 
     def prepare(self, txid: int) -> None:
         if self.prepared is not None:  # barrier N+1 proves N completed everywhere
@@ -97,8 +107,15 @@ class _TaskState:
         self.prepared = txid
 
     def restore(self, txid: int) -> None:
+        # Restoring may commit the prepared checkpoint whose commit never arrived: the
+        # hooks run then too (as Storm's preCommit runs for a recovery's COMMIT).
+        committing = self.state.prepared_txid() == txid
+        if committing and self.before_commit is not None:
+            self.before_commit(txid)
         self.state.restore(txid)
         self.prepared = None
+        if committing and self.after_commit is not None:
+            self.after_commit(txid)
 
 
 class BoltBarrier:
@@ -113,8 +130,8 @@ class BoltBarrier:
         self.channels = upstream_tasks(context)
         self.report = _Reporter(executor, task)
         self.name = f"{context.this_component_id}:{task}"
-        self.store = _TaskState(get_state(f"{context.this_component_id}-{task}", conf, context)) \
-            if is_stateful(bolt) else None
+        self.store = _TaskState(get_state(f"{context.this_component_id}-{task}", conf, context),
+                                before_commit=bolt.pre_commit) if is_stateful(bolt) else None
         #: A windowed bolt's window host: its contents are checkpointed in a state of their own.
         self.window = window
         self.window_store = None if window is None else _TaskState(
@@ -161,9 +178,7 @@ class BoltBarrier:
         if event[0] != "commit":
             return
         txid = event[1]
-        if self.store is not None and self.store.prepared is not None and \
-                self.store.prepared <= txid:
-            self.bolt.pre_commit(self.store.prepared)
+        if self.store is not None:
             self.store.commit_through(txid)
         if self.window_store is not None:
             self.window_store.commit_through(txid)
@@ -260,7 +275,8 @@ class SpoutBarrier:
                 "a squall.client.CheckpointedSpout (snapshot/restore)")
         self.collector = collector
         self.store = _TaskState(get_state(f"{context.this_component_id}-{self.task}", conf,
-                                          context))
+                                          context),
+                                after_commit=self.spout.checkpoint_committed)
         self.report.hello(None)
         if self.pending_restore is not None:
             self.restore(*self.pending_restore)
@@ -276,9 +292,7 @@ class SpoutBarrier:
             if self.ready and event[2] == self.epoch:
                 self.trigger(event[1])
         elif kind == "commit" and self.store is not None:
-            if self.store.prepared is not None and self.store.prepared <= event[1]:
-                self.store.commit_through(event[1])
-                self.spout.checkpoint_committed(event[1])
+            self.store.commit_through(event[1])
 
     def restore(self, txid: int, epoch: int) -> None:
         if self.epoch is not None and epoch <= self.epoch:

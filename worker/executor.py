@@ -450,8 +450,10 @@ class SpoutExecutor(Executor):
         self.opened = False
         self.activated = False
         self.empty_streak = 0
-        #: Paused by the Topology Master until this monotonic time (0: not paused).
+        #: Paused until these monotonic times (0: not): by its worker's own congestion (set
+        #: from other threads) and by the Topology Master (set here); neither lowers the other.
         self.held_until = 0.0
+        self.master_until = 0.0
         self.wait_max = float(self.conf[cfg.TOPOLOGY_SPOUT_WAIT_MAX_MILLIS]) / 1000
         for t in self.tasks:
             spout = component_object(comp)
@@ -506,10 +508,9 @@ class SpoutExecutor(Executor):
             self._set_active(self.ws.active and self.ws.connected)
         if not self.activated or self.ws.bp.throttled:
             return 0
-        if self.held_until:
-            if time.monotonic() < self.held_until:
-                return 0
-            self.held_until = 0.0  # the lease ran out: the master is gone or let go
+        hold = self.held_until if self.held_until > self.master_until else self.master_until
+        if hold and time.monotonic() < hold:
+            return 0
         made = 0
         for st in self.spouts:
             if st.barrier is not None and not st.barrier.ready:
@@ -539,7 +540,8 @@ class SpoutExecutor(Executor):
         return made
 
     def idle_timeout(self) -> float:
-        if not self.activated or self.ws.bp.throttled or self.held_until:
+        if not self.activated or self.ws.bp.throttled or \
+                max(self.held_until, self.master_until) > time.monotonic():
             return min(0.1, self.wait_max)
         # Progressive wait after next_tuple emitted nothing: 0.1 ms doubling to the max.
         return min(self.wait_max, 0.0001 * (1 << min(self.empty_streak, 16)))
@@ -589,7 +591,7 @@ class SpoutExecutor(Executor):
                     st.pending.put(root, st.pending.get(root))
         elif stream == TM_CONTROL_STREAM_ID and roots[0] == "throttle":
             # The master pauses the spouts upstream of congestion, for a lease it renews.
-            self.held_until = now + float(roots[2]) if self.component_id in roots[1] else 0.0
+            self.master_until = now + float(roots[2]) if self.component_id in roots[1] else 0.0
         elif stream == TM_CONTROL_STREAM_ID:
             for st in self.spouts:  # one task's command: find it by the tuple's target
                 if st.barrier is not None and st.task == target:

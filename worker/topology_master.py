@@ -95,6 +95,9 @@ class BarrierCoordinator:
             return []
         known = self.incarnations.get(task)
         self.incarnations[task] = incarnation
+        # A master that lost its record (memory state) must still start epochs after the
+        # ones the tasks saw, or they would ignore its recoveries.
+        self.epoch = max(self.epoch, epoch)
         if known is not None and known != incarnation:
             self.drops.pop(task, None)
             self.drops[task] = drops

@@ -13,7 +13,7 @@ frames). When one is full the peer is not keeping up (or is gone): frames
 wait in a local overflow, in order, and this worker reports congestion so
 spouts stop, as Storm 2 does when a send buffer is full. The overflow is
 capped; past the cap the oldest frames are dropped and the acker's timeout
-replays their tuple trees.
+replays their tuple trees (not under barrier checkpointing, which has no acker).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from collections import deque
 import zmq
 
 from ..client import config as cfg
+from ..client.stateful import barrier_mode
 from .frame import PIPE_HWM, Codec
 from .state import WorkerState
 
@@ -49,6 +50,10 @@ class Transfer:
         self.last_flush = time.monotonic()
         #: worker id -> frames the full pipe did not take yet (oldest first).
         self.blocked: dict[str, deque[bytes]] = {}
+        #: Past the cap the oldest waiting frame is dropped and the acker replays its trees;
+        #: barrier checkpointing has no acker, so it keeps every frame (spouts are paused
+        #: while a pipe is full, and a dead peer's restart starts a recovery anyway).
+        self.may_drop = not barrier_mode(ws.conf)
         self.peers_version = ws.peers_version
 
     def remote(self, task: int, wire: list) -> None:
@@ -103,7 +108,7 @@ class Transfer:
         waiting = self.blocked.get(w)
         if waiting is not None:
             waiting.append(frame)
-            if len(waiting) > MAX_OVERFLOW_FRAMES:
+            if len(waiting) > MAX_OVERFLOW_FRAMES and self.may_drop:
                 waiting.popleft()
                 self.ws.dropped_batches += 1
                 log.warning("topology=%s worker %s is not reading: dropped the oldest waiting "

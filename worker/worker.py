@@ -385,6 +385,10 @@ class Worker:
             for ex in self.executors:
                 if ex.component_id in upstream:
                     ex.held_until = max(getattr(ex, "held_until", 0.0), now + self.LOCAL_HOLD_SECS)
+        elif self._bp_last:  # congestion here just cleared: let this worker's spouts go now
+            for ex in self.executors:
+                if getattr(ex, "held_until", 0.0):
+                    ex.held_until = 0.0
         if congested == self._bp_last and not (congested and now - self._bp_sent_at >= 1.0):
             return
         self._bp_last = congested

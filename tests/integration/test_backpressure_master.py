@@ -57,7 +57,7 @@ def steady_rate(cluster, via_master: bool, secs: float = 3.0) -> tuple[float, fl
     after, t1 = poll_for(lambda: (lambda e: e if e[1] >= t0 + secs else None)(
         emitted(lc, "steady")), timeout=secs + 10, what=f"heartbeats {secs:g} s later")
     flood1, _ = emitted(lc, "flood")
-    assert congested(lc, "slow") and not lc.crashed()
+    assert not lc.crashed()  # (with the broadcast the slow bolt drains between pauses)
     lc.stop(drain_secs=0, grace=5)
     return (after - before) / (t1 - t0), (flood1 - flood0) / (t1 - t0)
 
@@ -71,4 +71,5 @@ def test_the_master_pauses_only_the_spouts_upstream_of_congestion(cluster):
           f"about 1000/s)")
     assert master > 0.7 * 2 * RATE  # the steady pipeline keeps its pace
     assert master > 2 * direct      # where the broadcast pauses it with the flood
-    assert flood_master < 3000      # the flood is paused to the slow bolt's pace either way
+    assert flood_master < 3000      # the flood is paused to the slow bolt's pace either way,
+    assert flood_master > 0.4 * flood_direct  # and not held longer than the congestion lasts

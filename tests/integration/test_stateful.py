@@ -178,13 +178,17 @@ def test_event_time_windows_with_out_of_order_and_late_tuples(cluster):
     assert acks == sorted(set(range(len(ts))) - held)
 
 
-def committed_snapshot(client, prefix: str) -> tuple[int, dict, dict] | None:
-    """(checkpoint, offsets by spout state, merged counts) when every state has committed
-    the same checkpoint; None while they differ (commits land one task at a time)."""
-    keys = [k.decode() for k in client.scan_iter(match=f"{prefix}state:*")
-            if b"$" not in k and (b":sentences-" in k or b":count-" in k)]
+def committed_snapshot(client, prefix: str, tasks: int) -> tuple[int, dict, dict] | None:
+    """(checkpoint, offsets by spout state, merged counts) when all ``tasks`` states have
+    committed the same checkpoint; None while they differ (commits land one task at a time).
+    Tasks are found by their txid records: a count task with nothing to save yet has no
+    hash, but it has prepared."""
+    keys = [k.decode()[:-len("$txid")] for k in client.scan_iter(match=f"{prefix}state:*$txid")
+            if b":sentences-" in k or b":count-" in k]
+    if len(keys) != tasks:
+        return None
     txids = {k: client.hget(k + "$txid", "commit") for k in keys}
-    if not keys or len(set(txids.values())) != 1 or None in txids.values():
+    if len(set(txids.values())) != 1 or None in txids.values():
         return None
     offsets, counts = {}, {}
     for k in keys:
@@ -224,7 +228,7 @@ def test_aligned_checkpoints_are_consistent_under_a_slow_input_channel(cluster, 
     try:
         def consistent_checkpoints() -> bool:
             assert not lc.crashed(), [lc.describe_exit(w) for w in lc.crashed()]
-            snap = committed_snapshot(client, prefix)
+            snap = committed_snapshot(client, prefix, tasks=4)  # 2 spout, 2 count tasks
             if snap is None or snap[0] in checked or not snap[1]:
                 return False
             txid, offsets, counts = snap

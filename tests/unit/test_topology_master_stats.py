@@ -63,8 +63,10 @@ def test_one_summary_per_topology_with_only_what_changed(tmp_path):
     assert [(hb.port, len(hb.tasks), len(hb.executors)) for hb in msg.worker_heartbeats] == \
         [(6700, 0, 2), (6701, 0, 1)]
     assert stats_of(msg) == {("h:6700", 1): 10, ("h:6700", 2): 20, ("h:6701", 3): 30}
-    out.report(workers)  # nothing changed: no task goes again
-    assert stats_of(send.sent[-1]) == {} and not send.sent[-1].topology_stats[0].workers
+    out.report(workers)  # nothing changed: no task goes again, only each worker's time
+    assert stats_of(send.sent[-1]) == {}
+    assert [(w.worker_id, w.time_secs) for w in send.sent[-1].topology_stats[0].workers] == \
+        [("h:6700", 999.0), ("h:6701", 999.0)]
     summary["h:6701"]["tasks"]["3"] = task("b", 31)
     write(workers[0], summary, {})
     send.fail = True
@@ -94,11 +96,12 @@ def test_nimbus_keeps_the_last_counters_of_tasks_a_summary_leaves_out():
                                               tasks=[ts(2, 25)])], now=2.0)
     got = {t: s.executed for t, (_, s) in live.task_stats(record).items()}
     assert got == {1: 10, 2: 25, 3: 30}
-    # The worker restarted (its uptime went back): its old counters are gone.
+    # The worker restarted: its reset counters differ, so they come; task 2's did not
+    # change (idle before and after), so its last ones stand.
     live.record_stats(record, [pb.WorkerStats(worker_id="h:6700", time_secs=3, uptime_secs=1,
                                               tasks=[ts(1, 2)])], now=3.0)
     got = {t: s.executed for t, (_, s) in live.task_stats(record).items()}
-    assert got == {1: 2, 3: 30}
+    assert got == {1: 2, 2: 25, 3: 30}
     live.record_stats(record, [pb.WorkerStats(worker_id="h:9999", time_secs=3, uptime_secs=1,
                                               tasks=[ts(9, 1)])], now=3.0)  # not assigned
     assert 9 not in live.task_stats(record)

@@ -257,3 +257,36 @@ def test_a_snapshot_restored_into_a_new_manager_continues_the_same_windows(spec)
     drive(second, events[200:], halves, 200)
     assert [(w.tuples, w.new, w.expired) for w in halves] == \
         [(w.tuples, w.new, w.expired) for w in whole]
+
+
+@pytest.mark.parametrize("length,slide", [(1000, 1000), (1000, 400)])
+def test_late_slide_timers_widen_the_window_so_no_tuple_is_skipped(length, slide):
+    """A timer that fires late (a busy executor) must not leave a gap between windows."""
+    rng = random.Random(length + slide)
+    run = traced(WindowSpec(length_ms=length, slide_ms=slide))
+    now, due, fires, arrivals, item = 0, slide, [], [], 0
+    while now < 20_000:
+        now += rng.choice([0, 1, 5, 20])
+        if now >= due + rng.choice([0, 0, 15, 40]):  # the timer fires 0-40 ms late
+            run.take(run.manager.on_time(now))
+            fires.append(now)
+            due += slide
+        run.take(run.manager.add(item, now))
+        arrivals.append((len(fires), now, item))  # (fires before it arrived, time, item)
+        item += 1
+    # Window k ends at fires[k] and starts after fires[k-1] + slide - length (the first:
+    # fires[0] - length); it holds what arrived before fires[k] in that span, where a tuple
+    # arriving after a fire counts as just after it.
+    got = [(w.start_timestamp, w.end_timestamp, w.tuples) for w in run.windows]
+    expected = []
+    for k, end in enumerate(fires):
+        start = end - length if k == 0 else fires[k - 1] + slide - length
+        w = [i for before, ts, i in arrivals if before <= k and
+             start < (max(ts, fires[before - 1] + 1) if before else ts) <= end]
+        if w:
+            expected.append((start, end, w))
+    assert got == expected
+    if slide == length:  # tumbling: each tuple after the first window's start, exactly once
+        seen = [i for _, _, w in got for i in w]
+        assert seen == [i for before, ts, i in arrivals
+                        if before < len(fires) and (before or ts > fires[0] - length)]
