@@ -13,6 +13,7 @@ The three files come from ``squall.tls.ca.file``, ``squall.tls.cert.file`` and
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -35,6 +36,30 @@ class Principal:
 
     def __str__(self) -> str:
         return self.name
+
+
+def loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (``localhost`` counts; ``0.0.0.0`` does not)."""
+    if host in ("localhost", ""):
+        return host == "localhost"
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def refuse_plaintext(conf: Mapping[str, Any], host: str, port: int, who: str, bind_key: str,
+                     insecure: bool) -> bool:
+    """Whether a gRPC daemon listens with mutual TLS; raises OSError naming what to set when
+    it would listen in the clear on a non-loopback address without ``insecure`` (every
+    daemon port is authenticated: Nimbus's and DRPC's rule)."""
+    secure = enabled(conf)
+    if not secure and not insecure and not loopback(host):
+        raise OSError(f"{who} will not listen on {host}:{port} without authentication: set "
+                      f"{cfg.SQUALL_TLS_CA_FILE}, {cfg.SQUALL_TLS_CERT_FILE} and "
+                      f"{cfg.SQUALL_TLS_KEY_FILE} (deploy/make-certs.sh makes them), bind "
+                      f"{bind_key} to 127.0.0.1, or start it with --insecure")
+    return secure
 
 
 def enabled(conf: Mapping[str, Any]) -> bool:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 import logging
 import secrets
@@ -134,14 +133,7 @@ def _cookie(header: str, name: str) -> str | None:
     return None
 
 
-def loopback(host: str) -> bool:
-    """Whether ``host`` is a loopback address (``localhost`` counts; ``0.0.0.0`` does not)."""
-    if host in ("localhost", ""):
-        return host == "localhost"
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+loopback = tls.loopback  # HTTP ports follow the gRPC ports' rule (client/tls.py)
 
 
 def _bind_or_close(sock, addr):

@@ -29,7 +29,6 @@ from ..client import tls
 from ..client.daemon import Daemon
 from ..client.drpc.client import REQUEST_ID_METADATA
 from ..client.errors import PermissionDenied
-from ..client.web import loopback
 from ..proto import drpc_pb2 as pb
 from ..proto import drpc_pb2_grpc as pb_grpc
 from .authorizer import DRPCAuthorizer
@@ -156,13 +155,9 @@ def serve(servicer: Any, add: Any, conf: Mapping[str, Any], host: str, port: int
     """Start one gRPC server for ``servicer`` on ``host:port`` (0: any free port); returns it
     and the bound port. Nimbus's rules (nimbus/servicer.py ``serve``): mutual TLS with
     ``squall.tls.*``; without, loopback only unless ``insecure``; a port in use is an error."""
-    secure = tls.enabled(conf)
+    secure = tls.refuse_plaintext(conf, host, port, "the DRPC server", cfg.DRPC_BIND_HOST,
+                                  insecure)
     address = f"{host}:{port}"
-    if not secure and not insecure and not loopback(host):
-        raise OSError(f"the DRPC server will not listen on {address} without authentication: "
-                      f"set {cfg.SQUALL_TLS_CA_FILE}, {cfg.SQUALL_TLS_CERT_FILE} and "
-                      f"{cfg.SQUALL_TLS_KEY_FILE} (deploy/make-certs.sh makes them), bind "
-                      f"{cfg.DRPC_BIND_HOST} to 127.0.0.1, or start it with --insecure")
     queue = int(cfg.get(conf, cfg.DRPC_QUEUE_SIZE))
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads,
                                                     thread_name_prefix=f"drpc-{name}"),
@@ -184,7 +179,7 @@ def serve(servicer: Any, add: Any, conf: Mapping[str, Any], host: str, port: int
                  "simple" if servicer.authz.enabled else "none")
     else:
         log.warning("DRPC %s listening on %s:%d WITHOUT authentication%s", name, host, bound,
-                    "" if loopback(host) else " (--insecure): anyone who reaches it may "
+                    "" if tls.loopback(host) else " (--insecure): anyone who reaches it may "
                     "read and answer every request")
     return server, bound
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import ipaddress
 import json
 import logging
 import threading
@@ -338,15 +337,6 @@ class _IdleLimit:
                 self._timer.cancel()
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def serve(nimbus: Nimbus, host: str, port: int, max_workers: int = 16,
           insecure: bool = False) -> grpc.Server:
     """Start a gRPC server for ``nimbus`` on ``host:port``; stop it with ``server.stop(grace)``.
@@ -356,13 +346,9 @@ def serve(nimbus: Nimbus, host: str, port: int, max_workers: int = 16,
     reaches a plain port may do anything. A port in use is an error (no SO_REUSEPORT: a
     second Nimbus on one port must not start silently).
     """
-    secure = tls.enabled(nimbus.conf)
+    secure = tls.refuse_plaintext(nimbus.conf, host, port, "Nimbus", cfg.NIMBUS_BIND_HOST,
+                                  insecure)
     address = f"{host}:{port}"
-    if not secure and not insecure and not is_loopback(host):
-        raise OSError(f"Nimbus will not listen on {address} without authentication: set "
-                      f"{cfg.SQUALL_TLS_CA_FILE}, {cfg.SQUALL_TLS_CERT_FILE} and "
-                      f"{cfg.SQUALL_TLS_KEY_FILE} (deploy/make-certs.sh makes them), bind "
-                      f"{cfg.NIMBUS_BIND_HOST} to 127.0.0.1, or start it with --insecure")
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers,
                                                     thread_name_prefix="nimbus-grpc"),
                          options=[("grpc.so_reuseport", 0)],
@@ -383,6 +369,6 @@ def serve(nimbus: Nimbus, host: str, port: int, max_workers: int = 16,
                  "simple" if servicer.authz.enabled else "none")
     else:
         log.warning("Nimbus gRPC listening on %s WITHOUT authentication%s", address,
-                    "" if is_loopback(host) else " (--insecure): anyone who reaches it may "
+                    "" if tls.loopback(host) else " (--insecure): anyone who reaches it may "
                     "submit, kill and read every topology")
     return server
