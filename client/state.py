@@ -22,6 +22,7 @@ or tuples as tuples (a key must be hashable).
 from __future__ import annotations
 
 import abc
+import contextlib
 import importlib
 import json
 from typing import Any, Iterator, Mapping
@@ -191,25 +192,29 @@ class RedisKeyValueState(KeyValueState):
         # says commit (it was prepared everywhere) or rollback.
         for raw_k, raw_v in self._hgetall(self.prepare_key).items():
             self._prepared[_unpack_key(raw_k)] = _TOMBSTONE if raw_v == b"" else _unpack(raw_v)
-        self._prepared_txid: int | None = None
-        txids = self._hgetall(self.txid_key)
-        if b"prepare" in txids and int(txids[b"prepare"]) > int(txids.get(b"commit", -2)):
-            self._prepared_txid = int(txids[b"prepare"])
+        txids = self.txids()
+        self._prepared_txid: int | None = txids["prepare"] \
+            if txids.get("prepare", -2) > txids.get("commit", -2) else None
+
+    @contextlib.contextmanager
+    def _redis(self, doing: str, key: str | None = None) -> Iterator[None]:
+        """redis-py's errors (connection, auth, wrong type) as a StateError: ``doing`` says
+        what failed, with the hash's name for ``{}``."""
+        try:
+            yield
+        except Exception as exc:
+            raise StateError(f"cannot {doing.format(repr(key or self.key))}: {exc}") from None
 
     def _hgetall(self, key: str) -> dict[bytes, bytes]:
-        try:
+        with self._redis("read state {} from Redis", key):
             return self.redis.hgetall(key)
-        except Exception as exc:  # redis-py's errors: connection, auth, wrong type
-            raise StateError(f"cannot read state {key!r} from Redis: {exc}") from None
 
     def _committed_value(self, key: Any) -> Any:
         hit = self._cache.get(key, None)
         if hit is not None or key in self._cache:
             return hit
-        try:
+        with self._redis("read state {} from Redis"):
             raw = self.redis.hget(self.key, _pack(key))
-        except Exception as exc:
-            raise StateError(f"cannot read state {self.key!r} from Redis: {exc}") from None
         value = _TOMBSTONE if raw is None else _unpack(raw)
         self._cache[key] = value
         return value
@@ -243,23 +248,20 @@ class RedisKeyValueState(KeyValueState):
 
     def txids(self) -> dict[str, int]:
         """The last prepared and committed transaction ids Redis holds (``prepare``, ``commit``)."""
-        raw = self.redis.hgetall(self.txid_key)
-        return {k.decode(): int(v) for k, v in raw.items()}
+        return {k.decode(): int(v) for k, v in self._hgetall(self.txid_key).items()}
 
     def prepare_commit(self, txid: int) -> None:
         self._prepared.update(self._pending)
         self._pending = {}
         fields = {_pack(k): (b"" if v is _TOMBSTONE else _pack(v))
                   for k, v in self._prepared.items()}
-        try:
-            with self.redis.pipeline(transaction=True) as p:
-                p.delete(self.prepare_key)
-                if fields:
-                    p.hset(self.prepare_key, mapping=fields)
-                p.hset(self.txid_key, "prepare", txid)
-                p.execute()
-        except Exception as exc:
-            raise StateError(f"cannot prepare state {self.key!r} in Redis: {exc}") from None
+        with self._redis("prepare state {} in Redis"), \
+                self.redis.pipeline(transaction=True) as p:
+            p.delete(self.prepare_key)
+            if fields:
+                p.hset(self.prepare_key, mapping=fields)
+            p.hset(self.txid_key, "prepare", txid)
+            p.execute()
         self._prepared_txid = txid
 
     def commit(self, txid: int | None = None) -> None:
@@ -269,17 +271,15 @@ class RedisKeyValueState(KeyValueState):
             txid = -1
         puts = {_pack(k): _pack(v) for k, v in self._prepared.items() if v is not _TOMBSTONE}
         dels = [_pack(k) for k, v in self._prepared.items() if v is _TOMBSTONE]
-        try:
-            with self.redis.pipeline(transaction=True) as p:
-                if puts:
-                    p.hset(self.key, mapping=puts)
-                if dels:
-                    p.hdel(self.key, *dels)
-                p.delete(self.prepare_key)
-                p.hset(self.txid_key, "commit", txid)
-                p.execute()
-        except Exception as exc:
-            raise StateError(f"cannot commit state {self.key!r} to Redis: {exc}") from None
+        with self._redis("commit state {} to Redis"), \
+                self.redis.pipeline(transaction=True) as p:
+            if puts:
+                p.hset(self.key, mapping=puts)
+            if dels:
+                p.hdel(self.key, *dels)
+            p.delete(self.prepare_key)
+            p.hset(self.txid_key, "commit", txid)
+            p.execute()
         for k, v in self._prepared.items():
             self._cache[k] = v
         self._prepared = {}
@@ -292,10 +292,8 @@ class RedisKeyValueState(KeyValueState):
         self._pending = {}
         self._prepared = {}
         self._prepared_txid = None
-        try:
+        with self._redis("roll back state {} in Redis"):
             self.redis.delete(self.prepare_key)
-        except Exception as exc:
-            raise StateError(f"cannot roll back state {self.key!r} in Redis: {exc}") from None
 
 
 class StateProvider(abc.ABC):

@@ -16,6 +16,7 @@ by its spout after a failure; other bolts just forward the checkpoint tuples.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -31,7 +32,6 @@ PREPARE = "PREPARE"
 COMMIT = "COMMIT"
 ROLLBACK = "ROLLBACK"
 INITSTATE = "INITSTATE"
-ACTIONS = (PREPARE, COMMIT, ROLLBACK, INITSTATE)
 
 COMMITTED = "COMMITTED"
 COMMITTING = "COMMITTING"
@@ -174,8 +174,6 @@ class CheckpointSpout(Spout):
             c.saved.clear()
 
     def next_tuple(self) -> None:
-        import time
-
         step = self.coordinator.poll(time.monotonic() * 1000)
         self._persist()
         if step is not None:
@@ -229,7 +227,24 @@ class CheckpointedSpout(Spout):
         """Checkpoint ``txid`` completed in every task."""
 
 
-class StatefulBolt(Component):
+class StatefulComponent:
+    """What checkpointing calls on a stateful bolt or windowed bolt (Storm's
+    IStatefulComponent): the state once, and hooks around each commit."""
+
+    def init_state(self, state: Any) -> None:
+        """Called once with the task's state (restored from the last commit)."""
+
+    def pre_prepare(self, txid: int) -> None:
+        """Just before the state is prepared for commit ``txid``."""
+
+    def pre_commit(self, txid: int) -> None:
+        """Just before the state is committed."""
+
+    def pre_rollback(self) -> None:
+        """Just before the state rolls back to the last commit."""
+
+
+class StatefulBolt(StatefulComponent, Component):
     """A bolt whose state is saved at each checkpoint and restored after a failure
     (Storm's BaseStatefulBolt).
 
@@ -253,41 +268,17 @@ class StatefulBolt(Component):
     def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
         self.collector = collector
 
-    def init_state(self, state: Any) -> None:
-        """Called once with the task's state (restored from the last commit)."""
-
     def execute(self, tup: Any) -> None:
         raise NotImplementedError
-
-    def pre_prepare(self, txid: int) -> None:
-        """Just before the state is prepared for commit ``txid``."""
-
-    def pre_commit(self, txid: int) -> None:
-        """Just before the state is committed."""
-
-    def pre_rollback(self) -> None:
-        """Just before the state rolls back to the last commit."""
 
     def cleanup(self) -> None:
         pass
 
 
-class StatefulWindowedBolt(WindowedBolt):
+class StatefulWindowedBolt(StatefulComponent, WindowedBolt):
     """A windowed bolt with state (Storm's BaseStatefulWindowedBolt): ``init_state`` gets
     the task's state, and the window's position survives a worker restart."""
 
-    def init_state(self, state: Any) -> None:
-        """Called once with the task's state (restored from the last commit)."""
-
-    def pre_prepare(self, txid: int) -> None:
-        pass
-
-    def pre_commit(self, txid: int) -> None:
-        pass
-
-    def pre_rollback(self) -> None:
-        pass
-
 
 def is_stateful(obj: Any) -> bool:
-    return isinstance(obj, (StatefulBolt, StatefulWindowedBolt))
+    return isinstance(obj, StatefulComponent)

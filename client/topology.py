@@ -24,9 +24,11 @@ from . import grouping as g
 from .components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
 from .errors import InvalidTopology
 from .shell import _Shell
+from .state import provider_problem
 from .stateful import (CHECKPOINT_COMPONENT_ID, CHECKPOINT_FIELDS, CHECKPOINT_STREAM_ID,
-                       CheckpointSpout, StatefulBolt, barrier_mode, is_stateful)
-from .windowing import LATE_TUPLE_FIELD, WindowedBolt
+                       CheckpointSpout, StatefulBolt, barrier_mode, checkpoint_mode,
+                       is_stateful)
+from .windowing import LATE_TUPLE_FIELD, WindowedBolt, WindowSpec
 from .tuple import (ACKER_ACK_STREAM_ID, ACKER_COMPONENT_ID, ACKER_FAIL_STREAM_ID,
                     ACKER_INIT_STREAM_ID, ACKER_RESET_TIMEOUT_STREAM_ID, DEFAULT_STREAM,
                     SYSTEM_STREAM_FIELDS, SYSTEM_STREAM_ID, TM_CONTROL_STREAM_ID,
@@ -462,10 +464,6 @@ def _validate_input(comps: Mapping[str, ComponentDef], c: ComponentDef, inp: Inp
 def validate_with_conf(topology: Topology, conf: Mapping[str, Any]) -> None:
     """What can only be checked with the topology's conf (Nimbus, at submit): checkpointing
     and windows (Storm's WindowedBoltExecutor.validate, here before anything runs)."""
-    from .state import provider_problem
-    from .stateful import checkpoint_mode
-    from .windowing import WindowSpec
-
     try:
         mode = checkpoint_mode(conf)
     except ValueError as exc:
@@ -485,19 +483,19 @@ def validate_with_conf(topology: Topology, conf: Mapping[str, Any]) -> None:
                     f"component {c.id!r} is a shell component: its child's output can "
                     f"follow a checkpoint's barrier, which {mode} checkpointing cannot take "
                     "apart; use topology.state.checkpoint.mode: acker", component=c.id)
+    if mode != "acker":
+        return  # no acker: a window's tuples neither time out nor wait for spout pending
     for c in topology.components.values():
         spec = WindowSpec.from_conf(c.conf)
         if spec.length_count is None and spec.length_ms is None:
             continue
         merged = {**conf, **c.conf}
-        if mode != "acker":
-            continue  # no acker: nothing times out
         timeout_ms = float(merged.get(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30)) * 1000
-        if merged.get(cfg.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True) and \
-                spec.duration_ms() + (spec.lag_ms if spec.event_time else 0) > timeout_ms:
+        held_ms = spec.duration_ms() + (spec.lag_ms if spec.event_time else 0)
+        if merged.get(cfg.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True) and held_ms > timeout_ms:
             raise InvalidTopology(
                 f"bolt {c.id!r}: its window (length + slide{' + lag' if spec.event_time else ''}"
-                f" = {spec.duration_ms() + (spec.lag_ms if spec.event_time else 0)} ms) outlasts "
+                f" = {held_ms} ms) outlasts "
                 f"{cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS} ({timeout_ms:g} ms): its tuples would "
                 "time out and replay before they leave the window; raise the timeout",
                 component=c.id)

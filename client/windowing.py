@@ -398,10 +398,6 @@ class WindowManager:
         """Tuples held (waiting for a window, or in one a later window may still hold)."""
         return len(self.pending) + len(self.ordered)
 
-    def held(self) -> list[Any]:
-        """Every tuple held, in arrival order (for a stateful window's snapshot)."""
-        return [e.item for e in sorted([*self.pending, *self.ordered], key=lambda e: e.seq)]
-
 
 class WindowedBolt(Component):
     """A bolt that runs on windows of its input (Storm's BaseWindowedBolt).

@@ -47,9 +47,9 @@ class Liveness:
         self.series: dict[tuple[str, int], dict[tuple[str, int], TaskSeries]] = {}
         #: supervisor id -> its latest list of recent worker restarts (WorkerRestart).
         self.restarts: dict[str, list[Any]] = {}
-        #: (supervisor id, topology id, port) -> (time, task -> TaskStats, uptime) from
-        #: Topology Masters' summaries (record_stats).
-        self.master_stats: dict[tuple[str, str, int], tuple[float, dict[int, Any], float]] = {}
+        #: (supervisor id, topology id, port) -> (time, task -> TaskStats) from Topology
+        #: Masters' summaries (record_stats).
+        self.master_stats: dict[tuple[str, str, int], tuple[float, dict[int, Any]]] = {}
         self._lock = threading.Lock()
 
     def leading_since(self, now: float) -> None:
@@ -73,11 +73,7 @@ class Liveness:
                     self.heartbeats[key] = (now, hb)
                     slot = (supervisor_id, int(hb.port))
                     for ts in hb.tasks:
-                        by_slot = self.series.setdefault((hb.topology_id, ts.task), {})
-                        series = by_slot.get(slot)
-                        if series is None:
-                            series = by_slot[slot] = TaskSeries()
-                        series.add(now, ts, float(hb.uptime_secs))
+                        self._add_to_series(hb.topology_id, slot, ts, now, hb.uptime_secs)
 
     def record_stats(self, record: Assignment, workers: list[Any], now: float) -> None:
         """A Topology Master's summary (WorkerStats of the workers of ``record``): the task
@@ -93,15 +89,20 @@ class Liveness:
                 # A task left out did not change, also across a worker restart (its reset
                 # counters differ, so they are sent).
                 tasks = dict(prev[1]) if prev is not None else {}
-                slot = (sid, key[2])
                 for ts in ws.tasks:
                     tasks[ts.task] = ts
-                    by_slot = self.series.setdefault((record.topology_id, ts.task), {})
-                    series = by_slot.get(slot)
-                    if series is None:
-                        series = by_slot[slot] = TaskSeries()
-                    series.add(now, ts, float(ws.uptime_secs))
-                self.master_stats[key] = (ws.time_secs, tasks, ws.uptime_secs)
+                    self._add_to_series(record.topology_id, (sid, key[2]), ts, now,
+                                        ws.uptime_secs)
+                self.master_stats[key] = (ws.time_secs, tasks)
+
+    def _add_to_series(self, topology_id: str, slot: tuple[str, int], ts: Any, now: float,
+                       uptime_secs: float) -> None:
+        """A task's new counters into its slot's history (lock held)."""
+        by_slot = self.series.setdefault((topology_id, ts.task), {})
+        series = by_slot.get(slot)
+        if series is None:
+            series = by_slot[slot] = TaskSeries()
+        series.add(now, ts, float(uptime_secs))
 
     def live_supervisors(self, registered: Mapping[str, dict], now: float
                          ) -> dict[str, SupervisorInfo]:

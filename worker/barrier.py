@@ -29,7 +29,9 @@ import random
 from typing import Any, Callable
 
 from ..client.state import State, get_state
-from ..client.stateful import BARRIER, CHECKPOINT_STREAM_ID, RESTORE, is_stateful
+from ..client.stateful import (BARRIER, CHECKPOINT_STREAM_ID, RESTORE, CheckpointedSpout,
+                               is_stateful)
+from .checkpoint import upstream_tasks
 from ..client.tuple import TM_CONTROL_STREAM_ID, TM_REPORT_STREAM_ID, TOPOLOGY_MASTER_ID, Tuple
 
 log = logging.getLogger(__name__)
@@ -40,13 +42,6 @@ OFFSETS_KEY = "__offsets"
 WINDOW_KEY = "window"
 #: Seconds between two hellos of a task to the master.
 HELLO_SECS = 0.5
-
-
-def upstream_tasks(context: Any) -> frozenset[int]:
-    """The tasks whose barriers this task waits for: every task of each component it
-    reads ``$checkpoint`` from."""
-    return frozenset(t for c, s in context.this_sources() if s == CHECKPOINT_STREAM_ID
-                     for t in context.component_tasks(c))
 
 
 class _Reporter:
@@ -140,9 +135,9 @@ class BoltBarrier:
         self.epoch: int | None = None
         #: Channels whose RESTORE marker of this epoch arrived (their tuples count).
         self.live: set[int] = set()
-        #: Aligning: the checkpoint, the channels whose barrier came, their held tuples.
+        #: Aligning: the checkpoint, and the channels whose barrier came with the tuples
+        #: they sent since (held until every channel's barrier has come).
         self.aligning: int | None = None
-        self.blocked: set[int] = set()
         self.held: dict[int, list[Tuple]] = {}
         self.last_snapshot = -1
         #: True when every channel is live and none is blocked: tuples go straight through.
@@ -164,8 +159,9 @@ class BoltBarrier:
             if c not in self.live:  # sent before this channel's restore: abandoned
                 self.discarded += 1
                 return None
-            if c in self.blocked:
-                self.held[c].append(tup)
+            held = self.held.get(c)
+            if held is not None:
+                held.append(tup)
                 return None
         elif self.epoch is None:  # tick tuples too wait for the state
             return None
@@ -199,7 +195,7 @@ class BoltBarrier:
                      "discarded)", self.name, epoch, txid, self.discarded)
             self.epoch = epoch
             self.live = set()
-            self.aligning, self.blocked, self.held = None, set(), {}
+            self.aligning, self.held = None, {}
             self.last_snapshot = txid
             if self.store is not None:
                 if self.initialized:
@@ -226,12 +222,11 @@ class BoltBarrier:
             if txid <= self.last_snapshot:
                 return
             self.aligning = txid
-        self.blocked.add(c)
         self.held.setdefault(c, [])
         self._update()
-        if self.blocked >= self.channels:
+        if self.held.keys() >= self.channels:
             self.snapshot(txid)
-            held, self.held, self.blocked, self.aligning = self.held, {}, set(), None
+            held, self.held, self.aligning = self.held, {}, None
             self._update()
             for tuples in held.values():
                 for t in tuples:
@@ -266,8 +261,6 @@ class SpoutBarrier:
         executor.add_timer(HELLO_SECS, lambda: self.report.hello(self.epoch))
 
     def opened(self, collector: Any, conf: Any, context: Any) -> None:
-        from ..client.stateful import CheckpointedSpout
-
         if not isinstance(self.spout, CheckpointedSpout):
             raise TypeError(
                 f"spout {context.this_component_id!r} is a {type(self.spout).__name__}: "

@@ -16,10 +16,18 @@ import logging
 from typing import Any, Callable
 
 from ..client.state import State, get_state
-from ..client.stateful import (CHECKPOINT_STREAM_ID, COMMIT, INITSTATE, PREPARE, ROLLBACK)
+from ..client.stateful import (CHECKPOINT_STREAM_ID, COMMIT, INITSTATE, PREPARE, ROLLBACK,
+                               StatefulBolt, StatefulWindowedBolt)
 from ..client.tuple import DEFAULT_STREAM, Tuple
 
 log = logging.getLogger(__name__)
+
+
+def upstream_tasks(context: Any) -> frozenset[int]:
+    """The tasks whose checkpoint tuples (barriers) this task waits for: every task of each
+    component it reads ``$checkpoint`` from."""
+    return frozenset(t for c, s in context.this_sources() if s == CHECKPOINT_STREAM_ID
+                     for t in context.component_tasks(c))
 
 
 class CheckpointGate:
@@ -32,8 +40,7 @@ class CheckpointGate:
 
     @classmethod
     def for_context(cls, context: Any) -> "CheckpointGate":
-        return cls(sum(len(context.component_tasks(c)) for c, s in context.this_sources()
-                       if s == CHECKPOINT_STREAM_ID))
+        return cls(len(upstream_tasks(context)))
 
     def arrived(self, action: str, txid: int) -> bool:
         """True when this copy is the last one awaited."""
@@ -160,11 +167,8 @@ class StatefulTask:
 
     def checkpoint(self, tup: Tuple) -> None:
         txid, action = tup.values
-        if not self.gate.arrived(action, txid):
-            self.out.ack(tup)
-            return
-        if not self.gate.current(action, txid):
-            self.out.ack(tup)
+        if not (self.gate.arrived(action, txid) and self.gate.current(action, txid)):
+            self.out.ack(tup)  # an earlier copy, or an old transaction
             return
         try:
             if not self.act(action, txid):
@@ -215,8 +219,7 @@ class StatefulTask:
 
 def host_bolt(executor: Any, bolt: Any, conf: Any, context: Any, out: Any) -> Callable[[Tuple], Any]:
     """Prepare a stateful or windowed bolt task and return what runs each of its tuples."""
-    from ..client.stateful import StatefulBolt, StatefulWindowedBolt
-    from .windowed import WindowHost
+    from .windowed import WindowHost  # it imports this module
 
     if isinstance(bolt, StatefulBolt):
         held = HoldingCollector(out)

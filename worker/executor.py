@@ -49,6 +49,7 @@ from .queue import InQueue, ThreadWaker
 from .shell import component_object
 from .state import WorkerState
 from .stats import TaskStats
+from .topology_master import TopologyMaster
 from .transfer import Transfer
 from .windowed import WindowHost
 
@@ -593,9 +594,9 @@ class SpoutExecutor(Executor):
             # The master pauses the spouts upstream of congestion, for a lease it renews.
             self.master_until = now + float(roots[2]) if self.component_id in roots[1] else 0.0
         elif stream == TM_CONTROL_STREAM_ID:
-            for st in self.spouts:  # one task's command: find it by the tuple's target
-                if st.barrier is not None and st.task == target:
-                    st.barrier.on_control(roots)
+            st = self.by_task[target]  # one task's command
+            if st.barrier is not None:
+                st.barrier.on_control(roots)
         else:
             log.warning("topology=%s spout %s got a tuple on unexpected stream %s from task %d",
                         self.ws.topology_id, self.component_id, stream, tup.source_task)
@@ -704,9 +705,7 @@ class TopologyMasterRunner(Executor):
     """The ``__topology_master`` task (worker/topology_master.py)."""
 
     def setup(self) -> None:
-        from .topology_master import TopologyMasterExecutor
-
-        self.master = TopologyMasterExecutor(self)
+        self.master = TopologyMaster(self)
 
     def dispatch(self, item: Any) -> None:
         self.master.dispatch(item)

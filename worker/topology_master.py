@@ -8,7 +8,7 @@ Its own record (the last completed checkpoint and the epoch) is in the state pro
 written before it acts, so a restarted master continues from it.
 
 :class:`BarrierCoordinator` is the logic as a pure state machine (events in, commands
-out); :class:`TopologyMasterExecutor` runs it on tuples and timers. Tasks' side:
+out); :class:`TopologyMaster` runs it on tuples and timers. Tasks' side:
 worker/barrier.py.
 """
 
@@ -68,8 +68,6 @@ class BarrierCoordinator:
     last_checkpoint: float = 0.0
     recoveries: int = 0
     completed: int = 0
-    #: Seconds each recovery took (start -> every task restored), newest last.
-    recovery_secs: list[float] = field(default_factory=list)
 
     def _recover(self, now: float, why: str) -> list:
         self.epoch += 1
@@ -116,7 +114,6 @@ class BarrierCoordinator:
         self.restored.add(task)
         if self.restored >= self.tasks:
             self.phase = RUNNING
-            self.recovery_secs.append(now - self.since)
             self.last_checkpoint = now
             log.info("topology master: epoch %d running (recovered in %.2f s)", self.epoch,
                      now - self.since)
@@ -206,7 +203,7 @@ class Backpressure:
         return None
 
 
-class TopologyMasterExecutor:
+class TopologyMaster:
     """The master's task: the workers' stats in, one summary out (its worker's heartbeat
     carries it to the supervisor, which sends Nimbus one report per topology); in barrier
     checkpointing also the coordinator: reports in on ``__tm``, commands out on ``__ctl``."""
@@ -222,6 +219,7 @@ class TopologyMasterExecutor:
         self.backpressure: Backpressure | None = None
         if executor.conf.get(cfg.TOPOLOGY_BACKPRESSURE_VIA_MASTER):
             self.backpressure = Backpressure(executor.ws.topology)
+            self._logged: set[str] = set()
             self.spout_tasks = sorted(
                 t for c, ts in executor.ws.component_tasks.items()
                 if executor.ws.topology.components[c].kind == "spout" for t in ts)
@@ -231,8 +229,9 @@ class TopologyMasterExecutor:
         paused = self.backpressure.tick(time.monotonic())
         if paused is None:
             return
-        if paused:
+        if paused and paused != self._logged:  # not at every renewal of the same pause
             log.info("topology master: pausing spouts %s (congested downstream)", sorted(paused))
+        self._logged = paused
         event = ["throttle", sorted(paused), THROTTLE_LEASE_SECS]
         for t in self.spout_tasks:
             self.ex.send_system(t, self.task, TM_CONTROL_STREAM_ID, [event])
@@ -302,11 +301,3 @@ class TopologyMasterExecutor:
                     self.ex.send_system(t, self.task, TM_CONTROL_STREAM_ID, [list(cmd.event)])
         if commands:
             self.ex.end_batch()
-
-    def stats(self) -> dict[str, Any]:
-        c = self.coordinator
-        if c is None:
-            return {}
-        return {"phase": c.phase, "epoch": c.epoch, "committed": c.committed,
-                "completed": c.completed, "recoveries": c.recoveries,
-                "recovery_secs": list(c.recovery_secs[-5:])}

@@ -58,7 +58,6 @@ class WindowHost:
         self.streams = len({(c, s) for c, s in context.this_sources()
                             if s != CHECKPOINT_STREAM_ID and not s.startswith("__")})
         self.last_now = 0
-        self.late = 0
         if self.spec.event_time:
             executor.add_timer(self.spec.watermark_ms / 1000, self.on_watermark_timer)
         elif self.spec.slide_ms is not None:
@@ -89,7 +88,6 @@ class WindowHost:
         if self.spec.event_time:
             ts = tup[self.spec.timestamp_field]
             if self.manager.add(tup, int(ts), (tup.source_component, tup.source_stream)) is None:
-                self.late += 1
                 if self.spec.late_stream:
                     self.out.emit([list(tup.values)], self.spec.late_stream, [tup])
                 self.ack(tup)

@@ -393,11 +393,7 @@ class Worker:
             return
         self._bp_last = congested
         self._bp_sent_at = now
-        tm = self.ws.component_tasks[TOPOLOGY_MASTER_ID][0]
-        ex = self.executors[0]
-        event = ["bp", self.ws.worker_id, congested]
-        ex.call_soon_threadsafe(
-            lambda: ex.send_system(tm, ex.tasks[0], TM_REPORT_STREAM_ID, [event]))
+        self._to_master(["bp", self.ws.worker_id, congested])
 
     def _broadcast_backpressure(self) -> None:
         if self._bp_via_master:
@@ -421,17 +417,20 @@ class Worker:
                 return getattr(ex, "master", None)  # None until its thread set it up
         return None
 
-    def _send_stats(self, hb: WorkerHeartbeat) -> None:
-        """The heartbeat's task counters to the Topology Master, through the first executor
-        (the data plane: authenticated, and nothing for the supervisor to relay)."""
-        tm = self.ws.component_tasks.get(TOPOLOGY_MASTER_ID)
-        if not tm or not self.executors or not self.ws.connected:
-            return
+    def _to_master(self, event: list) -> None:
+        """Send ``event`` to the Topology Master through the first executor's thread (the
+        data plane: authenticated, and nothing for the supervisor to relay)."""
+        tm = self.ws.component_tasks[TOPOLOGY_MASTER_ID][0]
         ex = self.executors[0]
-        event = ["stats", self.ws.worker_id,
-                 {"time": hb.time, "uptime": hb.uptime_secs, "tasks": hb.tasks}]
         ex.call_soon_threadsafe(
-            lambda: ex.send_system(tm[0], ex.tasks[0], TM_REPORT_STREAM_ID, [event]))
+            lambda: ex.send_system(tm, ex.tasks[0], TM_REPORT_STREAM_ID, [event]))
+
+    def _send_stats(self, hb: WorkerHeartbeat) -> None:
+        """The heartbeat's task counters to the Topology Master."""
+        if TOPOLOGY_MASTER_ID in self.ws.component_tasks and self.executors and \
+                self.ws.connected:
+            self._to_master(["stats", self.ws.worker_id,
+                             {"time": hb.time, "uptime": hb.uptime_secs, "tasks": hb.tasks}])
 
     def heartbeat(self, state: HeartbeatState = HeartbeatState.RUNNING) -> WorkerHeartbeat:
         ws = self.ws
