@@ -47,7 +47,9 @@ ARCHIVE_SUFFIXES = (".zip", ".pyz")
 
 def pack_directory(src: str | os.PathLike, dest_zip: str | os.PathLike) -> str:
     """Zip the tree under ``src`` into ``dest_zip`` (paths relative to ``src``), skipping
-    :data:`EXCLUDED_DIRS` and compiled files; returns ``dest_zip``. Entries are sorted."""
+    :data:`EXCLUDED_DIRS`, compiled files and what is not a regular file; returns
+    ``dest_zip``. Entries are sorted. The tree may be live (a topology file beside a running
+    daemon's files): a file gone by the time it is read is left out."""
     src = os.path.abspath(src)
     dest_zip = os.fspath(dest_zip)
     dest_abs = os.path.abspath(dest_zip)
@@ -58,10 +60,21 @@ def pack_directory(src: str | os.PathLike, dest_zip: str | os.PathLike) -> str:
             path = os.path.join(root, name)
             if name.endswith(EXCLUDED_SUFFIXES) or os.path.abspath(path) == dest_abs:
                 continue
+            if not os.path.isfile(path):  # a socket or FIFO (opening one would block)
+                continue
             entries.append((os.path.relpath(path, src).replace(os.sep, "/"), path))
     with zipfile.ZipFile(dest_zip, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for arcname, path in sorted(entries):
-            zf.write(path, arcname)
+            try:
+                zf.write(path, arcname)
+            except FileNotFoundError:
+                # Gone between the walk and now (a heartbeat renamed over, a rotated log):
+                # the package is what exists when it is read, as `zip -r` would pack it.
+                continue
+            except OSError as e:
+                raise SquallError(f"cannot pack {path} into the topology package: "
+                                  f"{e.strerror or e}; fix its permissions or move it out "
+                                  f"of {src}") from None
     return dest_zip
 
 

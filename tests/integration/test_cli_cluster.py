@@ -442,7 +442,8 @@ def test_monitor_set_log_level_and_a_crash_loop_in_list(cluster):
     assert r.returncode == 0, r.stderr
 
     # A crash loop shows in `squall list`, status still ACTIVE.
-    crashy = c.tmp / "crashy.py"
+    crashy = c.tmp / "crashy" / "crashy.py"  # its own folder: the package is the folder
+    crashy.parent.mkdir()
     crashy.write_text(CRASHY)
     r = c.run("jar", str(crashy))
     assert r.returncode == 0, r.stdout + r.stderr

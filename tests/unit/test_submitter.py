@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import zipfile
 
@@ -35,6 +36,27 @@ def test_pack_directory_zips_the_tree_without_caches_vcs_and_venv(tmp_path):
         names = zf.namelist()
     assert names == sorted(names)
     assert set(names) == {"pkg/__init__.py", "pkg/mod.py", "topo.py"}
+
+
+def test_pack_directory_packs_a_live_tree(tmp_path, monkeypatch):
+    """A topology file beside a running daemon's files: a file removed between the walk and
+    its read (a heartbeat renamed over) is left out, and a socket is not opened."""
+    make_tree(tmp_path / "src")
+    (tmp_path / "src" / "heartbeat.json").write_text("{}")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "src" / "daemon.sock"))
+    real_walk = os.walk
+
+    def walk_then_remove(top, *a, **kw):
+        yield from real_walk(top, *a, **kw)
+        os.remove(tmp_path / "src" / "heartbeat.json")
+    monkeypatch.setattr(os, "walk", walk_then_remove)
+    try:
+        out = sub.pack_directory(tmp_path / "src", tmp_path / "out.zip")
+    finally:
+        sock.close()
+    with zipfile.ZipFile(out) as zf:
+        assert set(zf.namelist()) == {"pkg/__init__.py", "pkg/mod.py", "topo.py"}
 
 
 def test_packed_zip_is_importable(tmp_path, monkeypatch):
