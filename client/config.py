@@ -394,8 +394,20 @@ TOPOLOGY_STATE_CHECKPOINT_INTERVAL = _key(
 TOPOLOGY_STATE_CHECKPOINT_MODE = _key(
     "topology.state.checkpoint.mode", str, "acker",
     "How stateful bolts checkpoint: acker (Storm's: the checkpoint spout's transactions ride "
-    "the acker; at-least-once), barrier (spouts inject barriers that bolts align: "
-    "exactly-once, no acker), barrier-at-least-once (barriers without alignment).")
+    "the acker, and a stateful bolt recognises a replay of what its state holds: "
+    "exactly-once), acker-at-least-once (Storm's exactly: replays count again), barrier "
+    "(spouts inject barriers that bolts align: exactly-once, no acker), "
+    "barrier-at-least-once (barriers without alignment).")
+TOPOLOGY_STATE_DEDUPE_RETENTION_SECS = _key(
+    "topology.state.dedupe.retention.secs", _NUM, None,
+    "Acker checkpointing: seconds a stateful bolt remembers a tuple it saved, to recognise "
+    "its replay; unset: twice topology.message.timeout.secs. A spout that re-reads its "
+    "source further back than this after a restart gets those messages counted again.",
+    nullable=True)
+TOPOLOGY_BOLTS_STATEFUL = _key(
+    "topology.bolts.stateful", bool, False,
+    "Set by the builder on a StatefulBolt (not a windowed one): Nimbus checks that its "
+    "inputs reach the same task on a replay (acker checkpointing).")
 TOPOLOGY_MASTER_ENABLE = _key(
     "topology.master.enable", bool, True,
     "Run the Topology Master (JStorm's): one system task that gathers the workers' stats into "

@@ -11,7 +11,11 @@ at start) ROLLBACK or COMMIT of the pending transaction, then INITSTATE.
 
 In the worker (worker/checkpoint.py) a stateful bolt's acks are held until the commit
 that saves the state they changed, so a tuple whose effect is not committed is replayed
-by its spout after a failure; other bolts just forward the checkpoint tuples.
+by its spout after a failure; other bolts just forward the checkpoint tuples. That much
+is Storm's, and at-least-once (``acker-at-least-once``): a tuple whose effect committed
+can still be replayed when its acks die. The ``acker`` mode adds derived edge ids
+(worker/lineage.py) and the keys each stateful task saved (worker/dedupe.py), so such a
+replay leaves the state as it is: exactly-once.
 """
 
 from __future__ import annotations
@@ -39,9 +43,10 @@ PREPARING = "PREPARING"
 
 #: topology.state.checkpoint.mode values.
 MODE_ACKER = "acker"
+MODE_ACKER_AT_LEAST_ONCE = "acker-at-least-once"
 MODE_BARRIER = "barrier"
 MODE_BARRIER_AT_LEAST_ONCE = "barrier-at-least-once"
-MODES = (MODE_ACKER, MODE_BARRIER, MODE_BARRIER_AT_LEAST_ONCE)
+MODES = (MODE_ACKER, MODE_ACKER_AT_LEAST_ONCE, MODE_BARRIER, MODE_BARRIER_AT_LEAST_ONCE)
 
 #: Barrier mode's messages on $checkpoint (values [txid, action, epoch]): a checkpoint's
 #: barrier, and the marker after which a channel carries the restored epoch's tuples.
@@ -56,6 +61,12 @@ def checkpoint_mode(conf: Mapping[str, Any]) -> str:
         raise ValueError(f"{cfg.TOPOLOGY_STATE_CHECKPOINT_MODE} is {mode!r}; choose one of "
                          f"{', '.join(MODES)}")
     return mode
+
+
+def deduplicating(conf: Mapping[str, Any]) -> bool:
+    """Storm's checkpointing made exactly-once: stateful bolts recognise replays of the
+    tuples their committed state already holds (worker/lineage.py, worker/dedupe.py)."""
+    return (conf.get(cfg.TOPOLOGY_STATE_CHECKPOINT_MODE) or MODE_ACKER) == MODE_ACKER
 
 
 def barrier_mode(conf: Mapping[str, Any]) -> bool:

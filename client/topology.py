@@ -27,7 +27,7 @@ from .shell import _Shell
 from .state import provider_problem
 from .stateful import (CHECKPOINT_COMPONENT_ID, CHECKPOINT_FIELDS, CHECKPOINT_STREAM_ID,
                        CheckpointSpout, StatefulBolt, barrier_mode, checkpoint_mode,
-                       is_stateful)
+                       deduplicating, is_stateful)
 from .windowing import LATE_TUPLE_FIELD, WindowedBolt, WindowSpec
 from .tuple import (ACKER_ACK_STREAM_ID, ACKER_COMPONENT_ID, ACKER_FAIL_STREAM_ID,
                     ACKER_INIT_STREAM_ID, ACKER_RESET_TIMEOUT_STREAM_ID, DEFAULT_STREAM,
@@ -316,6 +316,8 @@ class TopologyBuilder:
             streams = {s: StreamDef(f, d) for s, (f, d) in declarer.streams.items()}
             conf = dict(obj.get_component_configuration() or {})
             conf.update(comp.conf)
+            if isinstance(obj, StatefulBolt):
+                conf[cfg.TOPOLOGY_BOLTS_STATEFUL] = True
             if stateful and comp.kind == BOLT:
                 streams[CHECKPOINT_STREAM_ID] = StreamDef(list(CHECKPOINT_FIELDS))
                 comp = replace(comp, inputs=list(comp.inputs) + _checkpoint_inputs(comp, specs))
@@ -473,17 +475,19 @@ def validate_with_conf(topology: Topology, conf: Mapping[str, Any]) -> None:
         problem = provider_problem(conf)
         if problem:
             raise InvalidTopology(problem)
-    elif mode != "acker":
+    elif barrier_mode(conf):
         raise InvalidTopology(f"{cfg.TOPOLOGY_STATE_CHECKPOINT_MODE} is {mode!r}, but the "
                               "topology has no stateful bolt: checkpointing has nothing to save")
-    if mode != "acker":
+    if stateful and deduplicating(conf):
+        _check_replays_reach_the_same_task(topology, mode)
+    if barrier_mode(conf):
         for c in topology.components.values():
             if c.shell is not None:  # its child emits after its barrier has gone on
                 raise InvalidTopology(
                     f"component {c.id!r} is a shell component: its child's output can "
                     f"follow a checkpoint's barrier, which {mode} checkpointing cannot take "
                     "apart; use topology.state.checkpoint.mode: acker", component=c.id)
-    if mode != "acker":
+    if barrier_mode(conf):
         return  # no acker: a window's tuples neither time out nor wait for spout pending
     for c in topology.components.values():
         spec = WindowSpec.from_conf(c.conf)
@@ -506,6 +510,27 @@ def validate_with_conf(topology: Topology, conf: Mapping[str, Any]) -> None:
                 f"bolt {c.id!r}: its window holds up to {counted} tuples (length + slide), "
                 f"more than {cfg.TOPOLOGY_MAX_SPOUT_PENDING} ({pending}) lets spouts emit: "
                 "it would never fill", component=c.id)
+
+
+#: Groupings that may send a replayed tuple to another task than the first time.
+_UNREPEATABLE = (g.SHUFFLE, g.NONE, g.LOCAL_OR_SHUFFLE, g.PARTIAL_KEY)
+
+
+def _check_replays_reach_the_same_task(topology: Topology, mode: str) -> None:
+    """Exactly-once acker checkpointing recognises a replay in the task that saved it: a
+    stateful bolt with several tasks needs inputs grouped by something the tuple carries."""
+    for c in topology.components.values():
+        if not c.conf.get(cfg.TOPOLOGY_BOLTS_STATEFUL) or c.task_count < 2:
+            continue
+        for inp in c.inputs:
+            if inp.stream != CHECKPOINT_STREAM_ID and inp.grouping.kind in _UNREPEATABLE:
+                raise InvalidTopology(
+                    f"stateful bolt {c.id!r} reads {inp.component}:{inp.stream} with "
+                    f"{inp.grouping.kind} grouping: a replayed tuple may reach another of its "
+                    f"{c.task_count} tasks, which cannot tell it was counted, and "
+                    f"{cfg.TOPOLOGY_STATE_CHECKPOINT_MODE} {mode} is exactly-once; use "
+                    "fields_grouping (or global/all/direct), or acker-at-least-once",
+                    component=c.id, stream=inp.stream)
 
 
 def num_ackers(conf: Mapping[str, Any]) -> int:

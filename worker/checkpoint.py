@@ -15,10 +15,12 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
-from ..client.state import State, get_state
+from ..client.state import KeyValueState, State, get_state
 from ..client.stateful import (CHECKPOINT_STREAM_ID, COMMIT, INITSTATE, PREPARE, ROLLBACK,
                                StatefulBolt, StatefulWindowedBolt)
 from ..client.tuple import DEFAULT_STREAM, Tuple
+from .dedupe import MutableState, SeenTuples, retention_secs
+from .lineage import tuple_key
 
 log = logging.getLogger(__name__)
 
@@ -140,30 +142,58 @@ class StatefulTask:
     ``bolt`` needs ``init_state``, ``pre_prepare``, ``pre_commit``, ``pre_rollback`` and a
     ``run(tup)`` (``execute`` for a StatefulBolt, the window host's for a stateful
     window) fed once the state is initialized.
+
+    With ``dedupe`` (exactly-once acker checkpointing, a KeyValueState) the task keeps the
+    keys of what it processed (worker/dedupe.py) and runs a replay of a saved tuple with
+    its state muted.
     """
 
     def __init__(self, bolt: Any, run: Callable[[Tuple], Any], out: Any,
                  collector: HoldingCollector, context: Any, conf: Any,
-                 state: State | None = None):
+                 state: State | None = None, dedupe: bool = False,
+                 seen_store: KeyValueState | None = None):
         self.bolt = bolt
         self.run_tuple = run
         self.out = out
         self.collector = collector
         self.gate = CheckpointGate.for_context(context)
-        self.state = state if state is not None else get_state(
-            f"{context.this_component_id}-{context.this_task_id}", conf, context)
+        namespace = f"{context.this_component_id}-{context.this_task_id}"
+        self.state = state if state is not None else get_state(namespace, conf, context)
         self.initialized = False
         self.pending: list[Tuple] = []
         self.prepared: list[Tuple] = []
         self.name = f"{context.this_component_id}:{context.this_task_id}"
+        self.view: Any = self.state
+        self.seen: SeenTuples | None = None
+        if dedupe and not isinstance(self.state, KeyValueState):
+            log.warning("%s: its state (%s) is not a KeyValueState, whose writes a replay "
+                        "can skip: replays of saved tuples apply again (at-least-once)",
+                        self.name, type(self.state).__name__)
+        elif dedupe:
+            store = seen_store if seen_store is not None else get_state(
+                namespace + "$seen", conf, context)
+            self.seen = SeenTuples(store, retention_secs(conf))  # type: ignore[arg-type]
+            self.view = MutableState(self.state)  # type: ignore[arg-type]
 
     def execute(self, tup: Tuple) -> Any:
         if tup.source_stream == CHECKPOINT_STREAM_ID:
             return self.checkpoint(tup)
         if self.initialized:
-            return self.run_tuple(tup)
+            return self.process(tup)
         self.pending.append(tup)  # the state is not restored yet
         return None
+
+    def process(self, tup: Tuple) -> Any:
+        seen = self.seen
+        ids = tup.ids
+        if seen is None or not ids or not seen.add(tuple_key(ids)):
+            return self.run_tuple(tup)
+        view = self.view  # a replay of a saved tuple: emit and ack again, change nothing
+        view.muted = True
+        try:
+            return self.run_tuple(tup)
+        finally:
+            view.muted = False
 
     def checkpoint(self, tup: Tuple) -> None:
         txid, action = tup.values
@@ -190,10 +220,18 @@ class StatefulTask:
                 return False
             self.bolt.pre_prepare(txid)
             self.state.prepare_commit(txid)
+            if self.seen is not None:
+                self.seen.prepare(txid)
             self.prepared.extend(self.collector.take_acked())
         elif action == COMMIT:
             self.bolt.pre_commit(txid)
             self.state.commit(txid)
+            if self.seen is not None:
+                self.seen.commit(txid)
+                replays = self.seen.take_duplicates()
+                if replays:
+                    log.info("%s: %d replayed tuples its committed state holds ran without "
+                             "changing it (transaction %d)", self.name, replays, txid)
             ack = self.out.ack
             for t in self.prepared:
                 ack(t)
@@ -201,19 +239,25 @@ class StatefulTask:
         elif action == ROLLBACK:
             self.bolt.pre_rollback()
             self.state.rollback()
+            if self.seen is not None:
+                self.seen.rollback()
             fail = self.out.fail
             for t in self.prepared + self.collector.take_acked():
                 fail(t)
             self.prepared = []
         elif action == INITSTATE:
             if not self.initialized:
-                self.bolt.init_state(self.state)
+                if self.seen is not None:
+                    self.seen.restore()
+                self.bolt.init_state(self.view)
                 self.initialized = True
-                log.info("%s: state restored (transaction %d); %d tuples waited for it",
-                         self.name, txid, len(self.pending))
+                log.info("%s: state restored (transaction %d); %d tuples waited for it%s",
+                         self.name, txid, len(self.pending),
+                         "" if self.seen is None else
+                         f"; {len(self.seen)} saved tuples known by key")
                 pending, self.pending = self.pending, []
                 for t in pending:
-                    self.run_tuple(t)
+                    self.process(t)
         return True
 
 
@@ -224,7 +268,8 @@ def host_bolt(executor: Any, bolt: Any, conf: Any, context: Any, out: Any) -> Ca
     if isinstance(bolt, StatefulBolt):
         held = HoldingCollector(out)
         bolt.prepare(conf, context, held)
-        return StatefulTask(bolt, bolt.execute, out, held, context, conf).execute
+        return StatefulTask(bolt, bolt.execute, out, held, context, conf,
+                            dedupe=executor.ws.lineage).execute
     if isinstance(bolt, StatefulWindowedBolt):
         # Evicted tuples are acked when the commit after their eviction saves the state.
         held = HoldingCollector(out)

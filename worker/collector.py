@@ -22,6 +22,7 @@ from typing import Any, Sequence
 from ..client import grouping as g
 from ..client.errors import InvalidTopology
 from ..client.tuple import DEFAULT_STREAM, Fields, Tuple
+from .lineage import child_edge, message_base, spout_edge, tuple_key
 
 # Edge and root ids need uniqueness, not unpredictability: the fast Mersenne Twister will do.
 _randbits = random.getrandbits
@@ -66,6 +67,9 @@ class _Base:
         self.deliver = ex.ws.deliver
         self.transfer = ex.transfer
         self.debug = ex.debug
+        #: Edge ids derived from the message and the anchor, not drawn (worker/lineage.py):
+        #: exactly-once checkpointing recognises a replayed tuple by them.
+        self.lineage = ex.ws.lineage
 
     def _route(self, stream: str) -> Route:
         r = self.routes.get(stream)
@@ -166,8 +170,9 @@ class SpoutOutputCollector(_Base):
         if msg_id is not None and self.ex.acking:
             root = new_id()
             ack_val = 0
-            for t in targets:
-                e = _randbits(64)
+            base = message_base(self.component, stream, msg_id) if self.lineage else None
+            for i, t in enumerate(targets):
+                e = _randbits(64) if base is None else spout_edge(base, i)
                 ack_val ^= e
                 self._send(t, values, r, {root: e})
             self.pending.add(root, msg_id, time.monotonic())
@@ -203,13 +208,15 @@ class OutputCollector(_Base):
             return self.emit_anchored(values, stream, anchors, direct_task)
         r, values, targets = self._resolve(values, stream, direct_task)
         acking = anchors and self.ex.acking
+        lineage = self.lineage
         for t in targets:
             ids = None
             if acking:
                 for a in anchors:
                     aids = a.ids
                     if aids:
-                        e = _randbits(64)
+                        e = child_edge(tuple_key(aids), a.ack_val) if lineage \
+                            else _randbits(64)
                         a.ack_val ^= e
                         if ids is None:
                             ids = {}
@@ -249,16 +256,17 @@ class OutputCollector(_Base):
         deliver = self.deliver
         task = self.task
         root = None
+        lineage = self.lineage
         if aids and len(aids) == 1:
             for root in aids:  # the usual single tree: build {root: edge} literally (fast)
                 pass
         for t in targets:
             if root is not None:
-                e = _randbits(64)
+                e = child_edge(aids[root], anchor.ack_val) if lineage else _randbits(64)
                 anchor.ack_val ^= e
                 ids = {root: e}
             elif aids:
-                e = _randbits(64)
+                e = child_edge(tuple_key(aids), anchor.ack_val) if lineage else _randbits(64)
                 anchor.ack_val ^= e
                 ids = dict.fromkeys(aids, e)  # one anchor: every root gets the same edge id
             else:

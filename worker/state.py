@@ -19,6 +19,7 @@ import zmq
 from ..client import config as cfg
 from ..client.contract import WorkerAssignment
 from ..client.grouping import LoadMapping
+from ..client.stateful import CHECKPOINT_COMPONENT_ID, deduplicating
 from ..client.topology import Topology, assign_task_ids
 from ..client.tuple import (ACKER_COMPONENT_ID, SYSTEM_COMPONENT_ID, SYSTEM_TASK_ID,
                             SYSTEM_TICK_STREAM_ID, Fields)
@@ -64,6 +65,9 @@ class WorkerState:
         self.peers_version = 0
         self.acker_tasks = self.component_tasks.get(ACKER_COMPONENT_ID, [])
         self.acking = bool(self.acker_tasks)
+        #: Derived edge ids (worker/lineage.py): exactly-once acker checkpointing.
+        self.lineage = self.acking and CHECKPOINT_COMPONENT_ID in topology.components and \
+            deduplicating(self.conf)
         #: (component, stream) -> Fields, shared by every tuple of that stream.
         self.fields: dict[tuple[str, str], Fields] = {
             (c.id, s): Fields(sd.fields)

@@ -309,8 +309,24 @@ def test_submit_checks_with_the_topology_conf():
     b.set_bolt("count", Counter()).shuffle_grouping("words")
     stateful = b.create_topology()
     validate_with_conf(stateful, {"topology.state.checkpoint.mode": "barrier"})
-    with pytest.raises(InvalidTopology, match="choose one of acker, barrier"):
+    with pytest.raises(InvalidTopology, match="choose one of acker, acker-at-least-once, barr"):
         validate_with_conf(stateful, {"topology.state.checkpoint.mode": "exactly-once"})
+    # Exactly-once acker checkpointing finds a replay in the task that saved it: a stateful
+    # bolt of several tasks needs inputs a replay sends to the same task.
+    spread = TopologyBuilder()
+    spread.set_spout("words", TestWordSpout())
+    spread.set_bolt("count", Counter(), 2).shuffle_grouping("words")
+    spread = spread.create_topology()
+    with pytest.raises(InvalidTopology, match=r"stateful bolt 'count' reads words:default with "
+                       r"shuffle grouping: a replayed tuple may reach another of its 2 tasks"):
+        validate_with_conf(spread, {})
+    validate_with_conf(spread, {"topology.state.checkpoint.mode": "acker-at-least-once"})
+    validate_with_conf(spread, {"topology.state.checkpoint.mode": "barrier"})
+    validate_with_conf(stateful, {})  # one task: a replay has nowhere else to go
+    keyed = TopologyBuilder()
+    keyed.set_spout("words", TestWordSpout())
+    keyed.set_bolt("count", Counter(), 2).fields_grouping("words", ["word"])
+    validate_with_conf(keyed.create_topology(), {})
     with pytest.raises(InvalidTopology, match="dotted class name"):
         validate_with_conf(stateful, {"topology.state.provider": "not a class"})
     plain = TopologyBuilder()
@@ -329,3 +345,70 @@ def test_submit_checks_with_the_topology_conf():
         .shuffle_grouping("words")
     with pytest.raises(InvalidTopology, match="holds up to 110 tuples"):
         validate_with_conf(counted.create_topology(), {"topology.max.spout.pending": 50})
+
+
+# -- a stateful task with dedupe ---------------------------------------------------------
+
+def word(w, edge):
+    return Tuple([w], "split", "default", 1, {edge * 1000: edge + 100}, Fields(["word"]))
+
+
+def deduping_task(state, store):
+    out = Out()
+    held = HoldingCollector(out)
+    bolt = Counter()
+    bolt.prepare({}, None, held)
+    task = StatefulTask(bolt, bolt.execute, out, held, Context(1), {}, state, dedupe=True,
+                        seen_store=store)
+    task.execute(cp(0, INITSTATE))
+    return task, out, bolt
+
+
+def test_a_replay_of_a_committed_tuple_is_acked_without_changing_the_state():
+    state, store = InMemoryKeyValueState(), InMemoryKeyValueState()
+    task, out, bolt = deduping_task(state, store)
+    a, b = word("a", 1), word("b", 2)
+    task.execute(a)
+    task.execute(b)
+    task.execute(cp(1, PREPARE))
+    task.execute(cp(1, COMMIT))
+    assert dict(state.items()) == {"a": 1, "b": 1}
+    # The worker dies before the acks reach the acker: the spout replays both messages,
+    # and one new one. A restarted task restores the keys with the state.
+    state.rollback()
+    store.rollback()
+    task, out, bolt = deduping_task(state, store)
+    replay_a, replay_b, c = word("a", 1), word("b", 2), word("a", 3)
+    for t in (replay_a, c, replay_b):
+        task.execute(t)
+    assert dict(bolt.state.items()) == {"a": 2, "b": 1}  # only the new "a" counts
+    task.execute(cp(2, PREPARE))
+    task.execute(cp(2, COMMIT))
+    data_acked = [t for t in out.acked if t.source_stream != CHECKPOINT_STREAM_ID]
+    assert data_acked == [replay_a, c, replay_b]  # the replays complete their trees
+    assert dict(state.items()) == {"a": 2, "b": 1}
+
+
+def test_a_rolled_back_tuple_counts_when_it_comes_again():
+    task, out, bolt = deduping_task(InMemoryKeyValueState(), InMemoryKeyValueState())
+    task.execute(word("a", 1))
+    task.execute(cp(1, PREPARE))
+    task.execute(cp(1, ROLLBACK))
+    task.execute(word("a", 1))  # the replay of what the rollback dropped
+    assert dict(bolt.state.items()) == {"a": 1}
+
+
+def test_without_dedupe_a_replay_counts_twice():
+    """Storm's acker-at-least-once: the same replay counts again."""
+    state = InMemoryKeyValueState()
+    out = Out()
+    held = HoldingCollector(out)
+    bolt = Counter()
+    bolt.prepare({}, None, held)
+    task = StatefulTask(bolt, bolt.execute, out, held, Context(1), {}, state)
+    task.execute(cp(0, INITSTATE))
+    task.execute(word("a", 1))
+    task.execute(cp(1, PREPARE))
+    task.execute(cp(1, COMMIT))
+    task.execute(word("a", 1))
+    assert dict(state.items()) == {"a": 2}

@@ -1,0 +1,154 @@
+"""Exactly-once acker checkpointing: derived edge ids (worker/lineage.py) and the keys a
+stateful task keeps to recognise a replay (worker/dedupe.py); the task's use of them is
+in test_stateful.py."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from squall.client.grouping import ShuffleRouter
+from squall.client.state import InMemoryKeyValueState
+from squall.client.tuple import Fields
+from squall.worker.collector import OutputCollector, Route, SpoutOutputCollector
+from squall.worker.dedupe import SeenTuples, retention_secs
+from squall.worker.lineage import child_edge, message_base, spout_edge, tuple_key
+
+
+# -- derived edges ----------------------------------------------------------------------
+
+def test_spout_edges_name_the_message_not_the_attempt():
+    base = message_base("sentences", "default", 42)
+    assert base == message_base("sentences", "default", 42)  # every process, every run
+    assert 0 <= base < 1 << 64
+    edges = [spout_edge(base, i) for i in range(3)]
+    assert len(set(edges)) == 3 and edges == [spout_edge(base, i) for i in range(3)]
+    others = {message_base(*k) for k in [("sentences", "default", 43), ("sentences", "s2", 42),
+                                         ("other", "default", 42), ("sentences", "default", "42"),
+                                         ("sentences", "default", [4, 2])]}
+    assert base not in others and len(others) == 5
+    with pytest.raises(TypeError, match=r"spout 'sentences' emitted msg_id .*object.*cannot "
+                       r"name: use a str, int, bytes or a list of them, or choose "
+                       r"acker-at-least-once"):
+        message_base("sentences", "default", object())
+
+
+def test_child_edges_follow_the_anchor_and_the_copies_it_handed_out():
+    a = tuple_key({111: 5, 222: 5})  # one tuple in two trees (anchored to one input)
+    assert a == tuple_key({222: 5, 111: 5})
+    first = child_edge(a, 0)
+    second = child_edge(a, first)
+    assert first != second and first == child_edge(a, 0) and 0 <= second < 1 << 64
+    assert child_edge(5, 0) != child_edge(6, 0)
+    assert tuple_key({7: 99}) == 99
+    two = tuple_key({1: 3, 2: 4})
+    assert two == tuple_key({2: 4, 1: 3}) and two not in (3, 4, 3 ^ 4)
+    assert two == tuple_key({9: 4, 8: 3})  # the edges name it: roots differ per attempt
+
+
+class _Sink(dict):
+    def __init__(self, targets):
+        super().__init__({t: (lambda tup, t=t: self.got.append((t, tup))) for t in targets})
+        self.got = []
+
+
+def _collector(cls, lineage, targets, *extra):
+    sink = _Sink(targets)
+    ex = SimpleNamespace(component_id="c", ws=SimpleNamespace(
+        stats={1: SimpleNamespace(routes=None)}, deliver=sink, lineage=lineage),
+        transfer=None, debug=False, acking=True, pending_inits=[])
+    route = Route("default", Fields(["w"]), [ShuffleRouter(targets)], False, frozenset())
+    return cls(ex, 1, {"default": route}, *extra), sink, ex
+
+
+class _Pending(list):
+    def add(self, root, msg_id, when):
+        self.append((root, msg_id))
+
+
+@pytest.mark.parametrize("lineage", [True, False])
+def test_a_replayed_message_gets_the_same_edges_only_with_lineage(lineage):
+    def run():
+        spout, sink, ex = _collector(SpoutOutputCollector, lineage, [5], _Pending())
+        spout.emit(["a b"], msg_id=7)
+        (_, sent), = sink.got
+        bolt, bsink, _ = _collector(OutputCollector, lineage, [6])
+        for w in sent[0].split():
+            bolt.emit_anchored([w], "default", sent)
+        bolt.emit([sent[0]], anchors=[sent])
+        (root, init, _task), = ex.pending_inits
+        return ([tuple_key(t.ids) for _, t in bsink.got], list(sent.ids.values()), root,
+                init, sent.ack_val)
+
+    (k1, s1, r1, init1, av1), (k2, s2, r2, _, _) = run(), run()
+    assert r1 != r2  # a replay is a new tree: a late ack of the old one cannot touch it
+    assert len(set(k1)) == 3
+    assert init1 == s1[0]  # the acker's start value is the spout copy's edge
+    assert av1 == k1[0] ^ k1[1] ^ k1[2]  # what the bolt's ack XORs out
+    assert (k1 == k2 and s1 == s2) is lineage
+
+
+# -- the keys a stateful task keeps -----------------------------------------------------
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+#: (event, argument, expected): ``add`` answers whether the key was processed before;
+#: ``restart`` makes a new SeenTuples on the same store and restores it. Retention 20 s.
+TABLE = [
+    ("add", 11, False), ("add", 12, False), ("add", 11, True),  # a replay before the commit
+    ("prepare", 1, None), ("commit", 1, None),
+    ("add", 12, True),  # a replay of a committed tuple
+    ("add", 13, False), ("prepare", 2, None),
+    ("rollback", None, None),  # 13 was never saved: its replay runs again
+    ("add", 13, False), ("add", 12, True),
+    ("prepare", 3, None), ("commit", 3, None),
+    ("restart", None, None),
+    ("add", 11, True), ("add", 13, True), ("add", 14, False),
+    ("prepare", 4, None), ("commit", 4, None),
+    ("advance", 25, None),
+    ("prepare", 5, None), ("commit", 5, None),  # a retention on: a new generation begins
+    ("add", 14, True),  # still known, and kept on in the new generation
+    ("add", 15, False), ("prepare", 6, None), ("commit", 6, None),
+    ("advance", 25, None),
+    # The first generation's last checkpoint is a retention old: forgotten, store included.
+    ("prepare", 7, None), ("commit", 7, None),
+    ("add", 11, False), ("add", 14, True), ("add", 15, True),
+    ("restart", None, None),  # 11 and 14 above were not saved by a checkpoint
+    ("add", 14, True), ("add", 11, False), ("add", 15, True),
+]
+
+
+def test_seen_tuples_event_table():
+    store, clock = InMemoryKeyValueState(), Clock()
+    seen = SeenTuples(store, 20, clock)
+    for i, (event, arg, want) in enumerate(TABLE):
+        if event == "add":
+            assert seen.add(arg) is want, (i, event, arg)
+        elif event == "prepare":
+            seen.prepare(arg)
+        elif event == "commit":
+            seen.commit(arg)
+        elif event == "rollback":
+            seen.rollback()
+        elif event == "restart":
+            store.rollback()  # a new worker sees only what was committed
+            seen = SeenTuples(store, 20, clock)
+            seen.restore()
+        elif event == "advance":
+            clock.now += arg
+    assert [k for k, _ in store.items()] == [6]  # expired checkpoints left the store
+    assert len(seen) == 3
+
+
+def test_retention_defaults_to_twice_the_message_timeout():
+    assert retention_secs({}) == 60
+    assert retention_secs({"topology.message.timeout.secs": 6}) == 12
+    assert retention_secs({"topology.state.dedupe.retention.secs": 300,
+                           "topology.message.timeout.secs": 6}) == 300
