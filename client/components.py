@@ -63,6 +63,13 @@ class Spout(Component):
     it has nothing to emit it just returns and the runtime backs off.
     """
 
+    #: True when a message id names the same message across this spout's restarts (a
+    #: Kafka offset, a line number of a file re-read from its start). Exactly-once acker
+    #: checkpointing then recognises what a restarted spout emits again; with False (ids
+    #: that start over, as a counter from 0 does) it recognises replays within one run of
+    #: the spout only, and a restarted spout's messages count as new.
+    stable_message_ids = False
+
     def open(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
         self.collector = collector
 

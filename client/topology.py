@@ -529,7 +529,7 @@ def _check_replays_reach_the_same_task(topology: Topology, mode: str) -> None:
                     f"{inp.grouping.kind} grouping: a replayed tuple may reach another of its "
                     f"{c.task_count} tasks, which cannot tell it was counted, and "
                     f"{cfg.TOPOLOGY_STATE_CHECKPOINT_MODE} {mode} is exactly-once; use "
-                    "fields_grouping (or global/all/direct), or acker-at-least-once",
+                    "fields_grouping (or global or all grouping), or acker-at-least-once",
                     component=c.id, stream=inp.stream)
 
 

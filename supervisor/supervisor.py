@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from hashlib import blake2b
 from typing import Any, Callable, Mapping
 
 from ..client import config as cfg
@@ -123,6 +124,18 @@ class _Proc:
     @property
     def tasks(self) -> tuple[int, ...]:
         return self.spec.tasks
+
+
+def worker_hash_seed(topology_id: str, conf: Mapping[str, Any]) -> str:
+    """PYTHONHASHSEED for a topology's workers: one value for all of them and every
+    restart, so a bolt iterating a set of strings emits in the same order when a message
+    is replayed (exactly-once acker checkpointing names tuples by what was emitted before
+    them, worker/lineage.py). Keyed by the topology's secret when it has one, so that
+    input crafted to collide in its dicts cannot be made outside. A seed set in the
+    supervisor's environment or in ``topology.environment`` wins."""
+    secret = str(conf.get(cfg.TOPOLOGY_CURVE_SECRET_KEY) or "").encode()
+    digest = blake2b(topology_id.encode(), key=secret[:64], digest_size=4).digest()
+    return str(int.from_bytes(digest, "little"))
 
 
 class Supervisor(Daemon):
@@ -374,6 +387,7 @@ class Supervisor(Daemon):
         cmd = [sys.executable, "-m", "squall.worker", "--topology-dir",
                self.files.topology_dir(tid), "--worker-dir", wdir, "--exit-with-parent"]
         env = dict(os.environ)
+        env.setdefault("PYTHONHASHSEED", worker_hash_seed(tid, spec.payload.conf))
         topo_env = spec.payload.conf.get(cfg.TOPOLOGY_ENVIRONMENT) or {}
         env.update({str(k): str(v) for k, v in topo_env.items()})
         log_path = self.files.log_path(tid, port)

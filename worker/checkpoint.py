@@ -116,6 +116,8 @@ class HoldingCollector(CollectorWrapper):
     def __init__(self, out: Any):
         super().__init__(out)
         self.acked: list[Tuple] = []
+        #: Exactly-once acker checkpointing: an acked tuple's key is saved with the state.
+        self.seen: SeenTuples | None = None
 
     def take_acked(self) -> list[Tuple]:
         acked, self.acked = self.acked, []
@@ -134,6 +136,8 @@ class HoldingCollector(CollectorWrapper):
 
     def ack(self, tup: Tuple) -> None:
         self.acked.append(tup)
+        if self.seen is not None and tup.ids:
+            self.seen.add(tuple_key(tup.ids))
 
 
 class StatefulTask:
@@ -144,8 +148,9 @@ class StatefulTask:
     window) fed once the state is initialized.
 
     With ``dedupe`` (exactly-once acker checkpointing, a KeyValueState) the task keeps the
-    keys of what it processed (worker/dedupe.py) and runs a replay of a saved tuple with
-    its state muted.
+    keys of what it acked (worker/dedupe.py) and runs a replay of a saved tuple with its
+    state muted. The bolt must write the state in the ``execute`` of the tuple the write
+    belongs to: a write made later (a batch flushed on a tick) escapes the mute.
     """
 
     def __init__(self, bolt: Any, run: Callable[[Tuple], Any], out: Any,
@@ -173,6 +178,7 @@ class StatefulTask:
             store = seen_store if seen_store is not None else get_state(
                 namespace + "$seen", conf, context)
             self.seen = SeenTuples(store, retention_secs(conf))  # type: ignore[arg-type]
+            collector.seen = self.seen
             self.view = MutableState(self.state)  # type: ignore[arg-type]
 
     def execute(self, tup: Tuple) -> Any:
@@ -186,7 +192,7 @@ class StatefulTask:
     def process(self, tup: Tuple) -> Any:
         seen = self.seen
         ids = tup.ids
-        if seen is None or not ids or not seen.add(tuple_key(ids)):
+        if seen is None or not ids or not seen.known(tuple_key(ids)):
             return self.run_tuple(tup)
         view = self.view  # a replay of a saved tuple: emit and ack again, change nothing
         view.muted = True

@@ -153,9 +153,13 @@ class _Base:
 class SpoutOutputCollector(_Base):
     """What a spout emits through (Storm's SpoutOutputCollector)."""
 
-    def __init__(self, ex: Any, task: int, routes: dict[str, Route], pending: Any):
+    def __init__(self, ex: Any, task: int, routes: dict[str, Route], pending: Any,
+                 stable_ids: bool = False):
         super().__init__(ex, task, routes)
         self.pending = pending
+        #: Part of every derived edge: 0 when the spout's message ids name messages across
+        #: its restarts, else drawn now, so a restarted spout's ids that start over are new.
+        self.run = 0 if stable_ids else new_id()
         #: Emits so far, all streams: the executor reads it around next_tuple.
         self.emits = 0
 
@@ -170,7 +174,8 @@ class SpoutOutputCollector(_Base):
         if msg_id is not None and self.ex.acking:
             root = new_id()
             ack_val = 0
-            base = message_base(self.component, stream, msg_id) if self.lineage else None
+            base = message_base(self.component, self.task, stream, msg_id, self.run) \
+                if self.lineage else None
             for i, t in enumerate(targets):
                 e = _randbits(64) if base is None else spout_edge(base, i)
                 ack_val ^= e

@@ -6,8 +6,8 @@ the acker, and an acker can die holding the trees: the spout then replays messag
 effect is already committed, and Storm counts them again (it documents at-least-once).
 
 Here the edge ids are derived (worker/lineage.py), so a replayed tuple arrives with the
-key it had the first time. :class:`SeenTuples` keeps the keys a task processed, one
-bucket per checkpoint, saved with the state in a namespace of its own and in the same
+key it had the first time. :class:`SeenTuples` keeps the keys of the tuples a task
+acked, per checkpoint, saved with the state in a namespace of its own and in the same
 two-phase transaction (prepared with it, committed or rolled back with it, so a kill
 between the two leaves both at the same checkpoint). A tuple whose key is known runs
 with the state muted (:class:`MutableState`): the bolt emits again (deriving the same
@@ -91,14 +91,18 @@ class _Generation:
 
 
 class SeenTuples:
-    """The keys of the tuples one stateful task processed, per checkpoint (pure but for
+    """The keys of the tuples one stateful task saved, per checkpoint (pure but for
     ``store``, a KeyValueState mapping txid -> [time, packed keys]).
 
-    In memory the keys sit in generations, RotatingMap-like: the newest takes every new
+    A key is recorded when the bolt acks its tuple (the ack is held for the commit that
+    saves its effect), not when it runs: a failed tuple is not saved, and its replay must
+    run. In memory the keys sit in generations, RotatingMap-like: the newest takes every
     key, and a new generation starts at the first PREPARE a retention period after the
-    newest began; the oldest is dropped (its checkpoints deleted from the store) a
-    retention period after its last checkpoint. So a key is kept at least the retention
-    and at most about twice it, and a lookup probes two or three tables.
+    newest began; the oldest is dropped at a COMMIT a retention period after its last
+    checkpoint, and its checkpoints are deleted from the store in the next transaction.
+    So a key is kept at least the retention and at most about twice it, and a lookup
+    probes two or three sets. Time is counted from the task's start at the latest, so a
+    worker's downtime does not eat the retention of what it restores.
     """
 
     def __init__(self, store: KeyValueState, retention_secs: float,
@@ -112,51 +116,61 @@ class SeenTuples:
         #: transaction: what a rollback takes out again.
         self.young: list[int] = []
         self.prepared: list[int] = []
+        self.prepared_txid: int | None = None
+        #: Expired checkpoints to delete from the store in the next transaction, and those
+        #: the prepared one deletes (deleted again after a rollback).
+        self.doomed: list[int] = []
+        self.deleting: list[int] = []
         #: Replays recognised since the last :meth:`take_duplicates`.
         self.duplicates = 0
 
     def __len__(self) -> int:
         return sum(len(g.keys) for g in self.gens)
 
-    def add(self, key: int) -> bool:
-        """Record a processed tuple; True when it was processed before (a replay)."""
-        gens = self.gens
-        newest = gens[0].keys
-        if key in newest:
-            self.duplicates += 1
-            return True
-        newest.add(key)
-        self.young.append(key)
-        for g in gens:
-            if g.keys is not newest and key in g.keys:  # kept on in the newest: refreshed
+    def known(self, key: int) -> bool:
+        """Whether a tuple with ``key`` was saved (or acked in a transaction not yet saved):
+        True means this one is a replay."""
+        for g in self.gens:
+            if key in g.keys:
                 self.duplicates += 1
                 return True
         return False
+
+    def add(self, key: int) -> None:
+        """Record an acked tuple (kept on in the newest generation if it was older)."""
+        newest = self.gens[0].keys
+        if key not in newest:
+            newest.add(key)
+            self.young.append(key)
 
     def take_duplicates(self) -> int:
         n, self.duplicates = self.duplicates, 0
         return n
 
     def prepare(self, txid: int) -> None:
-        """Save the keys since the last PREPARE as transaction ``txid`` (and forget expired
-        generations) in the store's prepared transaction."""
+        """Save the keys since the last PREPARE as transaction ``txid`` (and delete expired
+        checkpoints) in the store's prepared transaction."""
         now = self.clock()
         if self.young:
             self.store.put(txid, [now, array("Q", self.young).tobytes()])
+        for old in self.doomed:
+            self.store.delete(old)
+        self.deleting, self.doomed = self.doomed, []
         newest = self.gens[0]
         newest.txids.append(txid)
         newest.end = now
         self.prepared, self.young = self.young, []
-        while len(self.gens) > 1 and self.gens[-1].end < now - self.retention:
-            for old in self.gens.pop().txids:
-                self.store.delete(old)
+        self.prepared_txid = txid
         if newest.start < now - self.retention:
             self.gens.appendleft(_Generation(now))
         self.store.prepare_commit(txid)
 
     def commit(self, txid: int) -> None:
         self.store.commit(txid)
-        self.prepared = []
+        self.prepared, self.deleting, self.prepared_txid = [], [], None
+        limit = self.clock() - self.retention
+        while len(self.gens) > 1 and self.gens[-1].end < limit:
+            self.doomed.extend(self.gens.pop().txids)
 
     def rollback(self) -> None:
         """Forget what no commit saved: those tuples are replayed and must run again."""
@@ -166,11 +180,17 @@ class SeenTuples:
                 if key in g.keys:
                     g.keys.discard(key)
                     break
-        self.prepared, self.young = [], []
+        if self.prepared_txid is not None:
+            for g in self.gens:
+                if self.prepared_txid in g.txids:
+                    g.txids.remove(self.prepared_txid)
+        self.doomed = self.deleting + self.doomed
+        self.prepared, self.young, self.deleting, self.prepared_txid = [], [], [], None
 
     def restore(self) -> None:
         """Load the committed keys (a task restarted: INITSTATE)."""
         saved = sorted(self.store.items(), key=lambda kv: kv[0])
+        now = self.clock()
         gens: deque[_Generation] = deque()
         for txid, (when, raw) in saved:
             when = float(when)
@@ -178,9 +198,11 @@ class SeenTuples:
                 gens.appendleft(_Generation(when))
             g = gens[0]
             g.txids.append(int(txid))
-            g.end = when
             keys = array("Q")
             keys.frombytes(raw)
             g.keys.update(keys)
-        self.gens = gens or deque([_Generation(self.clock())])
-        self.young, self.prepared = [], []
+        for g in gens:
+            g.end = max(g.end, now)  # kept a retention from now: the downtime is not age
+        self.gens = gens or deque([_Generation(now)])
+        self.young, self.prepared, self.doomed, self.deleting = [], [], [], []
+        self.prepared_txid = None

@@ -475,7 +475,8 @@ class SpoutExecutor(Executor):
         for st in self.spouts:
             ctx = self.context(st.task)
             st.collector = SpoutOutputCollector(
-                self, st.task, build_routes(self.ws, self.component_id, st.task, ctx), st.pending)
+                self, st.task, build_routes(self.ws, self.component_id, st.task, ctx), st.pending,
+                bool(getattr(st.spout, "stable_message_ids", False)))
             st.spout.open(self.conf, ctx, st.collector)
             if st.barrier is not None:
                 st.barrier.opened(st.collector, self.conf, ctx)

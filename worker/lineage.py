@@ -6,14 +6,16 @@ makes Storm's checkpointing at-least-once. With ``topology.state.checkpoint.mode
 acker`` Squall derives the edge ids instead (root ids stay random, so a late ack of an
 abandoned attempt never touches the replay's tree):
 
-* a spout tuple's edge is a hash of (component, stream, message id) and the copy's
-  index among the emit's target tasks;
+* a spout tuple's edge is a hash of (component, task, stream, message id) and the copy's
+  index among the emit's target tasks; and of a number drawn when the spout opens,
+  unless it declares ``stable_message_ids`` (its ids name messages across its restarts);
 * a bolt's emit anchored to tuple ``a`` gets a hash of ``(key(a), a.ack_val)``: ``ack_val``
   is the XOR of the edges ``a`` already handed out, so the first, second... copy differ.
 
 A deterministic bolt therefore emits the same edges when a message is replayed, and a
 stateful task recognises a tuple by :func:`tuple_key` (worker/dedupe.py). The edges stay
-as good as random for the acker's XOR: a 64-bit mix of distinct inputs.
+as good as random for the acker's XOR: a 64-bit mix of distinct inputs. Every worker of a
+topology must run the same Python (CPython's tuple hash is part of the derivation).
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ def mix(x: int) -> int:
     return x ^ (x >> 33)
 
 
-def message_base(component: str, stream: str, msg_id: Any) -> int:
-    """The seed of a spout message's edges; the same in every process and every run."""
+def message_base(component: str, task: int, stream: str, msg_id: Any, run: int = 0) -> int:
+    """The seed of a spout message's edges: the same in every process, and in every run of
+    the spout task when ``run`` is 0 (else a number drawn when the spout opened)."""
     try:
-        raw = msgpack.packb([component, stream, msg_id], use_bin_type=True)
+        raw = msgpack.packb([component, task, stream, msg_id, run], use_bin_type=True)
     except (TypeError, ValueError, OverflowError):
         raise TypeError(
             f"spout {component!r} emitted msg_id {msg_id!r:.60} ({type(msg_id).__name__}), "

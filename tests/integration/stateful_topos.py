@@ -32,8 +32,11 @@ class SentenceSpout(Spout):
     """Emits message ids 0..``test.spout.count``-1 (its share) as sentences; replays failures.
 
     Throttled by ``test.spout.rate`` sentences a second per task (0: as fast as it can),
-    so a kill lands mid-run.
+    so a kill lands mid-run. Restarted, it emits its share again from the start: id i is
+    always sentence i.
     """
+
+    stable_message_ids = True
 
     def open(self, conf, context, collector):
         self.collector = collector

@@ -19,19 +19,23 @@ from squall.worker.lineage import child_edge, message_base, spout_edge, tuple_ke
 # -- derived edges ----------------------------------------------------------------------
 
 def test_spout_edges_name_the_message_not_the_attempt():
-    base = message_base("sentences", "default", 42)
-    assert base == message_base("sentences", "default", 42)  # every process, every run
+    base = message_base("sentences", 3, "default", 42)
+    assert base == message_base("sentences", 3, "default", 42)  # every process, every run
     assert 0 <= base < 1 << 64
     edges = [spout_edge(base, i) for i in range(3)]
     assert len(set(edges)) == 3 and edges == [spout_edge(base, i) for i in range(3)]
-    others = {message_base(*k) for k in [("sentences", "default", 43), ("sentences", "s2", 42),
-                                         ("other", "default", 42), ("sentences", "default", "42"),
-                                         ("sentences", "default", [4, 2])]}
-    assert base not in others and len(others) == 5
+    # Storm's message ids are one spout task's: task 4's id 42 is another message; so is
+    # id 42 of another run of a spout whose ids start over (run != 0).
+    others = {message_base(*k) for k in [
+        ("sentences", 3, "default", 43), ("sentences", 3, "s2", 42),
+        ("other", 3, "default", 42), ("sentences", 3, "default", "42"),
+        ("sentences", 3, "default", [4, 2]), ("sentences", 4, "default", 42),
+        ("sentences", 3, "default", 42, 12345)]}
+    assert base not in others and len(others) == 7
     with pytest.raises(TypeError, match=r"spout 'sentences' emitted msg_id .*object.*cannot "
                        r"name: use a str, int, bytes or a list of them, or choose "
                        r"acker-at-least-once"):
-        message_base("sentences", "default", object())
+        message_base("sentences", 3, "default", object())
 
 
 def test_child_edges_follow_the_anchor_and_the_copies_it_handed_out():
@@ -67,26 +71,38 @@ class _Pending(list):
         self.append((root, msg_id))
 
 
+def _split(lineage, sent):
+    """A Split bolt's emits for one spout tuple: the keys of what it sent."""
+    bolt, bsink, _ = _collector(OutputCollector, lineage, [6])
+    for w in sent[0].split():
+        bolt.emit_anchored([w], "default", sent)
+    bolt.emit([sent[0]], anchors=[sent])
+    return [tuple_key(t.ids) for _, t in bsink.got]
+
+
 @pytest.mark.parametrize("lineage", [True, False])
 def test_a_replayed_message_gets_the_same_edges_only_with_lineage(lineage):
+    spout, sink, ex = _collector(SpoutOutputCollector, lineage, [5], _Pending())
+    spout.emit(["a b"], msg_id=7)
+    spout.emit(["a b"], msg_id=7)  # its replay, after a fail
+    (_, first), (_, replay) = sink.got
+    (r1, init1, _), (r2, _, _) = ex.pending_inits
+    assert r1 != r2  # a replay is a new tree: a late ack of the old one cannot touch it
+    k1, k2 = _split(lineage, first), _split(lineage, replay)
+    assert len(set(k1)) == 3
+    assert init1 == tuple_key(first.ids)  # the acker's start value is the spout copy's edge
+    assert first.ack_val == k1[0] ^ k1[1] ^ k1[2]  # what the bolt's ack XORs out
+    assert (k1 == k2 and first.ids[r1] == replay.ids[r2]) is lineage
+
+
+@pytest.mark.parametrize("stable", [True, False])
+def test_a_restarted_spout_repeats_its_edges_only_when_its_ids_name_messages(stable):
     def run():
-        spout, sink, ex = _collector(SpoutOutputCollector, lineage, [5], _Pending())
+        spout, sink, _ = _collector(SpoutOutputCollector, True, [5], _Pending(), stable)
         spout.emit(["a b"], msg_id=7)
         (_, sent), = sink.got
-        bolt, bsink, _ = _collector(OutputCollector, lineage, [6])
-        for w in sent[0].split():
-            bolt.emit_anchored([w], "default", sent)
-        bolt.emit([sent[0]], anchors=[sent])
-        (root, init, _task), = ex.pending_inits
-        return ([tuple_key(t.ids) for _, t in bsink.got], list(sent.ids.values()), root,
-                init, sent.ack_val)
-
-    (k1, s1, r1, init1, av1), (k2, s2, r2, _, _) = run(), run()
-    assert r1 != r2  # a replay is a new tree: a late ack of the old one cannot touch it
-    assert len(set(k1)) == 3
-    assert init1 == s1[0]  # the acker's start value is the spout copy's edge
-    assert av1 == k1[0] ^ k1[1] ^ k1[2]  # what the bolt's ack XORs out
-    assert (k1 == k2 and s1 == s2) is lineage
+        return _split(True, sent)
+    assert (run() == run()) is stable
 
 
 # -- the keys a stateful task keeps -----------------------------------------------------
@@ -99,29 +115,40 @@ class Clock:
         return self.now
 
 
-#: (event, argument, expected): ``add`` answers whether the key was processed before;
-#: ``restart`` makes a new SeenTuples on the same store and restores it. Retention 20 s.
+#: (event, argument, expected). ``ack``: a tuple ran and was acked, answering whether it
+#: was known (a replay); ``fail``: it ran and failed (answering the same), so it is not
+#: saved; ``restart`` makes a new SeenTuples on the same store and restores it.
+#: Retention 20 s.
 TABLE = [
-    ("add", 11, False), ("add", 12, False), ("add", 11, True),  # a replay before the commit
+    ("ack", 11, False), ("ack", 12, False), ("ack", 11, True),  # a replay before the commit
+    ("fail", 16, False), ("fail", 16, False),  # a failed tuple's replay runs
     ("prepare", 1, None), ("commit", 1, None),
-    ("add", 12, True),  # a replay of a committed tuple
-    ("add", 13, False), ("prepare", 2, None),
+    ("ack", 12, True),  # a replay of a committed tuple
+    ("ack", 13, False), ("prepare", 2, None),
     ("rollback", None, None),  # 13 was never saved: its replay runs again
-    ("add", 13, False), ("add", 12, True),
+    ("ack", 13, False), ("ack", 12, True),
     ("prepare", 3, None), ("commit", 3, None),
     ("restart", None, None),
-    ("add", 11, True), ("add", 13, True), ("add", 14, False),
+    ("ack", 11, True), ("ack", 13, True), ("ack", 14, False), ("ack", 16, False),
     ("prepare", 4, None), ("commit", 4, None),
     ("advance", 25, None),
     ("prepare", 5, None), ("commit", 5, None),  # a retention on: a new generation begins
-    ("add", 14, True),  # still known, and kept on in the new generation
-    ("add", 15, False), ("prepare", 6, None), ("commit", 6, None),
+    ("ack", 14, True),  # still known, and kept on in the new generation
+    ("ack", 15, False), ("prepare", 6, None), ("commit", 6, None),
     ("advance", 25, None),
-    # The first generation's last checkpoint is a retention old: forgotten, store included.
+    # The first generation's last checkpoint is a retention old: forgotten at this commit,
+    # deleted from the store by the next transaction.
     ("prepare", 7, None), ("commit", 7, None),
-    ("add", 11, False), ("add", 14, True), ("add", 15, True),
-    ("restart", None, None),  # 11 and 14 above were not saved by a checkpoint
-    ("add", 14, True), ("add", 11, False), ("add", 15, True),
+    ("ack", 11, False), ("ack", 14, True), ("ack", 15, True),
+    ("prepare", 8, None), ("rollback", None, None),  # the deletes are made again ...
+    ("prepare", 9, None), ("commit", 9, None),  # ... and saved here
+    ("restart", None, None),  # 11 and 14 above were rolled back: not saved
+    ("ack", 14, True), ("ack", 11, False), ("ack", 15, True),
+    # A worker down for longer than the retention keeps what it restored a retention on.
+    ("prepare", 10, None), ("commit", 10, None),
+    ("advance", 100, None), ("restart", None, None),
+    ("prepare", 11, None), ("commit", 11, None),
+    ("ack", 14, True), ("ack", 11, True),
 ]
 
 
@@ -129,8 +156,10 @@ def test_seen_tuples_event_table():
     store, clock = InMemoryKeyValueState(), Clock()
     seen = SeenTuples(store, 20, clock)
     for i, (event, arg, want) in enumerate(TABLE):
-        if event == "add":
-            assert seen.add(arg) is want, (i, event, arg)
+        if event in ("ack", "fail"):
+            assert seen.known(arg) is want, (i, event, arg)
+            if event == "ack":
+                seen.add(arg)
         elif event == "prepare":
             seen.prepare(arg)
         elif event == "commit":
@@ -143,8 +172,8 @@ def test_seen_tuples_event_table():
             seen.restore()
         elif event == "advance":
             clock.now += arg
-    assert [k for k, _ in store.items()] == [6]  # expired checkpoints left the store
-    assert len(seen) == 3
+    assert [k for k, _ in store.items()] == [6, 10]  # expired checkpoints left the store
+    assert len(seen) == 5  # 11 and 14 kept on in the newest generation too
 
 
 def test_retention_defaults_to_twice_the_message_timeout():

@@ -353,10 +353,22 @@ def word(w, edge):
     return Tuple([w], "split", "default", 1, {edge * 1000: edge + 100}, Fields(["word"]))
 
 
-def deduping_task(state, store):
+class FailsFirst(Counter):
+    """Fails each word's first tuple without counting it (a transient error)."""
+
+    def execute(self, tup):
+        self.tried = getattr(self, "tried", set())
+        if tup[0] not in self.tried:
+            self.tried.add(tup[0])
+            self.collector.fail(tup)
+            return
+        super().execute(tup)
+
+
+def deduping_task(state, store, bolt_class=Counter):
     out = Out()
     held = HoldingCollector(out)
-    bolt = Counter()
+    bolt = bolt_class()
     bolt.prepare({}, None, held)
     task = StatefulTask(bolt, bolt.execute, out, held, Context(1), {}, state, dedupe=True,
                         seen_store=store)
@@ -412,3 +424,16 @@ def test_without_dedupe_a_replay_counts_twice():
     task.execute(cp(1, COMMIT))
     task.execute(word("a", 1))
     assert dict(state.items()) == {"a": 2}
+
+
+def test_the_replay_of_a_failed_tuple_counts():
+    """Only acked tuples are saved as processed: a tuple the bolt failed runs again."""
+    task, out, bolt = deduping_task(InMemoryKeyValueState(), InMemoryKeyValueState(),
+                                    FailsFirst)
+    first = word("a", 1)
+    task.execute(first)
+    assert out.failed == [first] and dict(bolt.state.items()) == {}
+    task.execute(word("a", 1))  # the spout's replay
+    task.execute(cp(1, PREPARE))
+    task.execute(cp(1, COMMIT))
+    assert dict(bolt.state.items()) == {"a": 1}

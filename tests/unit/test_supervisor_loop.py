@@ -69,6 +69,7 @@ def env(tmp_path):
 
     def spawn(cmd, log_path, env):
         p = FakeProc(next(pids), cmd, log_path)
+        p.env = env
         spawned.append(p)
         return p
 
@@ -328,3 +329,25 @@ def test_a_crashed_workers_last_errors_are_forwarded_once_even_after_its_relaunc
     sup.report_heartbeats()
     assert send.sent == [{6700: ["RuntimeError: boom"]}, {}]
     assert sup.outbox._marks == {}
+
+
+def test_workers_of_a_topology_share_a_hash_seed_across_restarts(env, monkeypatch):
+    """One PYTHONHASHSEED per topology (keyed by its secret): a bolt iterating a set emits
+    in the same order after a restart; one set in the environment wins."""
+    from squall.supervisor.supervisor import worker_hash_seed
+
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    sup, nimbus, spawned, _ = env
+    assign(nimbus, sup.id)
+    sup.sync()
+    seeds = {p.env["PYTHONHASHSEED"] for p in spawned}
+    assert seeds == {worker_hash_seed(T, {})} and 0 <= int(seeds.pop()) < 2 ** 32
+    assert worker_hash_seed(T, {}) != worker_hash_seed(T + "x", {})
+    assert worker_hash_seed(T, {"topology.curve.secret.key": "s1"}) != \
+        worker_hash_seed(T, {"topology.curve.secret.key": "s2"})
+    monkeypatch.setenv("PYTHONHASHSEED", "7")
+    spawned[0].exit(1)
+    sup.sync()
+    sup.clock.now += 60  # past the restart back-off
+    sup.sync()
+    assert spawned[-1].env["PYTHONHASHSEED"] == "7" and len(spawned) == 3
