@@ -139,6 +139,12 @@ class BoltBarrier:
         #: they sent since (held until every channel's barrier has come).
         self.aligning: int | None = None
         self.held: dict[int, list[Tuple]] = {}
+        #: Held tuples, bounded like the receive queue they came from: at its high water
+        #: mark the queue is pinned congested, so spouts pause (backpressure) until the
+        #: slow channels' barriers come.
+        self.held_count = 0
+        self.queue = executor.queue
+        self.pinned = False
         self.last_snapshot = -1
         #: True when every channel is live and none is blocked: tuples go straight through.
         self.normal = False
@@ -162,6 +168,14 @@ class BoltBarrier:
             held = self.held.get(c)
             if held is not None:
                 held.append(tup)
+                self.held_count += 1
+                if self.held_count >= self.queue.high and not self.pinned:
+                    self.pinned = True
+                    self.queue.pin(True)
+                    log.info("%s: holding %d tuples while checkpoint %s waits for barriers "
+                             "from tasks %s: backpressure until they come", self.name,
+                             self.held_count, self.aligning,
+                             sorted(self.channels - self.held.keys()))
                 return None
         elif self.epoch is None:  # tick tuples too wait for the state
             return None
@@ -196,6 +210,7 @@ class BoltBarrier:
             self.epoch = epoch
             self.live = set()
             self.aligning, self.held = None, {}
+            self._released()
             self.last_snapshot = txid
             if self.store is not None:
                 if self.initialized:
@@ -227,10 +242,17 @@ class BoltBarrier:
         if self.held.keys() >= self.channels:
             self.snapshot(txid)
             held, self.held, self.aligning = self.held, {}, None
+            self._released()
             self._update()
             for tuples in held.values():
                 for t in tuples:
                     self.run(t)
+
+    def _released(self) -> None:
+        self.held_count = 0
+        if self.pinned:
+            self.pinned = False
+            self.queue.pin(False)
 
     def snapshot(self, txid: int) -> None:
         self.last_snapshot = txid

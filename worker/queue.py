@@ -104,6 +104,8 @@ class InQueue:
         #: Called (in the producer's thread) when the queue becomes congested: backpressure
         #: through the master pauses this worker's upstream spouts at once with it.
         self.on_congested: Callable[[], None] | None = None
+        #: Consumers holding back tuples they took (barrier alignment): congested meanwhile.
+        self.pins = 0
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -134,11 +136,21 @@ class InQueue:
         n = len(self.dq)
         if n > self.max_len:
             self.max_len = n
-        if self.congested and n <= self.low:
+        if self.congested and n <= self.low and not self.pins:
             with self._lock:
                 if self.congested:
                     self.congested = False
                     self.bp.local(False)
+
+    def pin(self, on: bool) -> None:
+        """Consumer: count this queue congested whatever its length while a consumer holds
+        back as many tuples as it may queue (``on``), then lift that as drain_done does (at
+        once: with the spouts paused, no batch may come to call it)."""
+        self.pins += 1 if on else -1
+        if on:
+            self._over()
+        else:
+            self.drain_done()
 
     def wake(self) -> None:
         self.waker.wake()

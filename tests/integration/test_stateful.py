@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import collections
+import pathlib
 
 import msgpack
 import pytest
@@ -204,10 +205,13 @@ def committed_snapshot(client, prefix: str, tasks: int) -> tuple[int, dict, dict
     return int(next(iter(txids.values()))), offsets, counts
 
 
+@pytest.mark.parametrize("buffer", [None, 64])
 def test_aligned_checkpoints_are_consistent_under_a_slow_input_channel(cluster, redis_conf,
-                                                                      redis_server):
+                                                                      redis_server, buffer):
     """Every committed checkpoint's counts are exactly the words of the sentences before its
-    spout offsets, while one split task (an input channel of every count task) is slow."""
+    spout offsets, while one split task (an input channel of every count task) is slow.
+    With receive queues of 64 tuples the count tasks hold more than a queue's worth while
+    they align, and hold the spouts back (backpressure) until the slow barrier comes."""
     from stateful_topos import CheckpointedSentences, SlowSplit, sentence
 
     n = 4000
@@ -221,6 +225,8 @@ def test_aligned_checkpoints_are_consistent_under_a_slow_input_channel(cluster, 
             "topology.state.checkpoint.interval.ms": 100, "test.split.sleep": 0.0005,
             "topology.message.timeout.secs": TIMEOUT, "test.spout.count": n,
             "test.spout.rate": 1500}
+    if buffer:
+        conf["topology.executor.receive.buffer.size"] = buffer
     lc = cluster(b.create_topology(), conf)
     client = redis_server.client()
     prefix = redis_conf["trident.redis.key.prefix"]
@@ -245,6 +251,9 @@ def test_aligned_checkpoints_are_consistent_under_a_slow_input_channel(cluster, 
                  what="5 consistent checkpoints, the last after every sentence")
     finally:
         client.close()
+    if buffer:
+        logs = "".join(pathlib.Path(w.log_path).read_text(errors="replace") for w in lc.workers)
+        assert "backpressure until they come" in logs
 
 
 def min_spout_task(offsets: dict) -> int:

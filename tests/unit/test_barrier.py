@@ -10,6 +10,7 @@ from squall.client.stateful import BARRIER, CHECKPOINT_STREAM_ID, RESTORE, State
 from squall.client.tuple import TM_CONTROL_STREAM_ID, Fields, Tuple
 from squall.worker import barrier as barrier_mod
 from squall.worker.barrier import BoltBarrier
+from squall.worker.queue import Backpressure, InQueue, ThreadWaker
 from squall.worker.topology_master import (RECOVERING, RUNNING, WAITING, BarrierCoordinator,
                                            Persist, Send)
 
@@ -110,6 +111,7 @@ class FakeExecutor:
     def __init__(self):
         self.ws = self.WS()
         self.reports = []
+        self.queue = InQueue(4, 0.75, 0.25, Backpressure(), ThreadWaker())  # high mark 3
 
     def add_timer(self, period, fn):
         pass
@@ -218,3 +220,28 @@ def test_without_alignment_the_first_barrier_snapshots(monkeypatch, task):
     assert task.bolt_obj.state.get("early") == 1
     task.run(mark(0, BARRIER, 1, 11))  # the second copy does nothing
     assert [r for r in task.ex.reports if r[0] == "prepared"] == [("prepared", 0)]
+
+
+def test_a_long_alignment_pauses_the_spouts_until_the_slow_barrier_comes(task):
+    """Held tuples are bounded like the receive queue: at its high water mark the queue
+    counts congested (spouts pause), until alignment ends or a new epoch drops them."""
+    q, bp = task.ex.queue, task.ex.queue.bp
+    for c in (10, 11):
+        task.run(mark(-1, RESTORE, 1, c))
+    task.run(mark(0, BARRIER, 1, 10))
+    for i in range(2):
+        task.run(word(f"w{i}", 10))
+    assert not q.congested and not bp.local_congested
+    task.run(word("w2", 10))  # the third held tuple: the high water mark
+    assert q.congested and bp.local_congested
+    q.drain_done()  # the queue itself is empty: still congested while the tuples are held
+    assert q.congested
+    task.run(mark(0, BARRIER, 1, 11))
+    assert not q.congested and not bp.local_congested
+    assert task.bolt_obj.state.get("w2") == 1  # replayed after the snapshot
+    task.run(mark(1, BARRIER, 1, 10))
+    for i in range(3):
+        task.run(word(f"v{i}", 10))
+    assert q.congested
+    task.run(mark(0, RESTORE, 2, 10))  # recovery: the held tuples are dropped
+    assert not q.congested and not bp.local_congested and q.pins == 0
