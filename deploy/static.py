@@ -106,7 +106,7 @@ class StaticCluster:
         ipc_dir = tempfile.mkdtemp(prefix="sq-", dir="/tmp") if self.ipc else None
         self._ipc_dir = ipc_dir
         env = dict(os.environ)
-        env.setdefault("PYTHONHASHSEED", worker_hash_seed(self.topology_id, self.conf))
+        env["PYTHONHASHSEED"] = worker_hash_seed(self.topology_id, self.conf)
         env.update({str(k): str(v) for k, v in (self.conf.get(cfg.TOPOLOGY_ENVIRONMENT) or {}).items()})
         for w, port in zip(worker_ids, ports):
             wdir = os.path.join(self.base_dir, f"worker-{port}")

@@ -131,8 +131,10 @@ def worker_hash_seed(topology_id: str, conf: Mapping[str, Any]) -> str:
     restart, so a bolt iterating a set of strings emits in the same order when a message
     is replayed (exactly-once acker checkpointing names tuples by what was emitted before
     them, worker/lineage.py). Keyed by the topology's secret when it has one, so that
-    input crafted to collide in its dicts cannot be made outside. A seed set in the
-    supervisor's environment or in ``topology.environment`` wins."""
+    input crafted to collide in its dicts cannot be made outside (the seed is 32 bits:
+    PYTHONHASHSEED's range). It replaces the supervisor's own, so every node agrees; one
+    in ``topology.environment`` wins (a resubmitted topology has a new id and secret, so
+    a seed that must outlive resubmissions goes there)."""
     secret = str(conf.get(cfg.TOPOLOGY_CURVE_SECRET_KEY) or "").encode()
     digest = blake2b(topology_id.encode(), key=secret[:64], digest_size=4).digest()
     return str(int.from_bytes(digest, "little"))
@@ -387,7 +389,7 @@ class Supervisor(Daemon):
         cmd = [sys.executable, "-m", "squall.worker", "--topology-dir",
                self.files.topology_dir(tid), "--worker-dir", wdir, "--exit-with-parent"]
         env = dict(os.environ)
-        env.setdefault("PYTHONHASHSEED", worker_hash_seed(tid, spec.payload.conf))
+        env["PYTHONHASHSEED"] = worker_hash_seed(tid, spec.payload.conf)
         topo_env = spec.payload.conf.get(cfg.TOPOLOGY_ENVIRONMENT) or {}
         env.update({str(k): str(v) for k, v in topo_env.items()})
         log_path = self.files.log_path(tid, port)
