@@ -59,7 +59,9 @@ class MutableState(KeyValueState):
     def __len__(self) -> int:
         return len(self.state)  # type: ignore[arg-type]
 
-    def __getattr__(self, name: str) -> Any:  # a provider's own methods
+    def __getattr__(self, name: str) -> Any:  # a provider's own methods (not muted)
+        if name == "state":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
         return getattr(self.state, name)
 
     # The checkpointing drives the real state; these keep the interface whole.

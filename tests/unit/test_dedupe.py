@@ -181,3 +181,19 @@ def test_retention_defaults_to_twice_the_message_timeout():
     assert retention_secs({"topology.message.timeout.secs": 6}) == 12
     assert retention_secs({"topology.state.dedupe.retention.secs": 300,
                            "topology.message.timeout.secs": 6}) == 300
+
+
+def test_a_muted_state_reads_but_does_not_write():
+    import copy
+
+    from squall.worker.dedupe import MutableState
+
+    m = MutableState(InMemoryKeyValueState())
+    m.put("a", 1)
+    m.muted = True
+    m.put("a", 2)
+    assert m.delete("a") == 1 and m.get("a") == 1 and len(m) == 1
+    m.muted = False
+    m.put("b", 3)
+    assert dict(m.items()) == {"a": 1, "b": 3}
+    assert copy.copy(m).get("b") == 3  # a copy does not recurse through __getattr__
