@@ -4,6 +4,7 @@ in test_stateful.py."""
 
 from __future__ import annotations
 
+import copy
 from types import SimpleNamespace
 
 import pytest
@@ -12,7 +13,7 @@ from squall.client.grouping import ShuffleRouter
 from squall.client.state import InMemoryKeyValueState
 from squall.client.tuple import Fields
 from squall.worker.collector import OutputCollector, Route, SpoutOutputCollector
-from squall.worker.dedupe import SeenTuples, retention_secs
+from squall.worker.dedupe import MutableState, SeenTuples, retention_secs
 from squall.worker.lineage import child_edge, message_base, spout_edge, tuple_key
 
 
@@ -184,10 +185,6 @@ def test_retention_defaults_to_twice_the_message_timeout():
 
 
 def test_a_muted_state_reads_but_does_not_write():
-    import copy
-
-    from squall.worker.dedupe import MutableState
-
     m = MutableState(InMemoryKeyValueState())
     m.put("a", 1)
     m.muted = True
