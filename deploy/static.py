@@ -28,7 +28,7 @@ from ..client.contract import (EXIT_USER_CODE, TOPOLOGY_FILE, WorkerAssignment, 
 from ..client.curve import topology_keys
 from ..client.topology import Topology, assign_task_ids, executors_of, system_topology
 from ..client.topology_proto import to_bytes
-from ..supervisor.supervisor import worker_hash_seed
+from ..supervisor.supervisor import worker_environment
 from .net import free_ports
 
 log = logging.getLogger("squall.static")
@@ -105,9 +105,7 @@ class StaticCluster:
             fh.write(to_bytes(self.topology))
         ipc_dir = tempfile.mkdtemp(prefix="sq-", dir="/tmp") if self.ipc else None
         self._ipc_dir = ipc_dir
-        env = dict(os.environ)
-        env["PYTHONHASHSEED"] = worker_hash_seed(self.topology_id, self.conf)
-        env.update({str(k): str(v) for k, v in (self.conf.get(cfg.TOPOLOGY_ENVIRONMENT) or {}).items()})
+        env = worker_environment(self.topology_id, self.conf)
         for w, port in zip(worker_ids, ports):
             wdir = os.path.join(self.base_dir, f"worker-{port}")
             os.makedirs(wdir, exist_ok=True)

@@ -140,6 +140,15 @@ def worker_hash_seed(topology_id: str, conf: Mapping[str, Any]) -> str:
     return str(int.from_bytes(digest, "little"))
 
 
+def worker_environment(topology_id: str, conf: Mapping[str, Any]) -> dict[str, str]:
+    """A worker process's environment: this process's, the topology's hash seed, then
+    ``topology.environment`` over both."""
+    env = dict(os.environ)
+    env["PYTHONHASHSEED"] = worker_hash_seed(topology_id, conf)
+    env.update({str(k): str(v) for k, v in (conf.get(cfg.TOPOLOGY_ENVIRONMENT) or {}).items()})
+    return env
+
+
 class Supervisor(Daemon):
     """One node's supervisor: ``start()`` registers and runs the sync loop in a thread.
 
@@ -388,10 +397,7 @@ class Supervisor(Daemon):
             pass
         cmd = [sys.executable, "-m", "squall.worker", "--topology-dir",
                self.files.topology_dir(tid), "--worker-dir", wdir, "--exit-with-parent"]
-        env = dict(os.environ)
-        env["PYTHONHASHSEED"] = worker_hash_seed(tid, spec.payload.conf)
-        topo_env = spec.payload.conf.get(cfg.TOPOLOGY_ENVIRONMENT) or {}
-        env.update({str(k): str(v) for k, v in topo_env.items()})
+        env = worker_environment(tid, spec.payload.conf)
         log_path = self.files.log_path(tid, port)
         now = self.clock()
         proc = self.spawn(cmd, log_path, env)
