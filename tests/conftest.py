@@ -48,3 +48,5 @@ if HERE not in sys.path:
 from zk_fixtures import cluster_state, zk_conf, zookeeper  # noqa: E402,F401
 # Redis fixtures `redis_server` (session), `redis_conf`: see tests/redis_fixtures.py.
 from redis_fixtures import redis_conf, redis_server  # noqa: E402,F401
+# Kafka fixtures `kafka_broker` (session), `kafka_topic`: see tests/kafka_fixtures.py.
+from kafka_fixtures import kafka_broker, kafka_topic  # noqa: E402,F401

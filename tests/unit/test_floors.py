@@ -3,7 +3,7 @@
     cli                       the ``squall`` command
     deploy                    local clusters, the static harness, ZooKeeper/Redis runners
     supervisor
-    worker, nimbus
+    worker, nimbus, ui, drpc, connectors
     client                    what every daemon and every topology needs
     proto, acker
 
@@ -22,6 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 #: Package -> floor. Packages on one floor may not import each other either.
 FLOORS = {"proto": 0, "acker": 0, "client": 1, "worker": 2, "nimbus": 2, "ui": 2, "drpc": 2,
+          "connectors": 2,
           "supervisor": 3,
           "deploy": 4, "cli": 5}
 

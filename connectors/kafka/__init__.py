@@ -1,0 +1,26 @@
+"""Kafka in and out: storm-kafka-client for Squall, on confluent-kafka (``squall[kafka]``).
+
+- :class:`KafkaSpout` with :class:`KafkaSpoutConfig`: Storm's ``KafkaSpout`` and its
+  processing guarantees, commit rules, first-poll strategies, retry back-off and
+  ``max_uncommitted_offsets`` (``spout.py``, the pure parts in ``offsets.py``);
+- record translators (``translator.py``): Storm's ``RecordTranslator`` family;
+- :class:`KafkaBolt`: Storm's ``KafkaBolt`` (``bolt.py``).
+"""
+
+from .config import (FirstPollOffsetStrategy, KafkaSpoutConfig, OnBadRecord,
+                     ProcessingGuarantee, RetryBackoff)
+from .translator import (ByTopicRecordTranslator, DefaultRecordTranslator, KafkaConfigError,
+                         KafkaRecord,
+                         KafkaTuple, RecordTranslator, SimpleRecordTranslator,
+                         json_deserializer, string_deserializer)
+from .bolt import (DefaultTopicSelector, FieldNameBasedTupleToKafkaMapper,
+                   FieldNameTopicSelector, KafkaBolt)
+from .spout import KafkaSpout
+
+__all__ = [
+    "ByTopicRecordTranslator", "DefaultRecordTranslator", "DefaultTopicSelector",
+    "FieldNameBasedTupleToKafkaMapper", "FieldNameTopicSelector", "FirstPollOffsetStrategy",
+    "KafkaBolt", "KafkaConfigError", "KafkaRecord", "KafkaSpout", "KafkaSpoutConfig", "KafkaTuple", "OnBadRecord",
+    "ProcessingGuarantee", "RecordTranslator", "RetryBackoff", "SimpleRecordTranslator",
+    "json_deserializer", "string_deserializer",
+]

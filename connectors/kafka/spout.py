@@ -1,0 +1,616 @@
+"""The Kafka spout: storm-kafka-client's ``KafkaSpout`` on confluent-kafka (librdkafka).
+
+Partitions are assigned by hand, never by a consumer group's rebalance: every
+``partition_refresh_period_ms`` a helper thread reads the topics' partitions, deals them
+round robin over the spout's tasks (:func:`~.offsets.assign_round_robin`) and fetches
+the committed offsets of the ones this task gains; the spout's own thread then applies
+the change. The helper owns every call that can wait on a broker (metadata, committed
+offsets), so a slow or absent broker never holds the worker's loop: ``next_tuple`` only
+polls what librdkafka has fetched in the background (``poll_timeout_ms``, default 0).
+
+Under ``AT_LEAST_ONCE`` a record's tuple carries a message id naming its partition and
+offset; :class:`~.offsets.PartitionOffsets` keeps which were emitted and acked, and every
+``offset_commit_period_ms`` (and on deactivate, close and the loss of a partition) the
+contiguous run of acked offsets is committed, with metadata naming the topology and task
+(Storm's ``CommitMetadata``): that is how the first-poll strategy tells this topology's
+commits from another's. A failed tuple is retried on :class:`~.offsets.RetrySchedule`'s
+exponential back-off by seeking its partition back; a partition with
+``max_uncommitted_offsets`` emitted and uncommitted is paused, except to retry within the
+bound.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from ...client import extras
+
+extras.require("kafka", "squall.connectors.kafka")
+
+from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError,  # noqa: E402
+                             KafkaException, TopicPartition)
+
+from ...client.components import Spout  # noqa: E402
+from ...client.tuple import DEFAULT_STREAM  # noqa: E402
+from .config import FirstPollOffsetStrategy, KafkaSpoutConfig, OnBadRecord  # noqa: E402
+from .config import ProcessingGuarantee as PG  # noqa: E402
+from .offsets import (ACKED, EMITTED, NOT_EMITTED, PartitionOffsets, RetrySchedule,  # noqa: E402
+                      assign_round_robin)
+from .translator import DefaultRecordTranslator, KafkaRecord, KafkaTuple  # noqa: E402
+
+log = logging.getLogger("squall.connectors.kafka")
+
+# A message id is an int while it fits in 63 bits (the spout's pending map keeps such ids
+# inline, with no object): the partition's key above the offset's 44 bits. The key is the
+# topic's index in the configured (sorted) topic list and the partition number, so it
+# names the same record after a restart. Anything larger is a (topic, partition, offset)
+# tuple.
+_OFFSET_BITS = 44
+_OFFSET_MASK = (1 << _OFFSET_BITS) - 1
+_PARTITION_BITS = 11
+_TOPIC_INDEXES = 1 << (63 - _OFFSET_BITS - _PARTITION_BITS)
+#: Seconds between two reports of the same kind of error.
+_REPORT_EVERY = 10.0
+#: Seconds between the spout's housekeeping (applying assignments, commits, errors).
+_HOUSEKEEPING_SECS = 0.05
+
+
+class _Partition:
+    """One assigned partition: its offsets and its message-id key."""
+
+    __slots__ = ("topic", "partition", "key", "tp", "offsets", "paused", "limit", "seeked")
+
+    def __init__(self, topic: str, partition: int, key: int | None, offsets: PartitionOffsets):
+        self.topic = topic
+        self.partition = partition
+        #: The int message ids' partition key (None: ids are tuples).
+        self.key = key
+        self.tp = TopicPartition(topic, partition)
+        self.offsets = offsets
+        self.paused = False
+        #: Over max_uncommitted_offsets: the last offset that may be emitted (retries only).
+        self.limit: int | None = None
+        #: The offset a retry sought back to, until a record from there arrives: seeking
+        #: again at every poll would restart the fetch before it returns anything.
+        self.seeked: int | None = None
+
+
+class KafkaSpout(Spout):
+    """Reads Kafka topics with storm-kafka-client's guarantees.
+
+    Example::
+
+        from squall.connectors.kafka import KafkaSpout, KafkaSpoutConfig
+        builder.set_spout("kafka", KafkaSpout(KafkaSpoutConfig(
+            "127.0.0.1:9092", topics=["sentences"])), 2)
+
+    It emits ``(topic, partition, offset, key, value)`` unless its config's
+    ``record_translator`` says otherwise. Give the topology ``topology.max.spout.pending``
+    to bound the records in flight; each task reads the partitions dealt to it.
+    """
+
+    requires_extras = ("kafka",)
+    #: Message ids name (topic, partition, offset): the same record after a restart.
+    stable_message_ids = True
+
+    def __init__(self, config: KafkaSpoutConfig):
+        if not isinstance(config, KafkaSpoutConfig):
+            raise TypeError(f"KafkaSpout takes a KafkaSpoutConfig, got {type(config).__name__}")
+        self.config = config
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        self.config.record_translator.declare(declarer)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        c = self.config
+        self.collector = collector
+        self.context = context
+        self.component = context.this_component_id
+        self.task = context.this_task_id
+        self.task_index = context.this_task_index
+        self.n_tasks = len(context.component_tasks(self.component))
+        name = conf.get("topology.name") or context.topology_id
+        self.group_id = c.group_id or f"squall-{name}-{self.component}"
+        self.topology_id = context.topology_id
+        self.commit_metadata = json.dumps({"topologyId": self.topology_id, "taskId": self.task,
+                                           "threadName": f"{self.component}:{self.task}"})
+        self.guarantee = c.processing_guarantee
+        self.tracked = self.guarantee is PG.AT_LEAST_ONCE or c.tuple_tracking_enforced
+        self.retry = RetrySchedule(c.retry.initial_delay_ms / 1000, c.retry.delay_period_ms / 1000,
+                                   c.retry.max_retries, c.retry.max_delay_ms / 1000)
+        self.default_translator = type(c.record_translator) is DefaultRecordTranslator and \
+            c.key_deserializer is None and c.value_deserializer is None
+        self.topic_index = {t: i for i, t in enumerate(c.topics)} \
+            if c.topics is not None and len(c.topics) <= _TOPIC_INDEXES else {}
+        #: (topic, partition) -> _Partition, and int key -> _Partition.
+        self.parts: dict[tuple[str, int], _Partition] = {}
+        self.by_key: dict[int, _Partition] = {}
+        self.waiting: deque = deque()
+        #: NO_GUARANTEE: (topic, partition) -> the position after the last record polled.
+        self._consumed: dict[tuple[str, int], int] = {}
+        self.poll_timeout = c.poll_timeout_ms / 1000
+        self.commit_period = c.offset_commit_period_ms / 1000
+        now = time.monotonic()
+        self.next_commit = now + self.commit_period
+        self.next_housekeeping = now
+        self.reported: dict[str, float] = {}
+        #: Counters the tests and the UI read (records polled, emitted, skipped, ...).
+        self.counts = {"polled": 0, "emitted": 0, "acked": 0, "failed": 0, "retried": 0,
+                       "bad_records": 0, "max_retries_reached": 0, "commits": 0}
+        props = c.consumer_props(self.group_id)
+        props["on_commit"] = self._on_commit
+        props["error_cb"] = self._on_client_error
+        self.consumer = Consumer(props)
+        self.refresher = _Refresher(self, props)
+        self.refresher.start()
+        log.info("topology=%s %s:%d Kafka spout on %s, group %s, %s, %s", self.topology_id,
+                 self.component, self.task, c.bootstrap_servers, self.group_id,
+                 self.guarantee.value, c.first_poll_offset_strategy.value)
+
+    def activate(self) -> None:
+        self.next_housekeeping = 0.0
+
+    def deactivate(self) -> None:
+        self._commit(sync=True)
+
+    def close(self) -> None:
+        self.refresher.stop()
+        try:
+            self._commit(sync=True)
+        finally:
+            self.consumer.close()
+
+    # -- next_tuple ---------------------------------------------------------------------------
+    def next_tuple(self) -> None:
+        now = time.monotonic()
+        if now >= self.next_housekeeping:
+            self._housekeeping(now)
+        waiting = self.waiting
+        for _ in range(2):  # at most two polls a call: next_tuple stays short
+            while waiting:
+                if self._emit(waiting.popleft(), now):
+                    return
+            if not self._poll(now):
+                return
+
+    def _housekeeping(self, now: float) -> None:
+        self.next_housekeeping = now + _HOUSEKEEPING_SECS
+        refresher = self.refresher
+        while refresher.errors:
+            kind, text = refresher.errors.popleft()
+            self._report(kind, text)
+        while refresher.updates:
+            self._apply_assignment(*refresher.updates.popleft())
+        if now >= self.next_commit:
+            self.next_commit = now + self.commit_period
+            self._commit(sync=False)
+
+    def _poll(self, now: float) -> bool:
+        """Poll once (pausing partitions at their bound, seeking back for retries); False
+        if nothing came."""
+        if not self.parts:
+            return False
+        if self.guarantee is PG.AT_LEAST_ONCE:
+            self._prepare_partitions(now)
+        try:
+            msgs = self.consumer.consume(self.config.max_poll_records, self.poll_timeout)
+        except KafkaException as e:
+            self._report("poll", f"polling {self._where()} failed: {e}")
+            return False
+        if not msgs:
+            return False
+        self.counts["polled"] += len(msgs)
+        if self.guarantee is PG.AT_MOST_ONCE:
+            # Committed before a tuple leaves: a failure loses records, never repeats them.
+            self._commit_consumed(msgs, sync=True)
+        elif self.guarantee is PG.NO_GUARANTEE:
+            self._consumed_positions(msgs, self._consumed)
+        self.waiting.extend(msgs)
+        return True
+
+    def _prepare_partitions(self, now: float) -> None:
+        """Pause partitions at max_uncommitted_offsets; seek back to retries that are due."""
+        ready: dict[_Partition, int] = {}
+        retry = self.retry
+        if retry.due:
+            for key in retry.ready(now):
+                part, off = self._decode(key)
+                if part is not None and (part not in ready or off < ready[part]):
+                    ready[part] = off
+        bound = self.config.max_uncommitted_offsets
+        pause, resume = [], []
+        for part in self.parts.values():
+            limit = None
+            blocked = False
+            if part.offsets.uncommitted >= bound:
+                limit = part.offsets.nth_uncommitted(bound)
+                first_retry = ready.get(part)
+                blocked = first_retry is None or limit is None or first_retry > limit
+            part.limit = limit
+            if blocked != part.paused:
+                part.paused = blocked
+                (pause if blocked else resume).append(part.tp)
+        if pause:
+            self.consumer.pause(pause)
+            log.info("topology=%s %s:%d paused %s: %d offsets emitted and not committed "
+                     "(max_uncommitted_offsets)", self.topology_id, self.component, self.task,
+                     ", ".join(f"{tp.topic}/{tp.partition}" for tp in pause), bound)
+        if resume:
+            self.consumer.resume(resume)
+        for part, off in ready.items():
+            if not part.paused and (part.seeked is None or off < part.seeked):
+                self._seek(part, off)
+
+    def _seek(self, part: _Partition, offset: int) -> None:
+        try:
+            self.consumer.seek(TopicPartition(part.topic, part.partition, offset))
+            part.seeked = offset
+        except KafkaException as e:
+            self._report("seek", f"seeking {part.topic}/{part.partition} to {offset} failed "
+                                 f"({e}); retrying at the next poll")
+
+    # -- emitting ----------------------------------------------------------------------------
+    def _emit(self, msg: Any, now: float) -> bool:
+        """Emit the record's tuple if it is due; True if a tuple went out."""
+        err = msg.error()
+        if err is not None:
+            if err.code() != KafkaError._PARTITION_EOF:
+                self._report(f"consume-{err.code()}", f"{self._where()}: {err.str()} "
+                                                      f"(topic {msg.topic()}, partition "
+                                                      f"{msg.partition()})")
+            return False
+        topic = msg.topic()
+        partition = msg.partition()
+        part = self.parts.get((topic, partition))
+        if part is None:
+            return False  # fetched before the partition was given up
+        offset = msg.offset()
+        if self.guarantee is not PG.AT_LEAST_ONCE:
+            return self._emit_untracked(part, msg, offset)
+        if part.seeked is not None and offset >= part.seeked:
+            part.seeked = None
+        offsets = part.offsets
+        state = offsets.state(offset)
+        retrying = False
+        if state == ACKED:
+            return False
+        if state == EMITTED:
+            key = self._key(part, offset)
+            if not self.retry.is_ready(key, now):
+                return False  # in flight, or its retry is not due
+            self.retry.retrying(key)
+            retrying = True
+        elif part.limit is not None and offset > part.limit:
+            return False  # beyond max_uncommitted_offsets: the next poll fetches it again
+        msg_id = self._key(part, offset)
+        try:
+            values, stream = self._translate(msg, topic, partition, offset)
+        except Exception as e:  # the user's deserializer or translator
+            self._bad_record(part, offset, msg_id, e, now)
+            return False
+        offsets.emitted(offset)
+        if values is None:  # nothing to emit: done with, as if acked
+            offsets.acked(offset)
+            self.retry.forget(msg_id)
+            return False
+        self.collector.emit(values, stream, msg_id=msg_id)
+        self.counts["emitted"] += 1
+        if retrying:
+            self.counts["retried"] += 1
+        return True
+
+    def _emit_untracked(self, part: _Partition, msg: Any, offset: int) -> bool:
+        try:
+            values, stream = self._translate(msg, part.topic, part.partition, offset)
+        except Exception as e:
+            if self.config.on_bad_record is OnBadRecord.RAISE:
+                raise
+            self.counts["bad_records"] += 1
+            self._report("bad-record", f"record {part.topic}/{part.partition}@{offset} "
+                                       f"could not be read ({type(e).__name__}: {e}); "
+                                       f"skipped ({self.guarantee.value} retries nothing)")
+            return False
+        if values is None:
+            return False
+        self.collector.emit(values, stream,
+                            msg_id=self._key(part, offset) if self.tracked else None)
+        self.counts["emitted"] += 1
+        return True
+
+    def _translate(self, msg: Any, topic: str, partition: int, offset: int
+                   ) -> tuple[list | None, str]:
+        if self.default_translator:
+            return [topic, partition, offset, msg.key(), msg.value()], DEFAULT_STREAM
+        c = self.config
+        key, value = msg.key(), msg.value()
+        if c.key_deserializer is not None:
+            key = c.key_deserializer(key)
+        if c.value_deserializer is not None:
+            value = c.value_deserializer(value)
+        ts_type, ts = msg.timestamp()
+        record = KafkaRecord(topic, partition, offset, key, value,
+                             ts if ts_type else None, msg.headers())
+        values = c.record_translator.translate(record)
+        if values is None or (len(values) == 0 and not c.emit_null_tuples):
+            return None, DEFAULT_STREAM
+        stream = values.stream if isinstance(values, KafkaTuple) else DEFAULT_STREAM
+        return list(values), stream
+
+    def _bad_record(self, part: _Partition, offset: int, msg_id: Any, error: Exception,
+                    now: float) -> None:
+        if self.config.on_bad_record is OnBadRecord.RAISE:
+            raise error
+        self.counts["bad_records"] += 1
+        part.offsets.emitted(offset)
+        retried = self.retry.schedule(msg_id, now)
+        fate = "failed; retried on the retry schedule" if retried else \
+            "failed past max_retries; skipped (acked)"
+        self._report("bad-record", f"record {part.topic}/{part.partition}@{offset} could not "
+                                   f"be read ({type(error).__name__}: {error}): {fate}")
+        if not retried:
+            part.offsets.acked(offset)
+            self.counts["max_retries_reached"] += 1
+
+    # -- acks and fails -------------------------------------------------------------------------
+    def _key(self, part: _Partition, offset: int) -> Any:
+        if part.key is not None and offset <= _OFFSET_MASK:
+            return (part.key << _OFFSET_BITS) | offset
+        return (part.topic, part.partition, offset)
+
+    def _decode(self, msg_id: Any) -> tuple[_Partition | None, int]:
+        if type(msg_id) is int:
+            return self.by_key.get(msg_id >> _OFFSET_BITS), msg_id & _OFFSET_MASK
+        topic, partition, offset = msg_id
+        return self.parts.get((topic, partition)), offset
+
+    def ack(self, msg_id: Any) -> None:
+        if self.guarantee is not PG.AT_LEAST_ONCE:
+            self.counts["acked"] += 1
+            return
+        part, offset = self._decode(msg_id)
+        if part is None:
+            return  # its partition was given up: its new owner reads it again
+        if part.offsets.acked(offset):
+            self.counts["acked"] += 1
+            if self.retry.fails:
+                self.retry.forget(msg_id)
+
+    def fail(self, msg_id: Any) -> None:
+        self.counts["failed"] += 1
+        if self.guarantee is not PG.AT_LEAST_ONCE:
+            return
+        part, offset = self._decode(msg_id)
+        if part is None or part.offsets.state(offset) != EMITTED:
+            return
+        if not self.retry.schedule(msg_id, time.monotonic()):
+            self.counts["max_retries_reached"] += 1
+            log.warning("topology=%s %s:%d record %s/%d@%d failed more than max_retries=%s "
+                        "times: acked without success", self.topology_id, self.component,
+                        self.task, part.topic, part.partition, offset,
+                        self.config.retry.max_retries)
+            part.offsets.acked(offset)
+
+    # -- assignment -------------------------------------------------------------------------------
+    def _apply_assignment(self, owned: list[tuple[str, int]],
+                          committed: dict[tuple[str, int], tuple[int, str | None]]) -> None:
+        owned_set = set(owned)
+        lost = [tp for tp in self.parts if tp not in owned_set]
+        gained = [tp for tp in owned if tp not in self.parts]
+        if lost:
+            self._commit(sync=True, only=lost)
+            gone = [self.parts.pop(tp) for tp in lost]
+            for part in gone:
+                if part.key is not None:
+                    self.by_key.pop(part.key, None)
+            lost_set = set(lost)
+            self.retry.forget_where(lambda k: (self._decode(k)[0] is None) if type(k) is int
+                                    else (k[0], k[1]) in lost_set)
+            self.waiting = deque(m for m in self.waiting
+                                 if (m.topic(), m.partition()) not in lost_set)
+            self.consumer.incremental_unassign([p.tp for p in gone])
+        assign = []
+        for topic, partition in gained:
+            offset, metadata = committed.get((topic, partition), (-1, None))
+            start, base = self._first_offset(offset, metadata)
+            idx = self.topic_index.get(topic)
+            key = (idx << _PARTITION_BITS) | partition \
+                if idx is not None and partition < (1 << _PARTITION_BITS) else None
+            part = _Partition(topic, partition, key, PartitionOffsets(base))
+            self.parts[(topic, partition)] = part
+            if key is not None:
+                self.by_key[key] = part
+            assign.append(TopicPartition(topic, partition, start))
+        if assign:
+            self.consumer.incremental_assign(assign)
+        if lost or gained:
+            log.info("topology=%s %s:%d task %d of %d now reads %s (gained %s, lost %s)",
+                     self.topology_id, self.component, self.task, self.task_index + 1,
+                     self.n_tasks, _tps(owned), _tps(gained), _tps(lost))
+
+    def _first_offset(self, committed: int, metadata: str | None) -> tuple[int, int]:
+        """Where a gained partition starts (Storm's doSeek), and the offsets' base."""
+        strategy = self.config.first_poll_offset_strategy
+        earliest = strategy in (FirstPollOffsetStrategy.EARLIEST,
+                                FirstPollOffsetStrategy.UNCOMMITTED_EARLIEST)
+        if committed >= 0:
+            if self._committed_by_this_topology(metadata) or strategy in (
+                    FirstPollOffsetStrategy.UNCOMMITTED_EARLIEST,
+                    FirstPollOffsetStrategy.UNCOMMITTED_LATEST):
+                return committed, committed
+        # The offsets' window starts at the first record emitted (PartitionOffsets rebases).
+        return (OFFSET_BEGINNING if earliest else OFFSET_END), 0
+
+    def _committed_by_this_topology(self, metadata: str | None) -> bool:
+        try:
+            return json.loads(metadata or "")["topologyId"] == self.topology_id
+        except (ValueError, KeyError, TypeError):
+            return False
+
+    # -- commits -------------------------------------------------------------------------------------
+    def _commit(self, sync: bool, only: list[tuple[str, int]] | None = None) -> None:
+        if self.guarantee is PG.AT_LEAST_ONCE:
+            offsets = []
+            for tp in (only if only is not None else list(self.parts)):
+                part = self.parts.get(tp)
+                nxt = part.offsets.next_commit_offset() if part is not None else None
+                if nxt is not None:
+                    offsets.append(TopicPartition(part.topic, part.partition, nxt,
+                                                  metadata=self.commit_metadata))
+        elif self.guarantee is PG.NO_GUARANTEE:
+            consumed = self._consumed
+            offsets = [TopicPartition(t, p, o, metadata=self.commit_metadata)
+                       for (t, p), o in consumed.items() if (t, p) in self.parts
+                       and (only is None or (t, p) in only)]
+            self._consumed = {}
+        else:
+            return  # AT_MOST_ONCE committed at each poll
+        if not offsets:
+            return
+        try:
+            if sync:
+                self._committed(self.consumer.commit(offsets=offsets, asynchronous=False))
+            else:
+                self.consumer.commit(offsets=offsets, asynchronous=True)
+        except KafkaException as e:
+            self._report("commit", f"committing offsets of {self._where()} failed: {e}; "
+                                   "the next commit carries them")
+
+    def _commit_consumed(self, msgs: list, sync: bool) -> None:
+        positions = self._consumed_positions(msgs, {})
+        offsets = [TopicPartition(t, p, o, metadata=self.commit_metadata)
+                   for (t, p), o in positions.items()]
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=not sync)
+            self.counts["commits"] += 1
+        except KafkaException as e:
+            self._report("commit", f"committing offsets of {self._where()} failed: {e}")
+
+    @staticmethod
+    def _consumed_positions(msgs: list, into: dict) -> dict:
+        for m in msgs:
+            if m.error() is None:
+                key = (m.topic(), m.partition())
+                if m.offset() + 1 > into.get(key, -1):
+                    into[key] = m.offset() + 1
+        return into
+
+    def _on_commit(self, err: Any, partitions: list) -> None:
+        # librdkafka calls this from consume() on this thread: a commit finished.
+        if err is not None:
+            self._report("commit", f"committing offsets of {self._where()} failed: {err}; "
+                                   "the next commit carries them")
+            return
+        self._committed(partitions)
+
+    def _committed(self, partitions: list | None) -> None:
+        self.counts["commits"] += 1
+        if self.guarantee is not PG.AT_LEAST_ONCE:
+            return
+        for tp in partitions or ():
+            if tp.error is not None:
+                self._report("commit", f"committing {tp.topic}/{tp.partition} failed: "
+                                       f"{tp.error}")
+                continue
+            part = self.parts.get((tp.topic, tp.partition))
+            if part is not None:
+                part.offsets.committed(tp.offset)
+
+    # -- errors -------------------------------------------------------------------------------------
+    def _on_client_error(self, err: Any) -> None:
+        # librdkafka's own errors (all brokers down, authentication, ...), from consume().
+        self._report(f"client-{err.code()}", f"{self._where()}: {err.str()}")
+
+    def _report(self, kind: str, text: str) -> None:
+        now = time.monotonic()
+        if now - self.reported.get(kind, -_REPORT_EVERY) < _REPORT_EVERY:
+            log.debug("%s", text)
+            return
+        self.reported[kind] = now
+        self.collector.report_error(f"KafkaSpout: {text}")
+
+    def _where(self) -> str:
+        return f"bootstrap.servers={self.config.bootstrap_servers}"
+
+
+class _Refresher:
+    """The spout's helper thread: topic metadata, this task's partitions and their
+    committed offsets, at every partition refresh, with bounded calls. It hands results
+    to the spout's thread through two deques (appends and pops are atomic)."""
+
+    def __init__(self, spout: KafkaSpout, props: dict):
+        self.spout = spout
+        c = spout.config
+        self.period = c.partition_refresh_period_ms / 1000
+        self.timeout = c.request_timeout_secs
+        self.props = {k: v for k, v in props.items() if k not in ("on_commit", "error_cb")}
+        self.updates: deque = deque()
+        self.errors: deque = deque()
+        self.published: list[tuple[str, int]] | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"kafka-refresh-{spout.component}:{spout.task}")
+        import re
+        self._pattern = re.compile(c.topic_pattern) if c.topic_pattern is not None else None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(self.timeout + 1)
+
+    def _run(self) -> None:
+        client = Consumer(self.props)
+        try:
+            while not self._stop.is_set():
+                try:
+                    self.refresh(client)
+                except KafkaException as e:
+                    self.errors.append(("metadata", f"cannot read topic metadata from "
+                                                    f"{self.spout._where()}: {e.args[0]}"))
+                except Exception as e:  # a bug here must not end the refreshes silently
+                    log.exception("Kafka partition refresh failed")
+                    self.errors.append(("refresh", f"partition refresh failed: {e!r}"))
+                self._stop.wait(self.period)
+        finally:
+            client.close()
+
+    def refresh(self, client: Any) -> None:
+        c = self.spout.config
+        md = client.list_topics(timeout=self.timeout)
+        if c.topics is not None:
+            names = [t for t in c.topics if t in md.topics and md.topics[t].error is None]
+            missing = [t for t in c.topics if t not in names]
+            if missing:
+                self.errors.append(("unknown-topic", f"topic(s) {', '.join(missing)} not found "
+                                                     f"on {self.spout._where()}: create them, "
+                                                     "or correct KafkaSpoutConfig.topics"))
+        else:
+            names = sorted(t for t in md.topics if self._pattern.fullmatch(t)
+                           and not t.startswith("__"))
+        every = [(t, p) for t in names for p in md.topics[t].partitions]
+        owned = assign_round_robin(every, self.spout.task_index, self.spout.n_tasks) \
+            if every else []
+        if owned == self.published:
+            return
+        gained = [tp for tp in owned if tp not in set(self.published or ())]
+        committed: dict[tuple[str, int], tuple[int, str | None]] = {}
+        if gained:
+            got = client.committed([TopicPartition(t, p) for t, p in gained],
+                                   timeout=self.timeout)
+            for tp in got:
+                if tp.error is not None:
+                    raise KafkaException(tp.error)
+                committed[(tp.topic, tp.partition)] = (tp.offset, tp.metadata)
+        self.updates.append((owned, committed))
+        self.published = owned
+
+
+def _tps(tps: list[tuple[str, int]]) -> str:
+    return "[" + ", ".join(f"{t}/{p}" for t, p in tps) + "]" if tps else "[]"

@@ -1,0 +1,272 @@
+"""The Kafka spout and bolt against a real broker (noida-db or Tansu) and real workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+
+import pytest
+
+from kafka_fixtures import committed, log_end, produce, read_all
+from squall.client import TopologyBuilder
+from squall.connectors.kafka import (FirstPollOffsetStrategy, KafkaBolt, KafkaSpout,
+                                     KafkaSpoutConfig, ProcessingGuarantee, RetryBackoff,
+                                     SimpleRecordTranslator)
+from topos import events_of
+
+pytestmark = pytest.mark.integration
+
+COMMIT_MS = 300  # commits every 0.3 s here (Storm's default is 30 s)
+
+
+def got(lc) -> Counter:
+    """(topic, partition, offset) -> how many times the recorder saw it."""
+    out = Counter()
+    for p in events_of(lc.events_dir, "rec", "got"):
+        where = p.split()[0]
+        tp, off = where.rsplit("@", 1)
+        topic, part = tp.rsplit("/", 1)
+        out[(topic, int(part), int(off))] += 1
+    return out
+
+
+def got_times(lc) -> dict:
+    times: dict = {}
+    for p in events_of(lc.events_dir, "rec", "got"):
+        where, t = p.split()
+        times.setdefault(where, []).append(float(t))
+    return times
+
+
+def spout_topology(config, spout_tasks=2, rec_tasks=2):
+    from kafka_topos import OffsetRecorder
+    b = TopologyBuilder()
+    b.set_spout("kafka", KafkaSpout(config), spout_tasks)
+    b.set_bolt("rec", OffsetRecorder(), rec_tasks).fields_grouping("kafka", ["offset"])
+    return b.create_topology()
+
+
+def wait_committed_to_end(lc, bootstrap, group, topic, partitions, timeout):
+    end = log_end(bootstrap, topic, partitions)
+    lc.wait_for(lambda: {p: c[0] for p, c in committed(bootstrap, group, topic,
+                                                        partitions).items()} == end,
+                timeout=timeout, interval=0.3, what=f"commits at the log end {end}")
+    return end
+
+
+def fill(bootstrap, topic, n, partitions):
+    produce(bootstrap, topic, [(str(i).encode(), f"v{i}".encode()) for i in range(n)])
+
+
+def test_at_least_once_every_record_is_processed_and_the_commits_reach_the_log_end(
+        cluster, kafka_broker, kafka_topic):
+    bs = kafka_broker.bootstrap_servers
+    topic = kafka_topic(partitions=3)
+    n = 3000
+    produce(bs, topic, [f"v{i}".encode() for i in range(n)])
+    group = f"g-{topic}"
+    config = KafkaSpoutConfig(bs, topics=[topic], group_id=group,
+                              offset_commit_period_ms=COMMIT_MS)
+    lc = cluster(spout_topology(config), {"topology.max.spout.pending": 500})
+    lc.wait_for(lambda: len(got(lc)) >= n, timeout=60, what="every record")
+    seen = got(lc)
+    per_partition = Counter(p for _, p, _ in seen)
+    assert sum(per_partition.values()) == n and len(per_partition) == 3
+    assert max(seen.values()) == 1  # nothing failed, so nothing came twice
+    end = wait_committed_to_end(lc, bs, group, topic, 3, timeout=COMMIT_MS / 1000 * 10 + 10)
+    assert sum(end.values()) == n
+    # Storm's commit metadata names the topology and the task that committed.
+    meta = [json.loads(m) for _, m in committed(bs, group, topic, 3).values()]
+    assert {m["topologyId"] for m in meta} == {lc.topology_id}
+    assert all(isinstance(m["taskId"], int) for m in meta)
+    assert lc.total("acked", "kafka") == n
+
+
+def test_failed_records_are_retried_on_the_backoff_schedule(cluster, kafka_broker, kafka_topic):
+    bs = kafka_broker.bootstrap_servers
+    topic = kafka_topic(partitions=2)
+    n = 400
+    produce(bs, topic, [f"v{i}".encode() for i in range(n)])
+    group = f"g-{topic}"
+    initial = 0.3
+    config = KafkaSpoutConfig(bs, topics=[topic], group_id=group,
+                              offset_commit_period_ms=COMMIT_MS,
+                              retry=RetryBackoff(initial_delay_ms=initial * 1000))
+    lc = cluster(spout_topology(config, spout_tasks=1),
+                 {"test.kafka.fail.first": 25})
+    lc.wait_for(lambda: len(got(lc)) == n, timeout=60, what="every record")
+    failing = {k for k in got(lc) if k[2] % 25 == 0}
+    lc.wait_for(lambda: all(got(lc)[k] == 2 for k in failing), timeout=60,
+                what="every failed record retried")
+    seen = got(lc)
+    assert sum(1 for _ in seen) == n
+    assert {k for k, c in seen.items() if c > 1} == failing
+    times = got_times(lc)
+    for t, p, o in failing:
+        first, second = times[f"{t}/{p}@{o}"]
+        assert second - first >= initial * 0.95, (o, second - first)
+    wait_committed_to_end(lc, bs, group, topic, 2, timeout=COMMIT_MS / 1000 * 10 + 10)
+
+
+def test_a_record_failing_past_max_retries_is_acked_and_the_commits_go_on(
+        cluster, kafka_broker, kafka_topic):
+    bs = kafka_broker.bootstrap_servers
+    topic = kafka_topic(partitions=1)
+    produce(bs, topic, [f"v{i}".encode() for i in range(50)])
+    group = f"g-{topic}"
+    config = KafkaSpoutConfig(bs, topics=[topic], group_id=group,
+                              offset_commit_period_ms=COMMIT_MS,
+                              retry=RetryBackoff(delay_period_ms=10, max_retries=2))
+    lc = cluster(spout_topology(config, spout_tasks=1), {"test.kafka.fail.always": 7})
+    wait_committed_to_end(lc, bs, group, topic, 1, timeout=30)
+    seen = got(lc)
+    assert seen[(topic, 0, 7)] == 3  # the first attempt and two retries
+    assert all(c == 1 for k, c in seen.items() if k[2] != 7) and len(seen) == 50
+
+
+def test_max_uncommitted_offsets_pauses_the_partition(cluster, kafka_broker, kafka_topic):
+    bs = kafka_broker.bootstrap_servers
+    topic = kafka_topic(partitions=1)
+    produce(bs, topic, [f"v{i}".encode() for i in range(2000)])
+    bound, batch = 100, 20
+    config = KafkaSpoutConfig(bs, topics=[topic], group_id=f"g-{topic}",
+                              offset_commit_period_ms=COMMIT_MS, max_uncommitted_offsets=bound,
+                              max_poll_records=batch)
+    # Offset 0 is never acked: nothing can be committed, so the spout must stop at the bound.
+    lc = cluster(spout_topology(config, spout_tasks=1), {"test.kafka.hold": 0,
+                                                         "topology.message.timeout.secs": 300})
+    def paused():
+        return any("max_uncommitted_offsets" in lc.log_tail(w, 200) for w in lc.workers)
+    lc.wait_for(paused, timeout=30, what="the spout's pause")
+    at_pause = len(got(lc))
+    # A poll's worth of records may come past the bound (Storm's allowance), no more.
+    assert bound <= at_pause <= bound + batch, at_pause
+    # It stays paused: over five commit periods (each one a commit that cannot move past
+    # offset 0) nothing more is read.
+    deadline = time.monotonic() + COMMIT_MS / 1000 * 5
+    while time.monotonic() < deadline:
+        assert len(got(lc)) == at_pause
+        time.sleep(0.1)
+
+
+def test_first_poll_strategies_follow_whose_commit_it_is(cluster, kafka_broker, kafka_topic):
+    from confluent_kafka import Consumer, TopicPartition
+    bs = kafka_broker.bootstrap_servers
+    topic = kafka_topic(partitions=1)
+    produce(bs, topic, [f"v{i}".encode() for i in range(20)])
+    group = f"g-{topic}"
+    # Another topology committed offset 12 for this group.
+    c = Consumer({"bootstrap.servers": bs, "group.id": group})
+    c.commit(offsets=[TopicPartition(topic, 0, 12, metadata=json.dumps(
+        {"topologyId": "someone-else-1-1", "taskId": 3, "threadName": "x"}))],
+        asynchronous=False)
+    c.close()
+    starts = {}
+    for strategy in ("UNCOMMITTED_EARLIEST", "EARLIEST"):
+        config = KafkaSpoutConfig(bs, topics=[topic], group_id=group,
+                                  first_poll_offset_strategy=strategy,
+                                  offset_commit_period_ms=60_000)
+        lc = cluster(spout_topology(config, spout_tasks=1))
+        expect = 8 if strategy == "UNCOMMITTED_EARLIEST" else 20
+        lc.wait_for(lambda: len(got(lc)) >= expect, timeout=30, what=f"{strategy}'s records")
+        starts[strategy] = min(o for _, _, o in got(lc))
+        lc.stop(drain_secs=5)
+        os.rename(lc.events_dir, lc.events_dir + f"-{strategy}")
+        os.mkdir(lc.events_dir)
+    assert starts == {"UNCOMMITTED_EARLIEST": 12, "EARLIEST": 0}
+
+
+def test_at_most_once_commits_before_emitting_and_never_replays(cluster, kafka_broker,
+                                                                kafka_topic):
+    bs = kafka_broker.bootstrap_servers
+    topic = kafka_topic(partitions=1)
+    produce(bs, topic, [f"v{i}".encode() for i in range(100)])
+    group = f"g-{topic}"
+    config = KafkaSpoutConfig(bs, topics=[topic], group_id=group,
+                              processing_guarantee=ProcessingGuarantee.AT_MOST_ONCE)
+    lc = cluster(spout_topology(config, spout_tasks=1), {"test.kafka.fail.first": 10})
+    lc.wait_for(lambda: committed(bs, group, topic, 1)[0][0] == 100, timeout=30,
+                what="the commit of everything polled")
+    lc.wait_for(lambda: len(got(lc)) == 100, timeout=30, what="every record once")
+    assert max(got(lc).values()) == 1  # failed ones are not replayed
+
+
+def test_kafka_bolt_acks_each_tuple_once_the_broker_has_its_record(cluster, kafka_broker,
+                                                                   kafka_topic):
+    from kafka_topos import ToRecord
+    bs = kafka_broker.bootstrap_servers
+    src, out = kafka_topic(partitions=2), kafka_topic(partitions=3)
+    n = 2000
+    fill(bs, src, n, 2)
+    b = TopologyBuilder()
+    b.set_spout("kafka", KafkaSpout(KafkaSpoutConfig(bs, topics=[src], group_id=f"g-{src}",
+                                                     offset_commit_period_ms=COMMIT_MS)), 1)
+    b.set_bolt("map", ToRecord(), 2).shuffle_grouping("kafka")
+    b.set_bolt("out", KafkaBolt(bs, topic=out), 2).shuffle_grouping("map")
+    lc = cluster(b.create_topology(), {"topology.max.spout.pending": 300})
+    lc.wait_for(lambda: lc.total("acked", "kafka") >= n, timeout=60, what="every tree acked")
+    records = read_all(bs, out, n, timeout=30)
+    assert sorted((k, v) for _, _, k, v in records) == \
+        sorted((str(i).encode(), f"V{i}".encode()) for i in range(n))
+    # Java's murmur2 partitioner: one key, one partition.
+    by_key = {}
+    for p, _, k, _ in records:
+        assert by_key.setdefault(k, p) == p
+    assert lc.total("failed", "kafka") == 0
+
+
+def test_an_unknown_topic_is_reported_within_seconds(cluster, kafka_broker):
+    bs = kafka_broker.bootstrap_servers
+    config = KafkaSpoutConfig(bs, topics=["no-such-topic-here"], group_id="g-missing",
+                              partition_refresh_period_ms=500)
+    lc = cluster(spout_topology(config, spout_tasks=1))
+
+    def reported():
+        return [e["error"] for hb in lc.heartbeats().values() for e in hb.get("errors", [])
+                if "no-such-topic-here" in e["error"]]
+    lc.wait_for(lambda: reported(), timeout=15, what="the unknown topic's error")
+    assert "not found on bootstrap.servers=" + bs in reported()[0]
+    assert not lc.crashed()
+
+
+def test_unreachable_brokers_are_reported_within_seconds(cluster):
+    from squall.deploy.net import free_port
+    where = f"127.0.0.1:{free_port('127.0.0.1')}"
+    config = KafkaSpoutConfig(where, topics=["t"], group_id="g-nobody",
+                              request_timeout_secs=2, partition_refresh_period_ms=500)
+    lc = cluster(spout_topology(config, spout_tasks=1))
+
+    def reported():
+        return [e["error"] for hb in lc.heartbeats().values() for e in hb.get("errors", [])
+                if where in e["error"]]
+    lc.wait_for(lambda: reported(), timeout=20, what="the unreachable brokers' error")
+    assert not lc.crashed()
+
+
+def test_a_record_that_does_not_deserialize_is_reported_with_its_offset_and_failed(
+        cluster, kafka_broker, kafka_topic):
+    bs = kafka_broker.bootstrap_servers
+    topic = kafka_topic(partitions=1)
+    produce(bs, topic, [b'{"n": 1}', b"not json", b'{"n": 3}'])
+
+    def to_n(record):
+        return [record.topic, record.partition, record.offset, record.value["n"]]
+    config = KafkaSpoutConfig(bs, topics=[topic], group_id=f"g-{topic}",
+                              offset_commit_period_ms=COMMIT_MS,
+                              value_deserializer=json.loads,
+                              retry=RetryBackoff(delay_period_ms=10, max_retries=1),
+                              record_translator=SimpleRecordTranslator(
+                                  to_n, ["topic", "partition", "offset", "n"]))
+    lc = cluster(spout_topology(config, spout_tasks=1))
+
+    def reported():
+        return [e["error"] for hb in lc.heartbeats().values() for e in hb.get("errors", [])
+                if f"{topic}/0@1" in e["error"]]
+    lc.wait_for(lambda: reported() and len(got(lc)) == 2, timeout=20,
+                what="the bad record's report")
+    assert "JSONDecodeError" in reported()[0]
+    assert set(got(lc)) == {(topic, 0, 0), (topic, 0, 2)}
+    wait_committed_to_end(lc, bs, f"g-{topic}", topic, 1, timeout=20)  # skipped past retries
+    assert not lc.crashed()

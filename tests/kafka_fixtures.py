@@ -1,0 +1,120 @@
+"""Kafka fixtures: a real Kafka-protocol broker for the session, and topics of its own per test.
+
+``kafka_broker``  session-scoped :class:`~squall.deploy.kafka.LocalKafka` (noida-db, or Tansu
+                  with ``SQUALL_KAFKA_BROKER=tansu``), started once on a free loopback port and
+                  stopped by pid at the end.
+``kafka_topic``   ``kafka_topic(partitions=1, fill=[...])`` creates a topic with a unique name
+                  (``t-<test>-<hex>``), optionally filled with records, and returns its name;
+                  on failure the broker's log tail is printed.
+
+Helpers to import (``from kafka_fixtures import produce, read_all, committed``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+
+import pytest
+
+from squall.deploy.kafka import KafkaUnavailable, LocalKafka, broker_kind, installation
+
+
+def produce(bootstrap: str, topic: str, records, partition: int | None = None,
+            timeout: float = 30.0) -> None:
+    """Write ``records`` (values, or (key, value) pairs) and wait until every one is acked."""
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    errors = []
+    for r in records:
+        key, value = r if isinstance(r, tuple) else (None, r)
+        while True:
+            try:
+                kwargs = {} if partition is None else {"partition": partition}
+                p.produce(topic, value, key, on_delivery=lambda e, m: e and errors.append(e),
+                          **kwargs)
+                break
+            except BufferError:
+                p.poll(0.1)
+    left = p.flush(timeout)
+    assert left == 0 and not errors, f"{left} records not delivered; errors {errors[:3]}"
+
+
+def read_all(bootstrap: str, topic: str, expect: int, timeout: float,
+             isolation: str = "read_committed") -> list:
+    """Every record of ``topic`` as (partition, offset, key, value), read until ``expect`` came
+    or ``timeout`` passed (then what came)."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}",
+                  "enable.auto.commit": False, "isolation.level": isolation})
+    try:
+        md = c.list_topics(topic, timeout=10)
+        c.assign([TopicPartition(topic, p, 0) for p in md.topics[topic].partitions])
+        out = []
+        deadline = time.monotonic() + timeout
+        while len(out) < expect and time.monotonic() < deadline:
+            for m in c.consume(1000, 0.2):
+                if m.error() is None:
+                    out.append((m.partition(), m.offset(), m.key(), m.value()))
+        return out
+    finally:
+        c.close()
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, tuple]:
+    """partition -> (committed offset, metadata) of ``group`` on ``topic``."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return {tp.partition: (tp.offset, tp.metadata) for tp in got}
+    finally:
+        c.close()
+
+
+def log_end(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """partition -> the offset after its last record (the high watermark)."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in range(partitions)}
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker():
+    """One LocalKafka for the whole test session."""
+    try:
+        installation(broker_kind())
+    except KafkaUnavailable as e:
+        pytest.skip(str(e))
+    server = LocalKafka()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def kafka_topic(request, kafka_broker):
+    """``kafka_topic(partitions=1, fill=None)`` -> a new topic's name."""
+    failed_before = request.session.testsfailed
+    base = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[:40].strip("-")
+
+    def make(partitions: int = 1, fill=None) -> str:
+        name = f"t-{base}-{uuid.uuid4().hex[:8]}"
+        kafka_broker.create_topic(name, partitions)
+        if fill:
+            produce(kafka_broker.bootstrap_servers, name, fill)
+        return name
+
+    yield make
+    if request.session.testsfailed > failed_before:
+        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"\n--- Kafka ({kafka_broker.kind}) {kafka_broker.address} log "
+                                f"tail ({request.node.nodeid}) ---\n{kafka_broker.log_tail(30)}")
