@@ -94,10 +94,13 @@ def with_flux_options(fn):
 @click.argument("topology_file", type=click.Path(dir_okay=False))
 @click.option("--duration", type=float, default=None, metavar="SECS",
               help="Stop after SECS seconds (default: run until Ctrl-C).")
+@click.option("--kafka", is_flag=True,
+              help="Start a Kafka broker too (as a file's KAFKA_TOPICS does) and set "
+                   "kafka.bootstrap.servers to it.")
 @with_flux_options
 @conf_option
-def local(topology_file: str, duration: float | None, flux: bool, flux_filter: str | None,
-          env_filter: bool, conf_pairs: tuple[str, ...]) -> None:
+def local(topology_file: str, duration: float | None, kafka: bool, flux: bool,
+          flux_filter: str | None, env_filter: bool, conf_pairs: tuple[str, ...]) -> None:
     """Run TOPOLOGY_FILE's topology on a private cluster on this machine.
 
     Starts ZooKeeper, Nimbus and a supervisor, submits the topology (the file
@@ -111,7 +114,8 @@ def local(topology_file: str, duration: float | None, flux: bool, flux_filter: s
     try:
         code = run_local(topology_file, duration, _overrides(conf_pairs, submitted=True),
                          echo=lambda s: click.echo(s),
-                         flux={"filter": flux_filter, "env_filter": env_filter} if flux else None)
+                         flux={"filter": flux_filter, "env_filter": env_filter} if flux else None,
+                         kafka=kafka)
     except SquallError as exc:
         raise click.ClickException(str(exc)) from None
     sys.exit(code)

@@ -377,6 +377,12 @@ TRIDENT_REDIS_KEY_PREFIX = _key(
 TRIDENT_REDIS_TIMEOUT_SECS = _key("trident.redis.timeout.secs", _NUM, 5,
                                   "Seconds to connect to Redis and to wait for each reply.")
 
+# --- Kafka (connectors/kafka/) ------------------------------------------------------------
+KAFKA_BOOTSTRAP_SERVERS = _key(
+    "kafka.bootstrap.servers", str, None,
+    "Kafka brokers of a KafkaSpout or KafkaBolt built without bootstrap_servers (host:port, "
+    "comma-separated); `squall local` sets it to the broker it starts.", nullable=True)
+
 # --- Stateful bolts and windows (client/state.py, client/stateful.py, client/windowing.py)
 TOPOLOGY_STATE_PROVIDER = _key(
     "topology.state.provider", str, None,
@@ -442,7 +448,7 @@ TOPOLOGY_BOLTS_LATE_TUPLE_STREAM = _key(
 #: Keys of a daemon's conf its workers get beneath the topology conf (as a Storm worker gets
 #: the cluster conf), so Trident finds ZooKeeper and Redis and DRPCSpout its servers.
 WORKER_INHERITED_PREFIXES = ("storm.zookeeper.", "transactional.zookeeper.", "trident.",
-                             "worker.log.", "drpc.")
+                             "worker.log.", "drpc.", "kafka.")
 
 
 def worker_inherited(conf: Mapping[str, Any], topology_name: str | None = None,
@@ -471,7 +477,7 @@ ALIASES: dict[str, str] = {
 #: outside them are the topology's own settings and pass through.
 NAMESPACES = ("topology.", "storm.", "nimbus.", "supervisor.", "worker.", "drpc.", "ui.",
               "logviewer.", "pacemaker.", "transactional.", "trident.", "backpressure.",
-              "blobstore.", "scheduler.", "task.", "executor.")
+              "blobstore.", "scheduler.", "task.", "executor.", "kafka.")
 
 
 @functools.cache

@@ -38,7 +38,7 @@ from ..client.errors import SquallError
 from ..client.topology import Topology
 from .net import free_ports
 from .report import run_report
-from .topology_file import LoadedTopology, load_topology_file
+from .topology_file import LoadedTopology, load_topology_file, user_error
 
 log = logging.getLogger("squall.local")
 
@@ -68,8 +68,12 @@ class LocalCluster(Daemon):
 
     def __init__(self, overrides: Mapping[str, Any] | None = None, slots: int = 4,
                  base_dir: str | None = None, worker_stdout: Any = None,
-                 on_worker_event: Callable[[Any], None] | None = None, web: bool = False):
+                 on_worker_event: Callable[[Any], None] | None = None, web: bool = False,
+                 kafka: bool = False):
         super().__init__()
+        #: Also start a Kafka broker (deploy/kafka.py) unless the overrides name one.
+        self.kafka_wanted = kafka
+        self.kafka = None
         #: Also start the UI and a logviewer (squall local does; tests that need them too).
         self.web = web
         self.ui = self.logviewer = None
@@ -99,6 +103,7 @@ class LocalCluster(Daemon):
             # A throwaway identity: other local users cannot read or rewrite our znodes.
             cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD: f"squall-local:{secrets.token_hex(16)}"})
         ours.update(self._start_redis())
+        ours.update(self._start_kafka())
         ours.update(self._throwaway_tls())
         ours[cfg.SQUALL_HTTP_TOKEN_FILE] = self._http_token()
         if cfg.SUPERVISOR_SLOTS_PORTS not in self.overrides:
@@ -180,6 +185,14 @@ class LocalCluster(Daemon):
         self.redis = LocalRedis().start()
         return {cfg.TRIDENT_REDIS_HOST: "127.0.0.1", cfg.TRIDENT_REDIS_PORT: self.redis.port}
 
+    def _start_kafka(self) -> dict[str, Any]:
+        """A private Kafka broker, asked for, when the overrides name no brokers."""
+        if not self.kafka_wanted or cfg.KAFKA_BOOTSTRAP_SERVERS in self.overrides:
+            return {}
+        from .kafka import LocalKafka
+        self.kafka = LocalKafka().start()
+        return {cfg.KAFKA_BOOTSTRAP_SERVERS: self.kafka.bootstrap_servers}
+
     def _spawn(self, cmd: list, log_path: str, env: dict) -> subprocess.Popen:
         """A worker with our stdout (components' prints show here) and stderr in its log file."""
         from ..supervisor.supervisor import spawn_worker
@@ -222,7 +235,8 @@ class LocalCluster(Daemon):
                  ("supervisor", lambda s: s.close(reason)),
                  ("server", lambda s: s.stop(grace=1).wait(5)),
                  ("nimbus", lambda s: s.close(reason)),
-                 ("zookeeper", lambda s: s.stop()), ("redis", lambda s: s.stop())]
+                 ("zookeeper", lambda s: s.stop()), ("redis", lambda s: s.stop()),
+                 ("kafka", lambda s: s.stop())]
         for attr, stop in steps:
             daemon = getattr(self, attr)
             setattr(self, attr, None)
@@ -275,14 +289,16 @@ def _longest_tick(topology: Topology, conf: Mapping[str, Any]) -> float:
 class _Run:
     """One ``squall local`` run: its cluster, the worker events, and the steps of a stop."""
 
-    def __init__(self, loaded: LoadedTopology, overrides: Mapping[str, Any], echo: Echo):
+    def __init__(self, loaded: LoadedTopology, overrides: Mapping[str, Any], echo: Echo,
+                 kafka: bool = False):
         self.loaded = loaded
         self.echo = echo
         self.events: queue.Queue = queue.Queue()
         self.conf = cfg.layered(loaded.conf, overrides)
         workers = int(self.conf[cfg.TOPOLOGY_WORKERS])
         self.cluster = LocalCluster(overrides, slots=max(4, workers),
-                                    on_worker_event=self.events.put, web=True)
+                                    on_worker_event=self.events.put, web=True,
+                                    kafka=kafka or bool(loaded.kafka_topics))
         self.topology_id = ""
         self.crashed = False
         self._nimbus: Any = None
@@ -369,15 +385,16 @@ class _Run:
 
 def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any],
               echo: Echo = print, progress_every: float = 5.0,
-              flux: Mapping[str, Any] | None = None) -> int:
+              flux: Mapping[str, Any] | None = None, kafka: bool = False) -> int:
     """``squall local``: run until ``duration`` passes or Ctrl-C; returns the exit code.
-    With ``flux`` (``filter``, ``env_filter``), ``path`` is a Flux YAML file."""
+    With ``flux`` (``filter``, ``env_filter``), ``path`` is a Flux YAML file; ``kafka``
+    starts a Kafka broker (as a file's ``KAFKA_TOPICS`` does)."""
     if flux is not None:
         from .flux import load_flux
         loaded = load_flux(path, flux.get("filter"), bool(flux.get("env_filter")))
     else:
         loaded = load_topology_file(path)
-    run = _Run(loaded, cli_overrides, echo)
+    run = _Run(loaded, cli_overrides, echo, kafka)
     stop = {"why": None}
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -396,6 +413,12 @@ def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any
              f"other squall commands reach it with SQUALL_CONF={c.client_yaml}")
         if c.ui is not None:
             echo(f"[squall local] UI: {c.ui.login_url()}  (logviewer {c.logviewer.url})")
+        _prepare_kafka(run)
+        if loaded.setup is not None:
+            try:
+                loaded.setup(run.worker_conf())
+            except Exception as exc:  # the user's code: one line
+                raise user_error(loaded.path, exc, "running its setup()") from None
         run.topology_id = c.submit(loaded.name, loaded.topology, loaded.conf, loaded.code_dir,
                                    warn=lambda w: echo(f"[squall local] warning: {w}"))
         echo(f"[squall local] topology {loaded.name} submitted as {run.topology_id}; "
@@ -410,6 +433,18 @@ def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any
         else:
             echo(f"[squall local] logs kept in {run.cluster.base_dir}")
     return code
+
+
+def _prepare_kafka(run: _Run) -> None:
+    """Say where the broker is; create the file's KAFKA_TOPICS on ours."""
+    kafka = run.cluster.kafka
+    if kafka is None:
+        return
+    run.echo(f"[squall local] Kafka ({kafka.kind}) {kafka.bootstrap_servers} (pid {kafka.pid}): "
+             f"{cfg.KAFKA_BOOTSTRAP_SERVERS}={kafka.bootstrap_servers}")
+    for topic, partitions in (run.loaded.kafka_topics or {}).items():
+        kafka.create_topic(topic, partitions)
+        run.echo(f"[squall local]   topic {topic} ({partitions} partitions)")
 
 
 def _watch(run: _Run, duration: float | None, stop: dict, progress_every: float) -> int:

@@ -3,8 +3,11 @@
 How a file exposes its topology: a module-level function ``topology()`` (or
 ``build_topology()``) returning a :class:`~squall.client.TopologyBuilder` or a
 built :class:`~squall.client.Topology`, and optionally a dict ``CONF`` with
-the topology conf, a string ``NAME`` and a function ``report(conf)`` called
-once the topology is killed (in a process of its own: :mod:`squall.deploy.report`).
+the topology conf, a string ``NAME``, a function ``report(conf)`` called
+once the topology is killed (in a process of its own: :mod:`squall.deploy.report`),
+a dict ``KAFKA_TOPICS`` (topic -> partitions: ``squall local`` starts a Kafka broker
+and creates them) and a function ``setup(conf)`` called before the topology is
+submitted, with the daemons (and the broker) up, e.g. to fill an input topic.
 
 The file is the user's code: a syntax error or an exception while importing it or
 building its topology becomes one :class:`~squall.client.errors.SquallError` line
@@ -35,6 +38,10 @@ class LoadedTopology:
     path: str = ""
     #: The file's optional ``report(conf)``, called after the run (e.g. to show stored results).
     report: Callable[[dict], None] | None = None
+    #: Topics ``squall local`` creates on the Kafka broker it starts: name -> partitions.
+    kafka_topics: dict[str, int] | None = None
+    #: The file's optional ``setup(conf)``, called before the submit.
+    setup: Callable[[dict], None] | None = None
 
 
 def user_error(path: str, exc: BaseException, doing: str,
@@ -104,5 +111,18 @@ def load_topology_file(path: str, args: list[str] | None = None,
     conf = dict(getattr(module, "CONF", {}) or {})
     name = getattr(module, "NAME", None) or os.path.splitext(os.path.basename(path))[0]
     report = getattr(module, "report", None)
+    setup = getattr(module, "setup", None)
     return LoadedTopology(name, built, conf, os.path.dirname(path), path,
-                          report if callable(report) else None)
+                          report if callable(report) else None,
+                          _kafka_topics(path, getattr(module, "KAFKA_TOPICS", None)),
+                          setup if callable(setup) else None)
+
+
+def _kafka_topics(path: str, topics: Any) -> dict[str, int] | None:
+    if topics is None:
+        return None
+    if not isinstance(topics, dict) or not all(
+            isinstance(t, str) and t and type(n) is int and n >= 1 for t, n in topics.items()):
+        raise SquallError(f"{path}: KAFKA_TOPICS must map topic names to partition counts "
+                          f"(>= 1), e.g. {{'sentences': 4}}; got {topics!r}")
+    return dict(topics)

@@ -26,6 +26,7 @@ from confluent_kafka import KafkaException, Producer  # noqa: E402
 
 from ...client.components import Bolt  # noqa: E402
 from ...client.tuple import Tuple  # noqa: E402
+from .config import brokers  # noqa: E402
 from .translator import KafkaConfigError  # noqa: E402
 
 log = logging.getLogger("squall.connectors.kafka")
@@ -86,19 +87,22 @@ class KafkaBolt(Bolt):
         builder.set_bolt("to-kafka", KafkaBolt("127.0.0.1:9092", topic="counts"), 1) \\
             .shuffle_grouping("count")
 
-    The default mapper reads the fields ``key`` and ``message``.
+    The default mapper reads the fields ``key`` and ``message``. ``bootstrap_servers=None``
+    reads the topology conf's ``kafka.bootstrap.servers``.
     """
 
     requires_extras = ("kafka",)
 
-    def __init__(self, bootstrap_servers: str, topic: str | None = None, *,
+    def __init__(self, bootstrap_servers: str | None = None, topic: str | None = None, *,
                  topic_selector: Callable[[Tuple], str | None] | None = None,
                  mapper: Any = None, fire_and_forget: bool = False,
                  props: Mapping[str, Any] | None = None,
                  key_serializer: Callable[[Any], Any] = to_bytes,
                  value_serializer: Callable[[Any], Any] = to_bytes):
-        if not bootstrap_servers or not isinstance(bootstrap_servers, str):
-            raise KafkaConfigError("KafkaBolt needs bootstrap_servers, e.g. 'broker1:9092'")
+        if bootstrap_servers is not None and (not bootstrap_servers
+                                              or not isinstance(bootstrap_servers, str)):
+            raise KafkaConfigError("KafkaBolt's bootstrap_servers must be 'host:port[,...]' or "
+                                   f"None (kafka.bootstrap.servers), got {bootstrap_servers!r}")
         if (topic is None) == (topic_selector is None):
             raise KafkaConfigError("KafkaBolt takes exactly one of topic='name' and "
                               "topic_selector=...")
@@ -113,8 +117,8 @@ class KafkaBolt(Bolt):
         self.key_serializer = key_serializer
         self.value_serializer = value_serializer
 
-    def producer_props(self) -> dict[str, Any]:
-        props = {"bootstrap.servers": self.bootstrap_servers,
+    def producer_props(self, conf: Mapping[str, Any]) -> dict[str, Any]:
+        props = {"bootstrap.servers": brokers(self.bootstrap_servers, conf, "KafkaBolt"),
                  "enable.idempotence": True,
                  # Java's producer's partitioner, so a key lands where Java would put it.
                  "partitioner": "murmur2_random",
@@ -129,7 +133,7 @@ class KafkaBolt(Bolt):
         self.collector = collector
         self.where = f"{context.this_component_id}:{context.this_task_id}"
         self.topology_id = context.topology_id
-        self.producer = Producer(self.producer_props())
+        self.producer = Producer(self.producer_props(conf))
         #: Delivery reports gathered on the poll thread: (tuple, error or None).
         self._reports: list[tuple[Tuple, Any]] = []
         self._lock = threading.Lock()

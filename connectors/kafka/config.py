@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from ...client.config import KAFKA_BOOTSTRAP_SERVERS
 from .translator import DefaultRecordTranslator, KafkaConfigError, RecordTranslator
 
 
@@ -93,10 +94,12 @@ class KafkaSpoutConfig:
                          retry=RetryBackoff(max_retries=5))
 
     Exactly one of ``topics`` (names) and ``topic_pattern`` (a regular expression matched
-    against whole topic names) is given.
+    against whole topic names) is given. ``bootstrap_servers=None`` reads the brokers from
+    the topology conf's ``kafka.bootstrap.servers`` when the spout opens (``squall local``
+    sets it to the broker it starts; ``-c kafka.bootstrap.servers=...`` elsewhere).
     """
 
-    bootstrap_servers: str
+    bootstrap_servers: str | None = None
     topics: Sequence[str] | None = None
     topic_pattern: str | None = None
     #: The consumer group the offsets are committed under (None: ``squall-<topology
@@ -131,9 +134,11 @@ class KafkaSpoutConfig:
     request_timeout_secs: float = 5.0
 
     def __post_init__(self) -> None:
-        if not self.bootstrap_servers or not isinstance(self.bootstrap_servers, str):
-            raise KafkaConfigError("KafkaSpoutConfig needs bootstrap_servers, e.g. "
-                              "'broker1:9092,broker2:9092'")
+        if self.bootstrap_servers is not None and (
+                not self.bootstrap_servers or not isinstance(self.bootstrap_servers, str)):
+            raise KafkaConfigError("KafkaSpoutConfig.bootstrap_servers must be 'host:port[,...]' "
+                                   f"or None (kafka.bootstrap.servers), got "
+                                   f"{self.bootstrap_servers!r}")
         if (self.topics is None) == (self.topic_pattern is None):
             raise KafkaConfigError("KafkaSpoutConfig takes exactly one of topics=[...] and "
                               "topic_pattern='regex'")
@@ -193,15 +198,28 @@ class KafkaSpoutConfig:
     def at_least_once(self) -> bool:
         return self.processing_guarantee is ProcessingGuarantee.AT_LEAST_ONCE
 
-    def consumer_props(self, group_id: str) -> dict[str, Any]:
+    def servers(self, conf: Mapping[str, Any]) -> str:
+        """The brokers: this config's, else the topology conf's ``kafka.bootstrap.servers``."""
+        return brokers(self.bootstrap_servers, conf, "KafkaSpoutConfig")
+
+    def consumer_props(self, group_id: str, servers: str) -> dict[str, Any]:
         """The librdkafka properties of the spout's consumer."""
-        props = {"bootstrap.servers": self.bootstrap_servers, "group.id": group_id,
+        props = {"bootstrap.servers": servers, "group.id": group_id,
                  # librdkafka's own offset store and commits stay off: the spout commits
                  # exactly the offsets its guarantee allows.
                  "enable.auto.commit": False, "enable.auto.offset.store": False,
                  "enable.partition.eof": False}
         props.update(self.props)
         return props
+
+
+def brokers(given: str | None, conf: Mapping[str, Any], what: str) -> str:
+    """``given`` brokers, or the topology conf's ``kafka.bootstrap.servers``."""
+    servers = given or conf.get(KAFKA_BOOTSTRAP_SERVERS)
+    if not servers:
+        raise KafkaConfigError(f"{what} has no bootstrap_servers and the topology conf no "
+                               f"{KAFKA_BOOTSTRAP_SERVERS}: give one of them (host:port)")
+    return str(servers)
 
 
 def _enum(cls: type[enum.Enum], value: Any, name: str) -> Any:

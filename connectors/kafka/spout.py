@@ -143,14 +143,15 @@ class KafkaSpout(Spout):
         #: Counters the tests and the UI read (records polled, emitted, skipped, ...).
         self.counts = {"polled": 0, "emitted": 0, "acked": 0, "failed": 0, "retried": 0,
                        "bad_records": 0, "max_retries_reached": 0, "commits": 0}
-        props = c.consumer_props(self.group_id)
+        self.servers = c.servers(conf)
+        props = c.consumer_props(self.group_id, self.servers)
         props["on_commit"] = self._on_commit
         props["error_cb"] = self._on_client_error
         self.consumer = Consumer(props)
         self.refresher = _Refresher(self, props)
         self.refresher.start()
         log.info("topology=%s %s:%d Kafka spout on %s, group %s, %s, %s", self.topology_id,
-                 self.component, self.task, c.bootstrap_servers, self.group_id,
+                 self.component, self.task, self.servers, self.group_id,
                  self.guarantee.value, c.first_poll_offset_strategy.value)
 
     def activate(self) -> None:
@@ -535,7 +536,7 @@ class KafkaSpout(Spout):
         self.collector.report_error(f"KafkaSpout: {text}")
 
     def _where(self) -> str:
-        return f"bootstrap.servers={self.config.bootstrap_servers}"
+        return f"bootstrap.servers={self.servers}"
 
 
 class _Refresher:

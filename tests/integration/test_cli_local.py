@@ -51,6 +51,23 @@ def test_word_count_example_prints_correct_counts_with_every_sentence_acked(tmp_
     assert gone(zk_pid), "the private ZooKeeper outlived squall local"
 
 
+def test_kafka_word_count_example_starts_its_broker_and_counts_exactly(tmp_path):
+    """examples/kafka_word_count.py: squall local starts a broker for its KAFKA_TOPICS, its
+    setup() fills the input topic, and its report() reads the counts topic back."""
+    proc = subprocess.run(squall("local", os.path.join(EXAMPLES, "kafka_word_count.py"),
+                                 "--duration", "12", "-c", "wordcount.sentences=3000"),
+                          capture_output=True, text=True, timeout=180, cwd=str(tmp_path))
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    m = re.search(r"Kafka \(\w+\) 127\.0\.0\.1:\d+ \(pid (\d+)\)", out)
+    assert m, out
+    assert "wrote 3000 sentences to sentences" in out, out
+    assert re.search(r"spout sentences: emitted=3000 acked=3000 failed=0 pending=0", out), out
+    assert "30000 count records in word-counts: 30000 words, 1000 distinct" in out, out
+    assert "last counts match the expected totals: yes" in out, out
+    assert gone(int(m.group(1))), "the private Kafka broker outlived squall local"
+
+
 def test_stateful_word_count_example_counts_exactly_with_barrier_checkpoints(tmp_path):
     """examples/stateful_word_count.py: a StatefulBolt under barrier checkpointing (no acker)
     and a tumbling window beside it."""

@@ -178,7 +178,11 @@ def test_guarantees_and_strategies_are_taken_by_name_and_topics_sorted():
                          first_poll_offset_strategy="LATEST")
     assert c.topics == ("a", "b")
     assert c.processing_guarantee is ProcessingGuarantee.AT_MOST_ONCE
-    assert c.consumer_props("g")["enable.auto.commit"] is False
+    assert c.consumer_props("g", "h:1")["enable.auto.commit"] is False
+    assert c.servers({}) == "h:1"
+    assert KafkaSpoutConfig(topics=["a"]).servers({"kafka.bootstrap.servers": "k:9"}) == "k:9"
+    with pytest.raises(KafkaConfigError, match="no bootstrap_servers"):
+        KafkaSpoutConfig(topics=["a"]).servers({})
 
 
 def test_translators_route_and_declare_streams():
