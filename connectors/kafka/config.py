@@ -209,6 +209,10 @@ class KafkaSpoutConfig:
                  # exactly the offsets its guarantee allows.
                  "enable.auto.commit": False, "enable.auto.offset.store": False,
                  "enable.partition.eof": False}
+        if self.at_least_once:
+            # As Storm: an offset gone from the log (retention) restarts at the earliest
+            # record kept rather than skipping to the end (Kafka's default).
+            props["auto.offset.reset"] = "earliest"
         props.update(self.props)
         return props
 
