@@ -8,14 +8,18 @@ producer is idempotent by default (a retried send is not written twice) and part
 keys as Java's producer does (murmur2), so records with one key land where a Java
 producer would put them.
 
-Delivery reports come from librdkafka's poll, which a helper thread calls; it hands each
-batch of reports back to the bolt's executor thread, where the acks and fails happen.
+Delivery reports come from librdkafka's poll. The bolt polls (without waiting) after each
+write and settles the reports there, on its executor thread; a helper thread polls only
+when the bolt has been idle for :data:`IDLE_POLL_SECS` and hands what it got back to the
+executor thread. (A helper woken by every report would take the GIL from the worker's loop
+hundreds of times a second.)
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Callable, Mapping
 
 from ...client import extras
@@ -30,6 +34,9 @@ from .config import brokers  # noqa: E402
 from .translator import KafkaConfigError  # noqa: E402
 
 log = logging.getLogger("squall.connectors.kafka")
+
+#: Seconds without a write after which the helper thread polls for delivery reports.
+IDLE_POLL_SECS = 0.01
 
 
 class FieldNameBasedTupleToKafkaMapper:
@@ -134,16 +141,22 @@ class KafkaBolt(Bolt):
         self.where = f"{context.this_component_id}:{context.this_task_id}"
         self.topology_id = context.topology_id
         self.producer = Producer(self.producer_props(conf))
-        #: Delivery reports gathered on the poll thread: (tuple, error or None).
+        #: Delivery reports not settled yet: (tuple, error or None). librdkafka calls back
+        #: from whichever thread polls, so appends hold the lock.
         self._reports: list[tuple[Tuple, Any]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._handed = False  # a settle is queued on the executor thread
+        self.last_poll = time.monotonic()
         self.in_flight = 0
         self._poller = threading.Thread(target=self._poll_loop, daemon=True,
                                         name=f"kafka-bolt-{self.where}")
         self._poller.start()
 
     def execute(self, tup: Tuple) -> None:
+        if tup.is_tick:  # as Storm's KafkaBolt: a tick (a topology-wide tick freq) is no record
+            self.collector.ack(tup)
+            return
         try:
             topic = self.topic_selector(tup)
         except Exception as e:
@@ -174,6 +187,10 @@ class KafkaBolt(Bolt):
             self.collector.ack(tup)
         else:
             self.in_flight += 1
+        self.producer.poll(0)
+        self.last_poll = time.monotonic()
+        if self._reports:
+            self._settle()
 
     def _failed(self, tup: Tuple, why: str) -> None:
         self.collector.report_error(f"KafkaBolt {self.where}: {why}")
@@ -185,15 +202,18 @@ class KafkaBolt(Bolt):
             self._reports.append((tup, err))
 
     def _poll_loop(self) -> None:
-        while not self._stop.is_set():
-            self.producer.poll(0.05)
-            with self._lock:
-                reports, self._reports = self._reports, []
-            if reports:
-                self.collector.call_soon_threadsafe(lambda r=reports: self._settle(r))
+        while not self._stop.wait(IDLE_POLL_SECS):
+            if time.monotonic() - self.last_poll >= IDLE_POLL_SECS:
+                self.producer.poll(0)
+            if self._reports and not self._handed:
+                self._handed = True
+                self.collector.call_soon_threadsafe(self._settle)
 
-    def _settle(self, reports: list) -> None:
+    def _settle(self) -> None:
         """On the executor thread: ack what the broker has, fail what it refused."""
+        with self._lock:
+            reports, self._reports = self._reports, []
+            self._handed = False
         ack, fail = self.collector.ack, self.collector.fail
         for tup, err in reports:
             self.in_flight -= 1
