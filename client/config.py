@@ -382,6 +382,16 @@ KAFKA_BOOTSTRAP_SERVERS = _key(
     "kafka.bootstrap.servers", str, None,
     "Kafka brokers of a KafkaSpout or KafkaBolt built without bootstrap_servers (host:port, "
     "comma-separated); `squall local` sets it to the broker it starts.", nullable=True)
+#: Where a Kafka spout tells the UI's lag monitor what it reads, as Storm's KafkaSpout does in
+#: its component configuration (``config.topics``, ``config.groupid``, ``config.<consumer
+#: property>``); a pattern subscription gives ``config.topics.pattern`` instead of topics.
+KAFKA_SPOUT_CONF_PREFIX = "config."
+
+
+def kafka_group_id(topology_name: str, component: str) -> str:
+    """A Kafka spout's consumer group when its config names none: the same for every run of
+    the topology, so commits carry over a resubmission."""
+    return f"squall-{topology_name}-{component}"
 
 # --- Stateful bolts and windows (client/state.py, client/stateful.py, client/windowing.py)
 TOPOLOGY_STATE_PROVIDER = _key(

@@ -29,6 +29,9 @@ from typing import Any, Callable
 from .histogram import Histogram as _Buckets
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Families Squall's own connectors export with labels of their own (``squall_kafka_lag``
+#: with ``topic`` and ``partition``): a family gauge's name must start with one of these.
+CONNECTOR_FAMILIES = ("kafka_",)
 
 
 class Counter:
@@ -98,11 +101,42 @@ class MetricRegistry:
             raise TypeError(f"gauge {name!r} needs a function returning its value")
         return self._add(name, "gauge", fn)
 
+    def family_gauge(self, family: str, labels: dict[str, str],
+                     fn: Callable[[], float]) -> None:
+        """A connector's gauge in family ``family`` with ``labels`` of its own (a Kafka
+        partition's lag: ``family_gauge("kafka_lag", {"topic": t, "partition": "0"}, fn)``),
+        exported as ``squall_<family>`` beside the task's labels. Registering the same
+        family and labels again replaces the function."""
+        if not family.startswith(CONNECTOR_FAMILIES) or not _NAME.match(family):
+            raise ValueError(f"family {family!r}: a connector family starts with one of "
+                             f"{CONNECTOR_FAMILIES}")
+        if not all(_NAME.match(k) for k in labels):
+            raise ValueError(f"label names {sorted(labels)}: letters, digits and underscores")
+        key = family + "|" + ",".join(f"{k}={labels[k]}" for k in sorted(labels))
+        self.metrics[key] = ("family", (family, dict(labels), fn))
+
+    def remove_family_gauges(self, family_prefix: str, **labels: str) -> None:
+        """Drop the family gauges whose family starts with ``family_prefix`` and whose
+        labels include ``labels`` (a partition the task no longer reads)."""
+        for key, (kind, m) in list(self.metrics.items()):
+            if kind == "family" and m[0].startswith(family_prefix) and \
+                    all(m[1].get(k) == v for k, v in labels.items()):
+                del self.metrics[key]
+
     def snapshot(self) -> dict[str, dict]:
-        """name -> ``{"type", "value"}`` (histograms: ``"hist"``), JSON-ready. A gauge whose
-        function raises or returns a non-number is left out of this snapshot."""
+        """name -> ``{"type", "value"}`` (histograms: ``"hist"``; family gauges also
+        ``"family"`` and ``"labels"``), JSON-ready. A gauge whose function raises or returns
+        a non-number is left out of this snapshot."""
         out: dict[str, dict] = {}
         for name, (kind, m) in list(self.metrics.items()):
+            if kind == "family":
+                family, labels, fn = m
+                try:
+                    v = float(fn())
+                except Exception:  # noqa: BLE001 - no figure yet (no watermark read)
+                    continue
+                out[name] = {"type": "gauge", "family": family, "labels": labels, "value": v}
+                continue
             if kind == "gauge":
                 try:
                     v = float(m())

@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 
 from ..client import histogram
 from ..client.contract import WorkerHeartbeat
+from ..client.metrics import CONNECTOR_FAMILIES
 
 TASK_LABELS = ["topology", "component", "task", "host", "port"]
 WORKER_LABELS = ["topology", "host", "port"]
@@ -123,7 +124,7 @@ class WorkerCollector(Collector):
                 fam["up"].add_metric([tid, self.host, str(port)], 0.0)
         yield from counters.values()
         yield from fam.values()
-        yield from user.values()
+        yield from (f[0] if isinstance(f, tuple) else f for f in user.values())
 
     def _worker(self, fam: dict, counters: dict, user: dict, w: Any,
                 hb: WorkerHeartbeat) -> None:
@@ -169,6 +170,9 @@ class WorkerCollector(Collector):
         """A user metric (client/metrics.py snapshot) into its family. One name has one
         kind: a component registering it as another kind is left out (two TYPE lines for
         one name would make Prometheus refuse the whole scrape)."""
+        if isinstance(m, dict) and "family" in m:
+            WorkerCollector._family(out, m, labels)
+            return
         if not isinstance(m, dict) or not name.isidentifier():
             return
         kind = m.get("type")
@@ -191,6 +195,29 @@ class WorkerCollector(Collector):
                 f.add_metric(labels, float(m["value"]))
         except (KeyError, TypeError, ValueError, OverflowError):
             return  # a malformed entry from a worker: skipped, the scrape still answers
+
+
+    @staticmethod
+    def _family(out: dict, m: dict, labels: list[str]) -> None:
+        """A connector's family gauge (client/metrics.py ``family_gauge``): ``squall_<family>``
+        with the task's labels and its own (a worker's file names only Squall's families)."""
+        family, extra = m.get("family"), m.get("labels")
+        if not isinstance(family, str) or not family.startswith(CONNECTOR_FAMILIES) or \
+                not family.isidentifier() or not isinstance(extra, dict) or \
+                not all(isinstance(k, str) and k.isidentifier() for k in extra):
+            return
+        names = sorted(extra)
+        key = ("family", family)
+        f = out.get(key)
+        if f is None:
+            f = out[key] = (GaugeMetricFamily(f"squall_{family}", f"Connector gauge {family}",
+                                              labels=TASK_LABELS + names), names)
+        if f[1] != names:
+            return  # one family, one label set
+        try:
+            f[0].add_metric(labels + [str(extra[k]) for k in names], float(m["value"]))
+        except (KeyError, TypeError, ValueError, OverflowError):
+            return
 
 
 class SupervisorMetrics:

@@ -20,6 +20,7 @@ from ..client import config as cfg
 from ..client.errors import InvalidRequest, NimbusError, SquallError
 from ..client.health import topology_health
 from . import storm_json as sj
+from .kafka_lag import topology_lag
 
 log = logging.getLogger("squall.ui")
 
@@ -164,8 +165,8 @@ def make_app(client: Any, conf: Mapping[str, Any], version: str,
 
     @app.get("/api/v1/topology/<tid>/lag")
     def lag(tid: str):
-        info(tid)  # an unknown id is still a 404
-        return json_error(501, "spout lag is not supported: Squall has no Kafka spout to ask")
+        main = info(tid)  # an unknown id is still a 404
+        return jsonify(topology_lag(client.user_topology(tid), main.name, topo_conf(tid)))
 
     @app.get("/api/v1/topology-workers/<tid>")
     def topology_workers(tid: str):

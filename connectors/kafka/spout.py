@@ -35,7 +35,9 @@ extras.require("kafka", "squall.connectors.kafka")
 from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError,  # noqa: E402
                              KafkaException, TopicPartition)
 
+from ...client import config as cfg  # noqa: E402
 from ...client.components import Spout  # noqa: E402
+from ...client.config import kafka_group_id  # noqa: E402
 from ...client.tuple import DEFAULT_STREAM  # noqa: E402
 from .config import FirstPollOffsetStrategy, KafkaSpoutConfig, OnBadRecord  # noqa: E402
 from .config import ProcessingGuarantee as PG  # noqa: E402
@@ -63,7 +65,8 @@ _HOUSEKEEPING_SECS = 0.05
 class _Partition:
     """One assigned partition: its offsets and its message-id key."""
 
-    __slots__ = ("topic", "partition", "key", "tp", "offsets", "paused", "limit", "seeked")
+    __slots__ = ("topic", "partition", "key", "tp", "offsets", "paused", "limit", "seeked",
+                 "committed")
 
     def __init__(self, topic: str, partition: int, key: int | None, offsets: PartitionOffsets):
         self.topic = topic
@@ -78,6 +81,8 @@ class _Partition:
         #: The offset a retry sought back to, until a record from there arrives: seeking
         #: again at every poll would restart the fetch before it returns anything.
         self.seeked: int | None = None
+        #: The group's committed offset as this task last saw or made it (-1: none).
+        self.committed = -1
 
 
 class KafkaSpout(Spout):
@@ -106,6 +111,25 @@ class KafkaSpout(Spout):
     def declare_output_fields(self, declarer: Any) -> None:
         self.config.record_translator.declare(declarer)
 
+    def get_component_configuration(self) -> dict[str, Any]:
+        """What the UI's lag monitor needs, as Storm's KafkaSpout publishes it: the topics,
+        the group, the brokers and the consumer properties (secrets left out)."""
+        c = self.config
+        p = cfg.KAFKA_SPOUT_CONF_PREFIX
+        out: dict[str, Any] = {}
+        if c.topics is not None:
+            out[p + "topics"] = ",".join(c.topics)
+        else:
+            out[p + "topics.pattern"] = c.topic_pattern
+        if c.group_id is not None:
+            out[p + "groupid"] = c.group_id
+        if c.bootstrap_servers is not None:
+            out[p + "bootstrap.servers"] = c.bootstrap_servers
+        for key, value in c.props.items():
+            if isinstance(value, (str, int, float, bool)) and not cfg.is_secret_key(key):
+                out[p + key] = value
+        return out
+
     # -- lifecycle ---------------------------------------------------------------------------
     def open(self, conf: Any, context: Any, collector: Any) -> None:
         c = self.config
@@ -116,8 +140,10 @@ class KafkaSpout(Spout):
         self.task_index = context.this_task_index
         self.n_tasks = len(context.component_tasks(self.component))
         name = conf.get("topology.name") or context.topology_id
-        self.group_id = c.group_id or f"squall-{name}-{self.component}"
+        self.group_id = c.group_id or kafka_group_id(name, self.component)
         self.topology_id = context.topology_id
+        #: The task's metric registry (None under a test's bare context).
+        self.metrics = getattr(context, "metrics", None)
         self.commit_metadata = json.dumps({"topologyId": self.topology_id, "taskId": self.task,
                                            "threadName": f"{self.component}:{self.task}"})
         self.guarantee = c.processing_guarantee
@@ -159,6 +185,10 @@ class KafkaSpout(Spout):
 
     def deactivate(self) -> None:
         self._commit(sync=True)
+        log.info("topology=%s %s:%d deactivated: no polls until activated; committed %s",
+                 self.topology_id, self.component, self.task,
+                 ", ".join(f"{p.topic}/{p.partition}@{p.committed}"
+                           for p in self.parts.values()) or "nothing")
 
     def close(self) -> None:
         self.refresher.stop()
@@ -209,7 +239,7 @@ class KafkaSpout(Spout):
         self.counts["polled"] += len(msgs)
         if self.guarantee is PG.AT_MOST_ONCE:
             # Committed before a tuple leaves: a failure loses records, never repeats them.
-            self._commit_consumed(msgs, sync=True)
+            self._commit_consumed(msgs)
         elif self.guarantee is PG.NO_GUARANTEE:
             self._consumed_positions(msgs, self._consumed)
         self.waiting.extend(msgs)
@@ -409,6 +439,9 @@ class KafkaSpout(Spout):
             for part in gone:
                 if part.key is not None:
                     self.by_key.pop(part.key, None)
+                if self.metrics is not None:
+                    self.metrics.remove_family_gauges("kafka_", topic=part.topic,
+                                                      partition=str(part.partition))
             lost_set = set(lost)
             self.retry.forget_where(lambda k: (self._decode(k)[0] is None) if type(k) is int
                                     else (k[0], k[1]) in lost_set)
@@ -423,7 +456,9 @@ class KafkaSpout(Spout):
             key = (idx << _PARTITION_BITS) | partition \
                 if idx is not None and partition < (1 << _PARTITION_BITS) else None
             part = _Partition(topic, partition, key, PartitionOffsets(base))
+            part.committed = offset if offset >= 0 else -1
             self.parts[(topic, partition)] = part
+            self._register_metrics(part)
             if key is not None:
                 self.by_key[key] = part
             assign.append(TopicPartition(topic, partition, start))
@@ -433,6 +468,29 @@ class KafkaSpout(Spout):
             log.info("topology=%s %s:%d task %d of %d now reads %s (gained %s, lost %s)",
                      self.topology_id, self.component, self.task, self.task_index + 1,
                      self.n_tasks, _tps(owned), _tps(gained), _tps(lost))
+
+    def _register_metrics(self, part: _Partition) -> None:
+        """Storm's per-partition Kafka offset metrics, as ``squall_kafka_*`` gauges."""
+        if self.metrics is None:
+            return
+        tp = (part.topic, part.partition)
+        refresher = self.refresher
+
+        def mark(i: int) -> int:
+            return refresher.watermarks[tp][i]
+        labels = {"topic": part.topic, "partition": str(part.partition)}
+        gauges = {
+            "kafka_log_start_offset": lambda: mark(0),
+            "kafka_log_end_offset": lambda: mark(1),
+            "kafka_records_in_partition": lambda: mark(1) - mark(0),
+            "kafka_committed_offset": lambda: _known(part.committed),
+            "kafka_lag": lambda: mark(1) - _known(part.committed),
+            # The window's last offset (below the window: the commit covers it).
+            "kafka_emitted_offset": lambda: _known(part.offsets.base
+                                                   + len(part.offsets.states) - 1),
+        }
+        for family, fn in gauges.items():
+            self.metrics.family_gauge(family, labels, fn)
 
     def _first_offset(self, committed: int, metadata: str | None) -> tuple[int, int]:
         """Where a gained partition starts (Storm's doSeek), and the offsets' base."""
@@ -482,13 +540,12 @@ class KafkaSpout(Spout):
             self._report("commit", f"committing offsets of {self._where()} failed: {e}; "
                                    "the next commit carries them")
 
-    def _commit_consumed(self, msgs: list, sync: bool) -> None:
+    def _commit_consumed(self, msgs: list) -> None:
         positions = self._consumed_positions(msgs, {})
         offsets = [TopicPartition(t, p, o, metadata=self.commit_metadata)
                    for (t, p), o in positions.items()]
         try:
-            self.consumer.commit(offsets=offsets, asynchronous=not sync)
-            self.counts["commits"] += 1
+            self._committed(self.consumer.commit(offsets=offsets, asynchronous=False))
         except KafkaException as e:
             self._report("commit", f"committing offsets of {self._where()} failed: {e}")
 
@@ -512,6 +569,10 @@ class KafkaSpout(Spout):
     def _committed(self, partitions: list | None) -> None:
         self.counts["commits"] += 1
         if self.guarantee is not PG.AT_LEAST_ONCE:
+            for tp in partitions or ():
+                part = self.parts.get((tp.topic, tp.partition))
+                if part is not None and tp.error is None:
+                    part.committed = tp.offset
             return
         for tp in partitions or ():
             if tp.error is not None:
@@ -521,6 +582,7 @@ class KafkaSpout(Spout):
             part = self.parts.get((tp.topic, tp.partition))
             if part is not None:
                 part.offsets.committed(tp.offset)
+                part.committed = tp.offset
 
     # -- errors -------------------------------------------------------------------------------------
     def _on_client_error(self, err: Any) -> None:
@@ -553,6 +615,9 @@ class _Refresher:
         self.updates: deque = deque()
         self.errors: deque = deque()
         self.published: list[tuple[str, int]] | None = None
+        #: (topic, partition) -> (log start, log end) of this task's partitions, read at
+        #: every refresh (the offset metrics); replaced whole, never changed in place.
+        self.watermarks: dict[tuple[str, int], tuple[int, int]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"kafka-refresh-{spout.component}:{spout.task}")
@@ -598,6 +663,7 @@ class _Refresher:
         every = [(t, p) for t in names for p in md.topics[t].partitions]
         owned = assign_round_robin(every, self.spout.task_index, self.spout.n_tasks) \
             if every else []
+        self.read_watermarks(client, owned)
         if owned == self.published:
             return
         gained = [tp for tp in owned if tp not in set(self.published or ())]
@@ -611,6 +677,23 @@ class _Refresher:
                 committed[(tp.topic, tp.partition)] = (tp.offset, tp.metadata)
         self.updates.append((owned, committed))
         self.published = owned
+
+
+    def read_watermarks(self, client: Any, owned: list[tuple[str, int]]) -> None:
+        marks = {}
+        for t, p in owned:
+            try:
+                marks[(t, p)] = client.get_watermark_offsets(TopicPartition(t, p),
+                                                             timeout=self.timeout, cached=False)
+            except KafkaException:
+                continue  # the metric goes without this partition until the next refresh
+        self.watermarks = marks
+
+
+def _known(offset: int) -> int:
+    if offset < 0:
+        raise ValueError("no offset yet")  # the gauge is left out of the snapshot
+    return offset
 
 
 def _tps(tps: list[tuple[str, int]]) -> str:

@@ -81,7 +81,8 @@ def test_at_least_once_every_record_is_processed_and_the_commits_reach_the_log_e
         meta = [json.loads(m) for _, m in committed(bs, group, topic, 3).values()]
         assert {m["topologyId"] for m in meta} == {lc.topology_id}
         assert all(isinstance(m["taskId"], int) for m in meta)
-    assert lc.total("acked", "kafka") == n
+    lc.wait_for(lambda: lc.total("acked", "kafka") == n, timeout=10,
+                what="the spout's heartbeat counting every ack")
 
 
 def test_failed_records_are_retried_on_the_backoff_schedule(cluster, kafka_broker, kafka_topic):

@@ -382,3 +382,63 @@ def test_unknown_topology_shows_the_404_message(local, rest, page):
     page.locator("#main p a[href='#/']", has_text="Back to the cluster").wait_for()
     assert page.locator("#spouts").count() == 0
     assert page.js_errors == []
+
+
+# --- 5. Kafka lag on the topology page -------------------------------------------------------
+def test_topology_page_shows_kafka_lag_per_partition(local, rest, page, kafka_broker):
+    """examples/kafka_word_count.py on the module's cluster and the session's broker: once
+    every sentence is committed the spout is deactivated and 100 more are written, and the
+    page's Kafka lag table shows them, partition by partition, as the broker counts them."""
+    sys.path.insert(0, EXAMPLES)
+    try:
+        kwc = importlib.import_module("kafka_word_count")
+    finally:
+        sys.path.remove(EXAMPLES)
+    bs = kafka_broker.bootstrap_servers
+    for topic, partitions in kwc.KAFKA_TOPICS.items():
+        with contextlib.suppress(Exception):  # a rerun in the same session finds them
+            kafka_broker.create_topic(topic, partitions)
+    conf = dict(kwc.CONF, **{cfg.KAFKA_BOOTSTRAP_SERVERS: bs, "wordcount.sentences": 2000,
+                             "topology.workers": 1})
+    kwc.setup(conf)
+    with running(local, kwc.NAME, kwc.topology().create_topology(), conf) as tid:
+        lag_path = f"/api/v1/topology/{quote(tid, safe='')}/lag"
+
+        def total_lag():
+            status, body = rest.get(lag_path)
+            parts = body.get("sentences", {}).get("spoutLagResult", {}).get(kwc.SENTENCES, {})
+            return sum(r["lag"] for r in parts.values()) if status == 200 and parts else None
+        poll_for(lambda: total_lag() == 0, timeout=STARTUP_SECS, interval=0.5,
+                 what="every sentence committed")
+        with local.client() as nimbus:
+            nimbus.deactivate(kwc.NAME)
+
+        def deactivated():  # the spout's own word: it polls no more
+            import glob
+            for path in glob.glob(os.path.join(local.supervisor.files.logs_dir, "**",
+                                               f"{tid}-*.log"), recursive=True):
+                with open(path, errors="replace") as fh:
+                    if any(" sentences:" in ln and "deactivated" in ln for ln in fh):
+                        return True
+            return False
+        poll_for(deactivated, timeout=30, interval=0.2, what="the spout deactivated")
+        from confluent_kafka import Producer
+        p = Producer({"bootstrap.servers": bs})
+        for i in range(100):
+            p.produce(kwc.SENTENCES, b"one more sentence", partition=i % 4)
+        assert p.flush(30) == 0
+        assert total_lag() == 100
+
+        open_ui(page, local, f"#/topology/{quote(tid, safe='')}")
+        page.wait_for_selector("#kafka-lag tbody tr")
+        texts_are(page, "#kafka-lag tbody tr td:nth-child(3)", ["0", "1", "2", "3"])
+        lags = page.eval_on_selector_all("#kafka-lag tbody tr td:nth-child(6)",
+                                         "els => els.map((e) => Number(e.textContent))")
+        assert lags == [25, 25, 25, 25]
+        assert "total 100" in page.inner_text("#kafka-lag-box h2")
+        shot = os.path.join(artifacts_dir(), "ui-kafka-lag.png")
+        page.locator("#kafka-lag-box").scroll_into_view_if_needed()
+        page.screenshot(path=shot, full_page=True)
+        assert os.path.getsize(shot) > 10_000
+        print(f"\nscreenshot of the topology page with its Kafka lag: {shot}")
+        assert page.js_errors == []

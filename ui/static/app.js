@@ -154,6 +154,7 @@ async function showTopology(id, first, current) {
       t.spouts.map((s) => [compLink(s.spoutId), s.executors, s.tasks, num(s.emitted),
         num(s.transferred), s.completeLatency, s.completeLatencyP99, num(s.acked), num(s.failed), err(s)]),
       {id: "spouts"}) +
+    `<div id="kafka-lag-box">${lagCache[id] ? lagHtml(lagCache[id].v) : ""}</div>` +
     `<h2>Bolts <span class="muted">(${esc(t.windowHint)})</span></h2>` + table([{label: "Id"},
       {label: "Executors", num: 1}, {label: "Tasks", num: 1}, {label: "Emitted", num: 1},
       {label: "Transferred", num: 1}, {label: "Capacity", num: 1},
@@ -177,6 +178,7 @@ async function showTopology(id, first, current) {
   $("#main").innerHTML = html;
   for (const c of comps) drawChart(id, c);
   wireActions(t);
+  showLag(id, current);  // not awaited: the broker's answer must not hold the page
   // The graph's shape is fetched once; its numbers are this refresh's.
   if (first || !graphCache[id]) {
     const vis = await api(`/api/v1/topology/${tid}/visualization`);
@@ -192,6 +194,44 @@ async function showTopology(id, first, current) {
   drawGraph(vis);
 }
 const graphCache = {};
+
+// ---- Kafka lag (storm-kafka-monitor's figures: the UI asks the broker, bounded) ----------
+const LAG_MS = 10000;  // the broker is asked at most this often per topology
+const lagCache = {};
+async function showLag(id, current) {
+  const c = lagCache[id];
+  if (!c || Date.now() - c.t >= LAG_MS) {
+    lagCache[id] = {t: Date.now(), v: c ? c.v : {}};  // one request at a time
+    try {
+      lagCache[id].v = await api(`/api/v1/topology/${encodeURIComponent(id)}/lag`);
+    } catch (e) {
+      lagCache[id].v = {"": {errorInfo: String(e.message || e)}};
+    }
+  }
+  const box = $("#kafka-lag-box");
+  if (current() && box) box.innerHTML = lagHtml(lagCache[id].v);
+}
+function lagHtml(lag) {
+  const rows = [];
+  let total = 0;
+  for (const [sid, s] of Object.entries(lag)) {
+    if (s.errorInfo) { rows.push([sid, {html: esc(s.errorInfo), cls: "err"}, "", "", "", ""]); continue; }
+    for (const [topic, parts] of Object.entries(s.spoutLagResult || {})) {
+      const ps = Object.keys(parts).sort((a, b) => Number(a) - Number(b));
+      for (const p of ps) {
+        const r = parts[p];
+        total += Number(r.lag) || 0;
+        rows.push([sid, topic, p, num(r.consumerCommittedOffset), num(r.logHeadOffset),
+          {html: num(r.lag), cls: r.lag > 0 ? "lag-behind" : ""}]);
+      }
+    }
+  }
+  if (!rows.length) return "";
+  return `<h2>Kafka lag <span class="muted">(total ${num(total)}; committed offsets against the log end)</span></h2>` +
+    table([{label: "Spout"}, {label: "Topic"}, {label: "Partition", num: 1},
+      {label: "Committed offset", num: 1}, {label: "Log end offset", num: 1}, {label: "Lag", num: 1}],
+      rows, {id: "kafka-lag"});
+}
 
 // ---- live charts -----------------------------------------------------------------------
 function record(id, t) {
