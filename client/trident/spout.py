@@ -102,6 +102,11 @@ class PartitionedSpout:
     partition, meta)`` emits that same batch again.
     """
 
+    def open(self, conf: Mapping[str, Any], context: Any) -> None:
+        """Called in the worker before the first ``partitions`` (coordinator) or emit
+        (emitter) call of this task, with its conf and context (a Kafka spout learns the
+        topology id here)."""
+
     def partitions(self, conf: Mapping[str, Any]) -> Any:
         raise NotImplementedError
 
@@ -234,9 +239,11 @@ class PartitionedSpoutExecutor(TridentSpout):
 
     def get_coordinator(self, tx_state_id: str, conf: Mapping[str, Any],
                         context: Any) -> BatchCoordinator:
+        self.spout.open(conf, context)
         return _PartitionCoordinator(self.spout, conf)
 
     def get_emitter(self, tx_state_id: str, conf: Mapping[str, Any], context: Any) -> Emitter:
+        self.spout.open(conf, context)
         tasks = context.component_tasks(context.this_component_id)
         return _PartitionedEmitter(self.spout, self.make_state(tx_state_id, conf),
                                    context.this_task_index, len(tasks), self.opaque)
@@ -246,3 +253,7 @@ class PartitionedSpoutExecutor(TridentSpout):
 
     def component_configuration(self) -> dict[str, Any]:
         return self.spout.component_configuration()
+
+    @property
+    def requires_extras(self) -> tuple[str, ...]:
+        return tuple(getattr(self.spout, "requires_extras", ()))

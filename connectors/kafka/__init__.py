@@ -4,7 +4,10 @@
   processing guarantees, commit rules, first-poll strategies, retry back-off and
   ``max_uncommitted_offsets`` (``spout.py``, the pure parts in ``offsets.py``);
 - record translators (``translator.py``): Storm's ``RecordTranslator`` family;
-- :class:`KafkaBolt`: Storm's ``KafkaBolt`` (``bolt.py``).
+- :class:`KafkaBolt`: Storm's ``KafkaBolt`` (``bolt.py``);
+- Trident (``trident.py``): :class:`KafkaTridentSpoutTransactional`,
+  :class:`KafkaTridentSpoutOpaque` and :class:`KafkaStateFactory`, whose batches are Kafka
+  transactions (exactly once for a ``read_committed`` reader).
 """
 
 from .config import (FirstPollOffsetStrategy, KafkaSpoutConfig, OnBadRecord,
@@ -16,11 +19,17 @@ from .translator import (ByTopicRecordTranslator, DefaultRecordTranslator, Kafka
 from .bolt import (DefaultTopicSelector, FieldNameBasedTupleToKafkaMapper,
                    FieldNameTopicSelector, KafkaBolt)
 from .spout import KafkaSpout
+from .trident import (KafkaPartition, KafkaState, KafkaStateFactory, KafkaStateUpdater,
+                      KafkaTridentSpoutConfig, KafkaTridentSpoutOpaque,
+                      KafkaTridentSpoutTransactional)
 
 __all__ = [
     "ByTopicRecordTranslator", "DefaultRecordTranslator", "DefaultTopicSelector",
     "FieldNameBasedTupleToKafkaMapper", "FieldNameTopicSelector", "FirstPollOffsetStrategy",
-    "KafkaBolt", "KafkaConfigError", "KafkaRecord", "KafkaSpout", "KafkaSpoutConfig", "KafkaTuple", "OnBadRecord",
+    "KafkaBolt", "KafkaConfigError", "KafkaPartition", "KafkaRecord", "KafkaSpout",
+    "KafkaSpoutConfig", "KafkaState", "KafkaStateFactory", "KafkaStateUpdater",
+    "KafkaTridentSpoutConfig", "KafkaTridentSpoutOpaque", "KafkaTridentSpoutTransactional",
+    "KafkaTuple", "OnBadRecord",
     "ProcessingGuarantee", "RecordTranslator", "RetryBackoff", "SimpleRecordTranslator",
     "json_deserializer", "string_deserializer",
 ]
