@@ -81,7 +81,7 @@ def to_bytes(value: Any) -> bytes | str | None:
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
-    raise TypeError(f"cannot write a {type(value).__name__} to Kafka: give the KafkaBolt a "
+    raise TypeError(f"cannot write a {type(value).__name__} to Kafka: give the bolt a "
                     "value_serializer (json.dumps, say)")
 
 

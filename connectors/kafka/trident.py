@@ -21,12 +21,14 @@ commit also records the txid (as the committed offset of a consumer group of the
 so a replay of a txid that reached Kafka writes nothing, and a ``read_committed`` consumer sees
 each record once, across a worker's kill -9 (a restarted producer with the same
 ``transactional.id`` aborts what the dead one left open). That needs a spout that replays a
-txid's exact batch: the transactional one.
+txid's exact batch (the transactional one), and, with several state partitions, a
+deterministic partitioning in front of ``partition_persist`` (``partition_by`` or
+``global_``, never ``shuffle``): each partition skips a replay by what it wrote itself, so
+a replay's tuples must reach the partitions the first attempt's did.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -46,6 +48,7 @@ from ...client.trident.spout import OpaquePartitionedSpout, PartitionedSpout  # 
 from ...client.trident.state.base import State, StateError, StateFactory, StateType  # noqa: E402
 from .config import KafkaSpoutConfig, brokers  # noqa: E402
 from .translator import DefaultRecordTranslator, KafkaConfigError, KafkaRecord  # noqa: E402
+from .txn import TxnError, TxnWriter, to_wire  # noqa: E402
 
 log = logging.getLogger("squall.connectors.kafka")
 
@@ -387,69 +390,51 @@ class KafkaStateUpdater(StateUpdater):
 
 
 class KafkaState(State):
-    """One partition of a :class:`KafkaStateFactory`'s state: a producer of its own."""
+    """One partition of a :class:`KafkaStateFactory`'s state: a writer of its own."""
 
     def __init__(self, factory: KafkaStateFactory, conf: Mapping[str, Any], index: int):
         self.factory = factory
-        self.index = index
         self.servers = brokers(factory.bootstrap_servers, conf, "KafkaStateFactory")
         name = conf.get("topology.name") or "topology"
         self.id = f"squall-{name}-{factory.state_id or factory.topic}-{index}"
-        props = {"bootstrap.servers": self.servers, "enable.idempotence": True,
-                 "partitioner": "murmur2_random", "linger.ms": 5, **factory.props}
-        if factory.transactional:
-            props["transactional.id"] = self.id
-        self.producer = Producer(props)
-        #: The last txid whose records are in Kafka (transactional); -1: none yet.
-        self.done = -1
         self.skipping = False
-        self.errors: list = []
         if factory.transactional:
-            # Fences a producer of the same id that died mid-transaction: Kafka aborts what
-            # it left open, so a read_committed consumer never sees it.
-            self._call("init_transactions", factory.timeout_secs)
-            self.marker = Consumer({"bootstrap.servers": self.servers, "group.id": self.id,
-                                    "enable.auto.commit": False})
-            self.done = self._read_marker()
-
-    # The txid is recorded as the committed offset (txid + 1) of the state's own consumer
-    # group on partition 0 of its topic, inside the batch's transaction: the write and the
-    # record of it commit together.
-    def _read_marker(self) -> int:
-        try:
-            got = self.marker.committed([TopicPartition(self.factory.topic, 0)],
-                                        timeout=self.factory.timeout_secs)
-        except KafkaException as e:
-            raise StateError(f"Kafka state {self.id}: reading its last txid from "
-                             f"{self.servers} failed: {e.args[0]}", self.id) from None
-        return got[0].offset - 1 if got[0].offset >= 0 else -1
-
-    def _call(self, method: str, *args: Any) -> Any:
-        try:
-            return getattr(self.producer, method)(*args)
-        except KafkaException as e:
-            raise StateError(f"Kafka state {self.id} on {self.servers}: {method} failed: "
-                             f"{e.args[0]}", self.id) from None
+            try:
+                self.writer: TxnWriter | None = TxnWriter(self.servers, self.id, factory.topic,
+                                                          factory.props, factory.timeout_secs)
+            except TxnError as e:
+                raise StateError(str(e), self.id) from None
+            self.producer = self.writer.producer
+        else:
+            self.writer = None
+            self.producer = Producer({"bootstrap.servers": self.servers,
+                                      "enable.idempotence": True,
+                                      "partitioner": "murmur2_random", **factory.props})
+            self.errors: list = []
 
     def begin_commit(self, txid: int | None) -> None:
-        self.errors = []
-        self.skipping = self.factory.transactional and txid is not None and txid <= self.done
+        w = self.writer
+        self.skipping = w is not None and txid is not None and w.has(txid)
         if self.skipping:
             log.info("Kafka state %s: txid %s is in Kafka already: its replay writes nothing",
                      self.id, txid)
-        elif self.factory.transactional:
-            self._call("begin_transaction")
+        elif w is not None:
+            self._guard(w.begin)
+        else:
+            self.errors = []
 
     def update_state(self, tuples: list, collector: Any) -> None:
         if self.skipping:
             return
-        mapper = self.factory.mapper
-        topic = self.factory.topic
+        mapper, topic = self.factory.mapper, self.factory.topic
         for t in tuples:
             key, value = mapper(t.values)
+            if self.writer is not None:
+                self.writer.produce(topic, key, value)
+                continue
             while True:
                 try:
-                    self.producer.produce(topic, _bytes(value), _bytes(key),
+                    self.producer.produce(topic, to_wire(value), to_wire(key),
                                           on_delivery=self._delivered)
                     break
                 except BufferError:
@@ -462,38 +447,22 @@ class KafkaState(State):
     def commit(self, txid: int | None) -> None:
         if self.skipping:
             return
-        if not self.factory.transactional:
-            left = self.producer.flush(self.factory.timeout_secs)
-            if left or self.errors:
-                raise StateError(f"Kafka state {self.id}: {left} records unconfirmed, errors "
-                                 f"{self.errors[:3]}", self.id)
+        if self.writer is not None:
+            self._guard(self.writer.commit, int(txid))
             return
+        left = self.producer.flush(self.factory.timeout_secs)
+        if left or self.errors:
+            raise StateError(f"Kafka state {self.id}: {left} records unconfirmed, errors "
+                             f"{self.errors[:3]}", self.id)
+
+    def _guard(self, fn: Callable[..., Any], *args: Any) -> None:
         try:
-            self.producer.flush(self.factory.timeout_secs)
-            if self.errors:
-                raise KafkaException(self.errors[0])
-            self.producer.send_offsets_to_transaction(
-                [TopicPartition(self.factory.topic, 0, int(txid) + 1)],
-                self.marker.consumer_group_metadata(), self.factory.timeout_secs)
-            self.producer.commit_transaction(self.factory.timeout_secs)
-        except KafkaException as e:
-            try:
-                self.producer.abort_transaction(self.factory.timeout_secs)
-            except KafkaException:
-                pass
-            raise StateError(f"Kafka state {self.id}: the transaction of txid {txid} failed "
-                             f"and was aborted: {e.args[0]}", self.id) from None
-        self.done = int(txid)
+            fn(*args)
+        except TxnError as e:
+            raise StateError(str(e), self.id) from None
 
     def close(self) -> None:
-        self.producer.flush(5)
-        if self.factory.transactional:
-            self.marker.close()
-
-
-def _bytes(v: Any) -> Any:
-    if v is None or isinstance(v, (bytes, str)):
-        return v
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return str(v)
-    return json.dumps(v)
+        if self.writer is not None:
+            self.writer.close()
+        else:
+            self.producer.flush(5)

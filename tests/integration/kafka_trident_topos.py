@@ -37,7 +37,10 @@ def words_to_kafka(servers: str | None, src: str, dst: str, fail_split=(), fail_
     state = RecordingStateFactory(KafkaStateFactory(topic=dst, bootstrap_servers=servers,
                                                     mapper=lambda v: (v[0], v[0])),
                                   fail_commits=fail_commits)
-    (words.shuffle()
+    # partition_by: a replayed batch's tuples reach the same state partitions as its first
+    # attempt did (a shuffle would deal them anew, and a partition that wrote the first
+    # attempt's share would skip a different share).
+    (words.partition_by(["word"])
           .partition_persist(state, KafkaStateUpdater(), ["word"])
           .parallelism_hint(parallelism))
     return t.build()
