@@ -7,7 +7,9 @@
 - :class:`KafkaBolt`: Storm's ``KafkaBolt`` (``bolt.py``);
 - Trident (``trident.py``): :class:`KafkaTridentSpoutTransactional`,
   :class:`KafkaTridentSpoutOpaque` and :class:`KafkaStateFactory`, whose batches are Kafka
-  transactions (exactly once for a ``read_committed`` reader).
+  transactions (exactly once for a ``read_committed`` reader);
+- :class:`TransactionalKafkaBolt` (``exactly_once.py``): each checkpoint's output one Kafka
+  transaction, committed with the checkpoint (barrier checkpointing).
 """
 
 from .config import (FirstPollOffsetStrategy, KafkaSpoutConfig, OnBadRecord,
@@ -18,6 +20,7 @@ from .translator import (ByTopicRecordTranslator, DefaultRecordTranslator, Kafka
                          json_deserializer, string_deserializer)
 from .bolt import (DefaultTopicSelector, FieldNameBasedTupleToKafkaMapper,
                    FieldNameTopicSelector, KafkaBolt)
+from .exactly_once import TransactionalKafkaBolt
 from .spout import KafkaSpout
 from .trident import (KafkaPartition, KafkaState, KafkaStateFactory, KafkaStateUpdater,
                       KafkaTridentSpoutConfig, KafkaTridentSpoutOpaque,
@@ -30,6 +33,6 @@ __all__ = [
     "KafkaSpoutConfig", "KafkaState", "KafkaStateFactory", "KafkaStateUpdater",
     "KafkaTridentSpoutConfig", "KafkaTridentSpoutOpaque", "KafkaTridentSpoutTransactional",
     "KafkaTuple", "OnBadRecord",
-    "ProcessingGuarantee", "RecordTranslator", "RetryBackoff", "SimpleRecordTranslator",
+    "ProcessingGuarantee", "RecordTranslator", "TransactionalKafkaBolt", "RetryBackoff", "SimpleRecordTranslator",
     "json_deserializer", "string_deserializer",
 ]

@@ -36,7 +36,7 @@ from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError,
                              KafkaException, TopicPartition)
 
 from ...client import config as cfg  # noqa: E402
-from ...client.components import Spout  # noqa: E402
+from ...client.stateful import CheckpointedSpout, barrier_mode  # noqa: E402
 from ...client.config import kafka_group_id  # noqa: E402
 from ...client.tuple import DEFAULT_STREAM  # noqa: E402
 from .config import FirstPollOffsetStrategy, KafkaSpoutConfig, OnBadRecord  # noqa: E402
@@ -66,7 +66,7 @@ class _Partition:
     """One assigned partition: its offsets and its message-id key."""
 
     __slots__ = ("topic", "partition", "key", "tp", "offsets", "paused", "limit", "seeked",
-                 "committed")
+                 "committed", "position")
 
     def __init__(self, topic: str, partition: int, key: int | None, offsets: PartitionOffsets):
         self.topic = topic
@@ -83,9 +83,12 @@ class _Partition:
         self.seeked: int | None = None
         #: The group's committed offset as this task last saw or made it (-1: none).
         self.committed = -1
+        #: Barrier checkpointing: the offset after the last record emitted (where a
+        #: checkpoint taken now would restart), or where the partition starts.
+        self.position = -1
 
 
-class KafkaSpout(Spout):
+class KafkaSpout(CheckpointedSpout):
     """Reads Kafka topics with storm-kafka-client's guarantees.
 
     Example::
@@ -97,6 +100,12 @@ class KafkaSpout(Spout):
     It emits ``(topic, partition, offset, key, value)`` unless its config's
     ``record_translator`` says otherwise. Give the topology ``topology.max.spout.pending``
     to bound the records in flight; each task reads the partitions dealt to it.
+
+    Under barrier checkpointing (``topology.state.checkpoint.mode: barrier``) there is no
+    acker: the spout's position in each partition is part of every checkpoint
+    (``snapshot``/``restore``), a recovery rewinds to the last completed one, and the group's
+    offsets are committed when a checkpoint completes. With stateful bolts and a
+    :class:`~squall.connectors.kafka.TransactionalKafkaBolt`, each record then counts once.
     """
 
     requires_extras = ("kafka",)
@@ -147,6 +156,12 @@ class KafkaSpout(Spout):
         self.commit_metadata = json.dumps({"topologyId": self.topology_id, "taskId": self.task,
                                            "threadName": f"{self.component}:{self.task}"})
         self.guarantee = c.processing_guarantee
+        #: Barrier checkpointing: positions go into checkpoints; nothing is tracked.
+        self.barrier = barrier_mode(conf)
+        #: Barrier checkpointing: "topic/partition" -> offset of the restored checkpoint, and
+        #: the last snapshot taken (committed to the group when its checkpoint completes).
+        self.restored: dict[str, int] = {}
+        self.last_snapshot: dict[str, int] | None = None
         self.tracked = self.guarantee is PG.AT_LEAST_ONCE or c.tuple_tracking_enforced
         self.retry = RetrySchedule(c.retry.initial_delay_ms / 1000, c.retry.delay_period_ms / 1000,
                                    c.retry.max_retries, c.retry.max_delay_ms / 1000)
@@ -227,7 +242,7 @@ class KafkaSpout(Spout):
         if nothing came."""
         if not self.parts:
             return False
-        if self.guarantee is PG.AT_LEAST_ONCE:
+        if self.guarantee is PG.AT_LEAST_ONCE and not self.barrier:
             self._prepare_partitions(now)
         try:
             msgs = self.consumer.consume(self.config.max_poll_records, self.poll_timeout)
@@ -237,7 +252,9 @@ class KafkaSpout(Spout):
         if not msgs:
             return False
         self.counts["polled"] += len(msgs)
-        if self.guarantee is PG.AT_MOST_ONCE:
+        if self.barrier:
+            pass  # the checkpoints say where the spout is
+        elif self.guarantee is PG.AT_MOST_ONCE:
             # Committed before a tuple leaves: a failure loses records, never repeats them.
             self._commit_consumed(msgs)
         elif self.guarantee is PG.NO_GUARANTEE:
@@ -302,6 +319,8 @@ class KafkaSpout(Spout):
         if part is None:
             return False  # fetched before the partition was given up
         offset = msg.offset()
+        if self.barrier:
+            return self._emit_checkpointed(part, msg, offset)
         if self.guarantee is not PG.AT_LEAST_ONCE:
             return self._emit_untracked(part, msg, offset)
         if part.seeked is not None and offset >= part.seeked:
@@ -353,6 +372,72 @@ class KafkaSpout(Spout):
                             msg_id=self._key(part, offset) if self.tracked else None)
         self.counts["emitted"] += 1
         return True
+
+    def _emit_checkpointed(self, part: _Partition, msg: Any, offset: int) -> bool:
+        if offset < part.position:
+            return False  # fetched before a rewind
+        part.position = offset + 1
+        try:
+            values, stream = self._translate(msg, part.topic, part.partition, offset)
+        except Exception as e:
+            if self.config.on_bad_record is OnBadRecord.RAISE:
+                raise
+            self.counts["bad_records"] += 1
+            self._report("bad-record", f"record {part.topic}/{part.partition}@{offset} "
+                                       f"could not be read ({type(e).__name__}: {e}); skipped")
+            return False
+        if values is None:
+            return False
+        self.collector.emit(values, stream)
+        self.counts["emitted"] += 1
+        return True
+
+    # -- barrier checkpointing (CheckpointedSpout) -----------------------------------------------
+    def snapshot(self) -> dict[str, int]:
+        """Where each partition restarts: the offset after the last record emitted."""
+        snap = {f"{p.topic}/{p.partition}": p.position for p in self.parts.values()}
+        # A partition this task does not read now keeps its restored position.
+        for key, off in self.restored.items():
+            snap.setdefault(key, off)
+        self.last_snapshot = snap
+        return snap
+
+    def restore(self, offsets: Any) -> None:
+        """Rewind every partition to ``offsets`` (None: no checkpoint yet, where the
+        first-poll strategy says)."""
+        self.restored = {str(k): int(v) for k, v in (offsets or {}).items()}
+        self.waiting.clear()
+        for part in self.parts.values():
+            off = self.restored.get(f"{part.topic}/{part.partition}")
+            if off is None or off < 0:
+                continue  # nothing emitted from it before: it starts as it started
+            part.position = off
+            try:
+                self.consumer.seek(TopicPartition(part.topic, part.partition, off))
+            except KafkaException:  # not fetching yet: assign anew at the offset
+                self.consumer.incremental_unassign([part.tp])
+                self.consumer.incremental_assign([TopicPartition(part.topic, part.partition,
+                                                                 off)])
+        log.info("topology=%s %s:%d rewound to %s", self.topology_id, self.component,
+                 self.task, self.restored or "the first-poll strategy's start")
+
+    def checkpoint_committed(self, txid: int) -> None:
+        """A checkpoint completed: its positions become the group's committed offsets (the
+        lag monitor's figures, and where a new deployment starts)."""
+        snap = self.last_snapshot
+        if not snap:
+            return
+        offsets = []
+        for key, off in snap.items():
+            topic, _, partition = key.rpartition("/")
+            if off >= 0 and (topic, int(partition)) in self.parts:
+                offsets.append(TopicPartition(topic, int(partition), off,
+                                              metadata=self.commit_metadata))
+        if offsets:
+            try:
+                self.consumer.commit(offsets=offsets, asynchronous=True)
+            except KafkaException as e:
+                self._report("commit", f"committing checkpoint {txid}'s offsets failed: {e}")
 
     def _translate(self, msg: Any, topic: str, partition: int, offset: int
                    ) -> tuple[list | None, str]:
@@ -452,11 +537,15 @@ class KafkaSpout(Spout):
         for topic, partition in gained:
             offset, metadata = committed.get((topic, partition), (-1, None))
             start, base = self._first_offset(offset, metadata)
+            restored = self.restored.get(f"{topic}/{partition}", -1) if self.barrier else -1
+            if restored >= 0:  # the checkpoint's position wins over commits and strategies
+                start = base = restored
             idx = self.topic_index.get(topic)
             key = (idx << _PARTITION_BITS) | partition \
                 if idx is not None and partition < (1 << _PARTITION_BITS) else None
             part = _Partition(topic, partition, key, PartitionOffsets(base))
             part.committed = offset if offset >= 0 else -1
+            part.position = start if start >= 0 else -1
             self.parts[(topic, partition)] = part
             self._register_metrics(part)
             if key is not None:
@@ -513,6 +602,8 @@ class KafkaSpout(Spout):
 
     # -- commits -------------------------------------------------------------------------------------
     def _commit(self, sync: bool, only: list[tuple[str, int]] | None = None) -> None:
+        if self.barrier:
+            return  # checkpoint_committed commits what a completed checkpoint holds
         if self.guarantee is PG.AT_LEAST_ONCE:
             offsets = []
             for tp in (only if only is not None else list(self.parts)):
@@ -568,7 +659,7 @@ class KafkaSpout(Spout):
 
     def _committed(self, partitions: list | None) -> None:
         self.counts["commits"] += 1
-        if self.guarantee is not PG.AT_LEAST_ONCE:
+        if self.guarantee is not PG.AT_LEAST_ONCE or self.barrier:
             for tp in partitions or ():
                 part = self.parts.get((tp.topic, tp.partition))
                 if part is not None and tp.error is None:

@@ -45,3 +45,15 @@ class ToRecord(BasicBolt):
 
     def declare_output_fields(self, declarer):
         declarer.declare(["key", "message"])
+
+
+class SplitValue(BasicBolt):
+    """The record's value (field 4 of the default translator), split into words."""
+
+    def execute(self, tup, collector):
+        for word in tup.values[4].decode().split():
+            collector.emit([word])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["word"])
+
