@@ -57,3 +57,23 @@ class SplitValue(BasicBolt):
     def declare_output_fields(self, declarer):
         declarer.declare(["word"])
 
+
+
+class ValueToRecord(BasicBolt):
+    """``(topic, partition, offset, key, value)`` -> ``(key, message)``: the value as it is."""
+
+    def execute(self, tup, collector):
+        collector.emit([tup.values[3], tup.values[4]])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["key", "message"])
+
+
+class HoldAll(Bolt):
+    """Records each tuple and never acks it: every tree stays pending."""
+
+    def prepare(self, conf, context, collector):
+        self.rec = Recorder(conf, context)
+
+    def execute(self, tup):
+        self.rec("held", tup.values[2])

@@ -271,3 +271,130 @@ def test_a_record_that_does_not_deserialize_is_reported_with_its_offset_and_fail
     assert set(got(lc)) == {(topic, 0, 0), (topic, 0, 2)}
     wait_committed_to_end(lc, bs, f"g-{topic}", topic, end, timeout=20)  # skipped past retries
     assert not lc.crashed()
+
+
+def test_a_pattern_subscription_routes_each_topic_to_its_stream(cluster, kafka_broker):
+    from kafka_topos import OffsetRecorder
+    from squall.connectors.kafka import ByTopicRecordTranslator, DefaultRecordTranslator
+    bs = kafka_broker.bootstrap_servers
+    tag = os.urandom(3).hex()
+    clicks, views, other = f"clicks-{tag}", f"views-{tag}", f"other-{tag}"
+    for t in (clicks, views, other):
+        kafka_broker.create_topic(t, 2)
+    produce(bs, clicks, values(30), partitions=2)
+    produce(bs, views, values(20), partitions=2)
+    produce(bs, other, values(10), partitions=2)
+    translator = ByTopicRecordTranslator()
+    translator.for_topic(clicks, DefaultRecordTranslator())  # the default stream
+    translator.for_topic(views, lambda r: [r.topic, r.partition, r.offset, r.value],
+                         ["topic", "partition", "offset", "value"], stream="views")
+    b = TopologyBuilder()
+    b.set_spout("kafka", KafkaSpout(KafkaSpoutConfig(
+        bs, topic_pattern=rf"(clicks|views)-{tag}", group_id=f"g-{tag}",
+        record_translator=translator, partition_refresh_period_ms=500)), 2)
+    b.set_bolt("rec", OffsetRecorder(), 1).shuffle_grouping("kafka")
+    b.set_bolt("views", OffsetRecorder(), 1).shuffle_grouping("kafka", "views")
+    lc = cluster(b.create_topology())
+    lc.wait_for(lambda: len(got(lc)) == 30, timeout=30, what="every click")
+    lc.wait_for(lambda: len(events_of(lc.events_dir, "views", "got")) == 20, timeout=30,
+                what="every view")
+    assert {t for t, _, _ in got(lc)} == {clicks}  # the other topic is not subscribed
+    assert {p.split("/")[0] for p in events_of(lc.events_dir, "views", "got")} == {views}
+
+
+def test_max_spout_pending_bounds_the_records_in_flight(cluster, kafka_broker, kafka_topic):
+    from kafka_topos import HoldAll
+    bs = kafka_broker.bootstrap_servers
+    topic = kafka_topic(partitions=1)
+    produce(bs, topic, values(500))
+    b = TopologyBuilder()
+    b.set_spout("kafka", KafkaSpout(KafkaSpoutConfig(bs, topics=[topic])), 1)
+    b.set_bolt("hold", HoldAll(), 1).shuffle_grouping("kafka")
+    pending = 37
+    lc = cluster(b.create_topology(), {"topology.max.spout.pending": pending,
+                                       "topology.message.timeout.secs": 300})
+    lc.wait_for(lambda: len(events_of(lc.events_dir, "hold", "held")) == pending, timeout=30,
+                what="max.spout.pending records held")
+    lc.wait_for(lambda: lc.total("pending", "kafka") == pending, timeout=10,
+                what="the spout's pending count")
+    # Many heartbeats later the spout has emitted nothing more.
+    emitted = lc.total("emitted", "kafka")
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        assert len(events_of(lc.events_dir, "hold", "held")) == pending
+        time.sleep(0.1)
+    assert lc.total("emitted", "kafka") == emitted == pending
+
+
+def test_an_unreachable_broker_does_not_hold_the_worker(cluster):
+    """The spout's broker calls run off the worker's loop: another spout in the same worker
+    keeps emitting and every one of its trees is acked."""
+    from squall.deploy.net import free_port
+    from topos import NumberSpout, RecordingBolt
+    where = f"127.0.0.1:{free_port('127.0.0.1')}"
+    b = TopologyBuilder()
+    b.set_spout("kafka", KafkaSpout(KafkaSpoutConfig(where, topics=["t"],
+                                                     request_timeout_secs=2)), 1)
+    b.set_spout("numbers", NumberSpout(), 1)
+    b.set_bolt("sink", RecordingBolt(), 1).shuffle_grouping("numbers")
+    b.set_bolt("rec", RecordingBolt(), 1).shuffle_grouping("kafka")
+    lc = cluster(b.create_topology(), {"topology.workers": 1, "test.spout.count": 2000})
+    lc.wait_for(lambda: len(events_of(lc.events_dir, "numbers", "ack")) == 2000, timeout=30,
+                what="every number acked while the broker is unreachable")
+    assert not lc.crashed()
+
+
+def test_kafka_bolt_fails_tuples_it_cannot_write_and_the_replays_get_through(
+        cluster, kafka_broker, kafka_topic, tmp_path):
+    """The output broker stops mid-run: writes time out, the bolt fails their tuples, the
+    spout replays them; once the broker is back every record is in the output topic."""
+    from kafka_topos import ValueToRecord
+    from squall.deploy.kafka import LocalKafka
+    bs = kafka_broker.bootstrap_servers
+    src = kafka_topic(partitions=1)
+    out_broker = LocalKafka(str(tmp_path / "out")).start()
+    try:
+        out_broker.create_topic("out", 1)
+        n = 300
+        produce(bs, src, [(b"k%d" % i, b"v%d" % i) for i in range(n)])
+        out_port = out_broker.port
+        out_broker.stop(_keep_dir=True)  # down before the topology writes anything
+        b = TopologyBuilder()
+        b.set_spout("kafka", KafkaSpout(KafkaSpoutConfig(
+            bs, topics=[src], group_id=f"g-{src}",
+            retry=RetryBackoff(initial_delay_ms=200, max_delay_ms=1000))), 1)
+        b.set_bolt("map", ValueToRecord(), 1).shuffle_grouping("kafka")
+        b.set_bolt("out", KafkaBolt(f"127.0.0.1:{out_port}", topic="out",
+                                    props={"message.timeout.ms": 1000}), 1) \
+            .shuffle_grouping("map")
+        lc = cluster(b.create_topology(), {"topology.message.timeout.secs": 30})
+        lc.wait_for(lambda: lc.total("failed", "kafka") >= n, timeout=30,
+                    what="every write failed while the broker is down")
+        assert any("delivery failed" in e["error"] for hb in lc.heartbeats().values()
+                   for e in hb.get("errors", []))
+        out_broker = LocalKafka(str(tmp_path / "out"), out_port).start()
+        lc.wait_for(lambda: lc.total("acked", "kafka") == n, timeout=60,
+                    what="every record acked once the broker is back")
+        records = read_all(out_broker.bootstrap_servers, "out", n, timeout=30)
+        assert {v for *_, v in records} == {b"v%d" % i for i in range(n)}
+    finally:
+        out_broker.stop()
+
+
+def test_fire_and_forget_acks_at_once_whatever_the_broker_says(cluster, kafka_broker,
+                                                                kafka_topic):
+    from kafka_topos import ValueToRecord
+    from squall.deploy.net import free_port
+    bs = kafka_broker.bootstrap_servers
+    src = kafka_topic(partitions=1)
+    produce(bs, src, [(b"k%d" % i, b"v%d" % i) for i in range(100)])
+    nowhere = f"127.0.0.1:{free_port('127.0.0.1')}"
+    b = TopologyBuilder()
+    b.set_spout("kafka", KafkaSpout(KafkaSpoutConfig(bs, topics=[src])), 1)
+    b.set_bolt("map", ValueToRecord(), 1).shuffle_grouping("kafka")
+    b.set_bolt("out", KafkaBolt(nowhere, topic="out", fire_and_forget=True), 1) \
+        .shuffle_grouping("map")
+    lc = cluster(b.create_topology())
+    lc.wait_for(lambda: lc.total("acked", "kafka") == 100, timeout=30,
+                what="every tree acked with no broker to write to")
+    assert lc.total("failed", "kafka") == 0

@@ -144,3 +144,30 @@ def test_the_spout_exports_its_offsets_as_squall_kafka_gauges(cluster, kafka_bro
         assert samples and all(set(s.labels) == labels for s in samples), name
     ends = {int(s.labels["partition"]): s.value for s in fams["squall_kafka_committed_offset"].samples}
     assert ends == {p: float(e) for p, e in end.items()}
+
+
+def test_an_unknown_topic_shows_in_squall_list_and_the_ui_within_seconds(web, tmp_path):
+    """The spout's report reaches Nimbus: `squall list`'s last-error line and the UI's
+    errors name the missing topic."""
+    from squall.cli.commands import list_topologies
+    (tmp_path / "events").mkdir()
+    tid = web.submit("lag-unknown", topology(KafkaSpoutConfig(
+        topics=["no-such-topic-xyz"], partition_refresh_period_ms=500)),
+        {"test.events.dir": str(tmp_path / "events")}, HERE)
+    try:
+        lines: list[str] = []
+
+        def listed():
+            lines.clear()
+            list_topologies(dict(web.conf), lines.append)
+            return any("no-such-topic-xyz" in line for line in lines)
+        # Reported at the spout's first refresh, sent with the next heartbeats (1 s here).
+        poll_for(listed, timeout=15, interval=0.5, what="the error in squall list")
+        line = next(x for x in lines if "no-such-topic-xyz" in x)
+        assert "last error" in line and "in kafka" in line and "not found" in line, line
+        errors = api(web, f"topology/{tid}")["errors"]
+        assert any("no-such-topic-xyz" in e["error"] for e in errors), errors
+    finally:
+        with web.client() as nimbus:
+            nimbus.kill("lag-unknown", wait_secs=0)
+        poll_for(lambda: not web.supervisor.procs, timeout=30, what="workers stopped")

@@ -43,7 +43,8 @@ def test_every_extra_names_packages_that_pyproject_installs():
 
 @pytest.mark.parametrize("module, extra", [("squall.client.spark", "spark"),
                                            ("squall.client.trident.state.redis_map",
-                                            "trident-redis")])
+                                            "trident-redis"),
+                                           ("squall.connectors.kafka", "kafka")])
 def test_importing_an_optional_part_without_its_extra_names_the_extra(module, extra):
     blocked = extras.EXTRAS[extra][0]
     code = textwrap.dedent(f"""
@@ -79,6 +80,25 @@ def test_components_carry_their_extras_to_nimbus():
       .persistent_aggregate(RedisMapState.transactional(None, "c"), _count(), ["n"]))
     hosted = {c.id: c.extras for c in from_proto(to_proto(t.build())).components.values()}
     assert [cid for cid, e in hosted.items() if e == ("trident-redis",)] == ["b1-persist"], hosted
+
+
+def test_kafka_components_carry_the_kafka_extra_to_nimbus():
+    from squall.client.trident.stream import TridentTopology
+    from squall.connectors.kafka import (KafkaBolt, KafkaSpout, KafkaSpoutConfig,
+                                         KafkaStateFactory, KafkaStateUpdater,
+                                         KafkaTridentSpoutOpaque, TransactionalKafkaBolt)
+    b = TopologyBuilder()
+    b.set_spout("in", KafkaSpout(KafkaSpoutConfig("h:1", topics=["t"])))
+    b.set_bolt("out", KafkaBolt("h:1", topic="o")).shuffle_grouping("in")
+    b.set_bolt("xo", TransactionalKafkaBolt("h:1", topic="o")).shuffle_grouping("in")
+    topo = from_proto(to_proto(b.create_topology()))
+    assert {cid: c.extras for cid, c in topo.components.items() if cid in ("in", "out", "xo")} \
+        == {"in": ("kafka",), "out": ("kafka",), "xo": ("kafka",)}
+    t = TridentTopology()
+    (t.new_stream("k", KafkaTridentSpoutOpaque(KafkaSpoutConfig("h:1", topics=["t"])))
+      .partition_persist(KafkaStateFactory("o", "h:1"), KafkaStateUpdater(), ["value"]))
+    hosted = {c.id: c.extras for c in from_proto(to_proto(t.build())).components.values()}
+    assert hosted["spout-k"] == ("kafka",) and hosted["b1-persist"] == ("kafka",), hosted
 
 
 def _count():
