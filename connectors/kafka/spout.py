@@ -66,7 +66,7 @@ class _Partition:
     """One assigned partition: its offsets and its message-id key."""
 
     __slots__ = ("topic", "partition", "key", "tp", "offsets", "paused", "limit", "seeked",
-                 "committed", "position")
+                 "committed", "position", "start")
 
     def __init__(self, topic: str, partition: int, key: int | None, offsets: PartitionOffsets):
         self.topic = topic
@@ -86,6 +86,9 @@ class _Partition:
         #: Barrier checkpointing: the offset after the last record emitted (where a
         #: checkpoint taken now would restart), or where the partition starts.
         self.position = -1
+        #: Where the partition started (an offset, or librdkafka's logical beginning or end):
+        #: a rewind to a checkpoint that has no position for it goes back here.
+        self.start = -1
 
 
 class KafkaSpout(CheckpointedSpout):
@@ -408,16 +411,17 @@ class KafkaSpout(CheckpointedSpout):
         self.restored = {str(k): int(v) for k, v in (offsets or {}).items()}
         self.waiting.clear()
         for part in self.parts.values():
-            off = self.restored.get(f"{part.topic}/{part.partition}")
-            if off is None or off < 0:
-                continue  # nothing emitted from it before: it starts as it started
+            off = self.restored.get(f"{part.topic}/{part.partition}", -1)
+            # No position in the checkpoint: nothing of it was emitted by then, so what was
+            # emitted since is abandoned too: back to where the partition started.
+            target = off if off >= 0 else part.start
             part.position = off
             try:
-                self.consumer.seek(TopicPartition(part.topic, part.partition, off))
+                self.consumer.seek(TopicPartition(part.topic, part.partition, target))
             except KafkaException:  # not fetching yet: assign anew at the offset
                 self.consumer.incremental_unassign([part.tp])
                 self.consumer.incremental_assign([TopicPartition(part.topic, part.partition,
-                                                                 off)])
+                                                                 target)])
         log.info("topology=%s %s:%d rewound to %s", self.topology_id, self.component,
                  self.task, self.restored or "the first-poll strategy's start")
 
@@ -546,6 +550,7 @@ class KafkaSpout(CheckpointedSpout):
             part = _Partition(topic, partition, key, PartitionOffsets(base))
             part.committed = offset if offset >= 0 else -1
             part.position = start if start >= 0 else -1
+            part.start = start
             self.parts[(topic, partition)] = part
             self._register_metrics(part)
             if key is not None:

@@ -398,3 +398,59 @@ def test_fire_and_forget_acks_at_once_whatever_the_broker_says(cluster, kafka_br
     lc.wait_for(lambda: lc.total("acked", "kafka") == 100, timeout=30,
                 what="every tree acked with no broker to write to")
     assert lc.total("failed", "kafka") == 0
+
+
+class _Context:
+    """What a spout reads of its TopologyContext, for driving one in this process."""
+    this_component_id, this_task_id, this_task_index, topology_id = "kafka", 1, 0, "inproc-1-1"
+
+    def component_tasks(self, component):
+        return [1]
+
+
+class _Collector:
+    def __init__(self):
+        self.out = []
+
+    def emit(self, values, stream="default", msg_id=None):
+        self.out.append(values)
+
+    def report_error(self, error):
+        raise AssertionError(error)
+
+
+def test_a_rewind_takes_every_partition_back_to_the_checkpoint_even_one_it_had_not_read(
+        kafka_broker, kafka_topic):
+    """Barrier checkpointing: a partition with no position in the checkpoint (nothing of it
+    emitted by then) goes back to where it started, so what was emitted since is read again."""
+    bs = kafka_broker.bootstrap_servers
+    topic = kafka_topic(partitions=2)
+    produce(bs, topic, values(10), partitions=2)  # 5 records in each partition
+    spout = KafkaSpout(KafkaSpoutConfig(bs, topics=[topic], first_poll_offset_strategy="EARLIEST"))
+    col = _Collector()
+    spout.open({"topology.state.checkpoint.mode": "barrier"}, _Context(), col)
+    try:
+        deadline = time.monotonic() + 30
+        while len(spout.parts) < 2 and time.monotonic() < deadline:
+            spout.next_tuple()
+            time.sleep(0.01)
+        spout.restore(None)  # no checkpoint yet
+        # Read partition 0 only, then checkpoint.
+        spout.consumer.pause([spout.parts[(topic, 1)].tp])
+        while len(col.out) < 5 and time.monotonic() < deadline:
+            spout.next_tuple()
+        snap = spout.snapshot()
+        assert snap == {f"{topic}/0": 5, f"{topic}/1": -1}, snap
+        spout.consumer.resume([spout.parts[(topic, 1)].tp])
+        while len(col.out) < 10 and time.monotonic() < deadline:
+            spout.next_tuple()
+        assert sorted((v[1], v[2]) for v in col.out) == [(p, o) for p in (0, 1) for o in range(5)]
+        col.out.clear()
+        spout.restore(snap)  # the checkpoint: partition 1 had given nothing
+        while len(col.out) < 5 and time.monotonic() < deadline:
+            spout.next_tuple()
+        for _ in range(50):
+            spout.next_tuple()
+        assert sorted((v[1], v[2]) for v in col.out) == [(1, o) for o in range(5)]
+    finally:
+        spout.close()
