@@ -27,7 +27,6 @@ import os
 import subprocess
 import sys
 import time
-import tracemalloc
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from squall.client import BasicBolt, Bolt, TopologyBuilder
+from squall.client import Bolt, TopologyBuilder
 from squall.connectors.kafka import (FieldNameBasedTupleToKafkaMapper, FirstPollOffsetStrategy,
                                      KafkaBolt, KafkaSpout, KafkaSpoutConfig,
                                      SimpleRecordTranslator)
-from word_count import SENTENCES_KEY, expected_counts, make_pool
+from word_count import SENTENCES_KEY, SplitSentence, expected_counts, make_pool
 
 NAME = "kafka-word-count"
 SENTENCES, COUNTS = "sentences", "word-counts"
@@ -34,15 +34,6 @@ CONF = {"topology.workers": 2, "topology.max.spout.pending": 2000}
 
 def sentence(record):
     return [record.value.decode()]
-
-
-class SplitSentence(BasicBolt):
-    def execute(self, tup, collector):
-        for word in tup.values[0].split(" "):
-            collector.emit([word])
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(["word"])
 
 
 class RunningCount(Bolt):

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ...client.config import KAFKA_BOOTSTRAP_SERVERS
-from .translator import DefaultRecordTranslator, KafkaConfigError, RecordTranslator
+from ...client.tuple import DEFAULT_STREAM
+from .translator import (DefaultRecordTranslator, KafkaConfigError, KafkaRecord, KafkaTuple,
+                         RecordTranslator)
 
 
 class ProcessingGuarantee(str, enum.Enum):
@@ -197,6 +199,33 @@ class KafkaSpoutConfig:
     @property
     def at_least_once(self) -> bool:
         return self.processing_guarantee is ProcessingGuarantee.AT_LEAST_ONCE
+
+    @property
+    def plain(self) -> bool:
+        """Records become ``(topic, partition, offset, key, value)`` as they come: the
+        default translator and no deserializer (the spout's fast path)."""
+        return type(self.record_translator) is DefaultRecordTranslator and \
+            self.key_deserializer is None and self.value_deserializer is None
+
+    def translate(self, msg: Any) -> tuple[list | None, str]:
+        """A consumed message's tuple values and stream (None: nothing to emit), through the
+        deserializers and the translator; what they raise propagates."""
+        if self.plain:
+            return [msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value()], \
+                DEFAULT_STREAM
+        key, value = msg.key(), msg.value()
+        if self.key_deserializer is not None:
+            key = self.key_deserializer(key)
+        if self.value_deserializer is not None:
+            value = self.value_deserializer(value)
+        ts_type, ts = msg.timestamp()
+        values = self.record_translator.translate(KafkaRecord(
+            msg.topic(), msg.partition(), msg.offset(), key, value, ts if ts_type else None,
+            msg.headers()))
+        if values is None or (len(values) == 0 and not self.emit_null_tuples):
+            return None, DEFAULT_STREAM
+        stream = values.stream if isinstance(values, KafkaTuple) else DEFAULT_STREAM
+        return list(values), stream
 
     def servers(self, conf: Mapping[str, Any]) -> str:
         """The brokers: this config's, else the topology conf's ``kafka.bootstrap.servers``."""

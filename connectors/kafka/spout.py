@@ -38,12 +38,10 @@ from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError,
 from ...client import config as cfg  # noqa: E402
 from ...client.stateful import CheckpointedSpout, barrier_mode  # noqa: E402
 from ...client.config import kafka_group_id  # noqa: E402
-from ...client.tuple import DEFAULT_STREAM  # noqa: E402
 from .config import FirstPollOffsetStrategy, KafkaSpoutConfig, OnBadRecord  # noqa: E402
 from .config import ProcessingGuarantee as PG  # noqa: E402
-from .offsets import (ACKED, EMITTED, NOT_EMITTED, PartitionOffsets, RetrySchedule,  # noqa: E402
+from .offsets import (ACKED, EMITTED, PartitionOffsets, RetrySchedule,  # noqa: E402
                       assign_round_robin)
-from .translator import DefaultRecordTranslator, KafkaRecord, KafkaTuple  # noqa: E402
 
 log = logging.getLogger("squall.connectors.kafka")
 
@@ -168,8 +166,6 @@ class KafkaSpout(CheckpointedSpout):
         self.tracked = self.guarantee is PG.AT_LEAST_ONCE or c.tuple_tracking_enforced
         self.retry = RetrySchedule(c.retry.initial_delay_ms / 1000, c.retry.delay_period_ms / 1000,
                                    c.retry.max_retries, c.retry.max_delay_ms / 1000)
-        self.default_translator = type(c.record_translator) is DefaultRecordTranslator and \
-            c.key_deserializer is None and c.value_deserializer is None
         self.topic_index = {t: i for i, t in enumerate(c.topics)} \
             if c.topics is not None and len(c.topics) <= _TOPIC_INDEXES else {}
         #: (topic, partition) -> _Partition, and int key -> _Partition.
@@ -343,7 +339,7 @@ class KafkaSpout(CheckpointedSpout):
             return False  # beyond max_uncommitted_offsets: the next poll fetches it again
         msg_id = self._key(part, offset)
         try:
-            values, stream = self._translate(msg, topic, partition, offset)
+            values, stream = self.config.translate(msg)
         except Exception as e:  # the user's deserializer or translator
             self._bad_record(part, offset, msg_id, e, now)
             return False
@@ -360,14 +356,9 @@ class KafkaSpout(CheckpointedSpout):
 
     def _emit_untracked(self, part: _Partition, msg: Any, offset: int) -> bool:
         try:
-            values, stream = self._translate(msg, part.topic, part.partition, offset)
+            values, stream = self.config.translate(msg)
         except Exception as e:
-            if self.config.on_bad_record is OnBadRecord.RAISE:
-                raise
-            self.counts["bad_records"] += 1
-            self._report("bad-record", f"record {part.topic}/{part.partition}@{offset} "
-                                       f"could not be read ({type(e).__name__}: {e}); "
-                                       f"skipped ({self.guarantee.value} retries nothing)")
+            self._skip_bad_record(part, offset, e, f"{self.guarantee.value} retries nothing")
             return False
         if values is None:
             return False
@@ -381,13 +372,9 @@ class KafkaSpout(CheckpointedSpout):
             return False  # fetched before a rewind
         part.position = offset + 1
         try:
-            values, stream = self._translate(msg, part.topic, part.partition, offset)
+            values, stream = self.config.translate(msg)
         except Exception as e:
-            if self.config.on_bad_record is OnBadRecord.RAISE:
-                raise
-            self.counts["bad_records"] += 1
-            self._report("bad-record", f"record {part.topic}/{part.partition}@{offset} "
-                                       f"could not be read ({type(e).__name__}: {e}); skipped")
+            self._skip_bad_record(part, offset, e, "a checkpoint's input is never retried")
             return False
         if values is None:
             return False
@@ -443,24 +430,13 @@ class KafkaSpout(CheckpointedSpout):
             except KafkaException as e:
                 self._report("commit", f"committing checkpoint {txid}'s offsets failed: {e}")
 
-    def _translate(self, msg: Any, topic: str, partition: int, offset: int
-                   ) -> tuple[list | None, str]:
-        if self.default_translator:
-            return [topic, partition, offset, msg.key(), msg.value()], DEFAULT_STREAM
-        c = self.config
-        key, value = msg.key(), msg.value()
-        if c.key_deserializer is not None:
-            key = c.key_deserializer(key)
-        if c.value_deserializer is not None:
-            value = c.value_deserializer(value)
-        ts_type, ts = msg.timestamp()
-        record = KafkaRecord(topic, partition, offset, key, value,
-                             ts if ts_type else None, msg.headers())
-        values = c.record_translator.translate(record)
-        if values is None or (len(values) == 0 and not c.emit_null_tuples):
-            return None, DEFAULT_STREAM
-        stream = values.stream if isinstance(values, KafkaTuple) else DEFAULT_STREAM
-        return list(values), stream
+    def _skip_bad_record(self, part: _Partition, offset: int, error: Exception,
+                         why: str) -> None:
+        if self.config.on_bad_record is OnBadRecord.RAISE:
+            raise error
+        self.counts["bad_records"] += 1
+        self._report("bad-record", f"record {part.topic}/{part.partition}@{offset} could not "
+                                   f"be read ({type(error).__name__}: {error}); skipped ({why})")
 
     def _bad_record(self, part: _Partition, offset: int, msg_id: Any, error: Exception,
                     now: float) -> None:

@@ -41,14 +41,14 @@ from ...client import extras
 extras.require("kafka", "squall.connectors.kafka")
 
 from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError,  # noqa: E402
-                             KafkaException, Producer, TopicPartition)
+                             KafkaException, TopicPartition)
 
 from ...client.trident.persist import StateUpdater  # noqa: E402
 from ...client.trident.spout import OpaquePartitionedSpout, PartitionedSpout  # noqa: E402
 from ...client.trident.state.base import State, StateError, StateFactory, StateType  # noqa: E402
 from .config import KafkaSpoutConfig, brokers  # noqa: E402
-from .translator import DefaultRecordTranslator, KafkaConfigError, KafkaRecord  # noqa: E402
-from .txn import TxnError, TxnWriter, to_wire  # noqa: E402
+from .translator import KafkaConfigError  # noqa: E402
+from .txn import TxnError, TxnWriter  # noqa: E402
 
 log = logging.getLogger("squall.connectors.kafka")
 
@@ -269,25 +269,11 @@ class _KafkaTridentSpout:
         return out
 
     def _emit(self, collector: Any, records: list) -> None:
-        c = self.config.spout
-        translator = c.record_translator
-        plain = type(translator) is DefaultRecordTranslator and \
-            c.key_deserializer is None and c.value_deserializer is None
+        translate = self.config.spout.translate
         for m in records:
-            if plain:
-                collector.emit([m.topic(), m.partition(), m.offset(), m.key(), m.value()])
-                continue
-            key, value = m.key(), m.value()
-            if c.key_deserializer is not None:
-                key = c.key_deserializer(key)
-            if c.value_deserializer is not None:
-                value = c.value_deserializer(value)
-            ts_type, ts = m.timestamp()
-            values = translator.translate(KafkaRecord(m.topic(), m.partition(), m.offset(), key,
-                                                      value, ts if ts_type else None,
-                                                      m.headers()))
-            if values is not None and (len(values) or c.emit_null_tuples):
-                collector.emit(list(values))
+            values, _ = translate(m)
+            if values is not None:
+                collector.emit(values)
 
     def _emit_new(self, collector: Any, p: KafkaPartition, last_meta: Any) -> dict:
         start = self._start(p, last_meta)
@@ -394,75 +380,38 @@ class KafkaState(State):
 
     def __init__(self, factory: KafkaStateFactory, conf: Mapping[str, Any], index: int):
         self.factory = factory
-        self.servers = brokers(factory.bootstrap_servers, conf, "KafkaStateFactory")
+        servers = brokers(factory.bootstrap_servers, conf, "KafkaStateFactory")
         name = conf.get("topology.name") or "topology"
         self.id = f"squall-{name}-{factory.state_id or factory.topic}-{index}"
         self.skipping = False
-        if factory.transactional:
-            try:
-                self.writer: TxnWriter | None = TxnWriter(self.servers, self.id, factory.topic,
-                                                          factory.props, factory.timeout_secs)
-            except TxnError as e:
-                raise StateError(str(e), self.id) from None
-            self.producer = self.writer.producer
-        else:
-            self.writer = None
-            self.producer = Producer({"bootstrap.servers": self.servers,
-                                      "enable.idempotence": True,
-                                      "partitioner": "murmur2_random", **factory.props})
-            self.errors: list = []
+        self.writer = self._guard(TxnWriter, servers, self.id, factory.topic, factory.props,
+                                  factory.timeout_secs, factory.transactional)
 
     def begin_commit(self, txid: int | None) -> None:
-        w = self.writer
-        self.skipping = w is not None and txid is not None and w.has(txid)
+        self.skipping = txid is not None and self.writer.has(txid)
         if self.skipping:
             log.info("Kafka state %s: txid %s is in Kafka already: its replay writes nothing",
                      self.id, txid)
-        elif w is not None:
-            self._guard(w.begin)
         else:
-            self.errors = []
+            self._guard(self.writer.begin)
 
     def update_state(self, tuples: list, collector: Any) -> None:
         if self.skipping:
             return
-        mapper, topic = self.factory.mapper, self.factory.topic
+        mapper, topic, produce = self.factory.mapper, self.factory.topic, self.writer.produce
         for t in tuples:
             key, value = mapper(t.values)
-            if self.writer is not None:
-                self.writer.produce(topic, key, value)
-                continue
-            while True:
-                try:
-                    self.producer.produce(topic, to_wire(value), to_wire(key),
-                                          on_delivery=self._delivered)
-                    break
-                except BufferError:
-                    self.producer.poll(0.05)
-
-    def _delivered(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self.errors.append(err)
+            produce(topic, key, value)
 
     def commit(self, txid: int | None) -> None:
-        if self.skipping:
-            return
-        if self.writer is not None:
-            self._guard(self.writer.commit, int(txid))
-            return
-        left = self.producer.flush(self.factory.timeout_secs)
-        if left or self.errors:
-            raise StateError(f"Kafka state {self.id}: {left} records unconfirmed, errors "
-                             f"{self.errors[:3]}", self.id)
+        if not self.skipping:
+            self._guard(self.writer.commit, -1 if txid is None else int(txid))
 
-    def _guard(self, fn: Callable[..., Any], *args: Any) -> None:
+    def _guard(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
-            fn(*args)
+            return fn(*args)
         except TxnError as e:
             raise StateError(str(e), self.id) from None
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        else:
-            self.producer.flush(5)
+        self.writer.close()

@@ -28,7 +28,8 @@ class TxnError(SquallError):
 
 
 class TxnWriter:
-    """Transactions of one writer (``transactional_id``), each recording its txid.
+    """Transactions of one writer (``transactional_id``), each recording its txid
+    (``transactional=False``: the same calls over plain idempotent writes).
 
     Example::
 
@@ -38,20 +39,26 @@ class TxnWriter:
     """
 
     def __init__(self, servers: str, transactional_id: str, marker_topic: str,
-                 props: Mapping[str, Any] | None = None, timeout: float = 30.0):
+                 props: Mapping[str, Any] | None = None, timeout: float = 30.0,
+                 transactional: bool = True):
         self.servers = servers
         self.id = transactional_id
         self.marker_topic = marker_topic
         self.timeout = timeout
+        #: False: plain idempotent writes, flushed at each commit (at least once).
+        self.transactional = transactional
+        extra = {"transactional.id": transactional_id} if transactional else {}
         self.producer = Producer({"bootstrap.servers": servers, "enable.idempotence": True,
                                   "partitioner": "murmur2_random", "linger.ms": 5,
-                                  **(props or {}), "transactional.id": transactional_id})
-        self.marker = Consumer({"bootstrap.servers": servers, "group.id": transactional_id,
-                                "enable.auto.commit": False})
+                                  **(props or {}), **extra})
         self.errors: list = []
-        self._call("init_transactions", timeout)
-        #: The last txid whose records are in Kafka; -1: none.
-        self.done = self._read_done()
+        #: The last txid whose records are in Kafka; -1: none (never known untransacted).
+        self.done = -1
+        if transactional:
+            self.marker = Consumer({"bootstrap.servers": servers, "group.id": transactional_id,
+                                    "enable.auto.commit": False})
+            self._call("init_transactions", timeout)
+            self.done = self._read_done()
 
     def _call(self, method: str, *args: Any) -> Any:
         try:
@@ -75,7 +82,8 @@ class TxnWriter:
 
     def begin(self) -> None:
         self.errors = []
-        self._call("begin_transaction")
+        if self.transactional:
+            self._call("begin_transaction")
 
     def produce(self, topic: str, key: Any, value: Any) -> None:
         while True:
@@ -91,7 +99,14 @@ class TxnWriter:
             self.errors.append(err)
 
     def commit(self, txid: int) -> None:
-        """Commit the open transaction with ``txid`` recorded in it; abort it on failure."""
+        """Commit the open transaction with ``txid`` recorded in it; abort it on failure.
+        Untransacted: wait until every record is confirmed."""
+        if not self.transactional:
+            left = self.producer.flush(self.timeout)
+            if left or self.errors:
+                raise TxnError(f"Kafka writer {self.id}: {left} records unconfirmed, errors "
+                               f"{self.errors[:3]}")
+            return
         try:
             self.producer.flush(self.timeout)
             if self.errors:
@@ -125,7 +140,8 @@ class TxnWriter:
 
     def close(self) -> None:
         self.producer.flush(5)
-        self.marker.close()
+        if self.transactional:
+            self.marker.close()
 
 
 def to_wire(v: Any) -> Any:

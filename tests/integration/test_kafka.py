@@ -11,7 +11,7 @@ import pytest
 
 from kafka_fixtures import broker_gets_right, committed, produce, read_all
 from squall.client import TopologyBuilder
-from squall.connectors.kafka import (FirstPollOffsetStrategy, KafkaBolt, KafkaSpout,
+from squall.connectors.kafka import (KafkaBolt, KafkaSpout,
                                      KafkaSpoutConfig, ProcessingGuarantee, RetryBackoff,
                                      SimpleRecordTranslator)
 from topos import events_of

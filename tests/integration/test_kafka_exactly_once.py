@@ -6,18 +6,16 @@ consumer of the output counts every word exactly once."""
 from __future__ import annotations
 
 import collections
-import glob
-import json
 import os
 
 import psutil
 import pytest
 
-from kafka_fixtures import committed, produce, read_all
+from kafka_fixtures import (committed, kill_and_wait, local_cluster, produce,
+                            read_all, worker_heartbeats)
 from squall.client import TopologyBuilder
 from squall.connectors.kafka import (FieldNameBasedTupleToKafkaMapper, KafkaSpout,
                                      KafkaSpoutConfig, TransactionalKafkaBolt)
-from squall.deploy.local import LocalCluster
 from zk_fixtures import poll_for
 
 pytestmark = pytest.mark.integration
@@ -27,25 +25,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 @pytest.fixture(scope="module")
 def local(tmp_path_factory, kafka_broker, redis_server):
-    lc = LocalCluster({"topology.stats.freq.secs": 0.2,
-                       "kafka.bootstrap.servers": kafka_broker.bootstrap_servers},
-                      slots=4, base_dir=str(tmp_path_factory.mktemp("kafka-eos-local")))
-    try:
-        lc.start()
+    with local_cluster(str(tmp_path_factory.mktemp("kafka-eos-local")), kafka_broker) as lc:
         yield lc
-    finally:
-        lc.close("test done")
 
-
-def heartbeats(lc) -> list[dict]:
-    out = []
-    for path in glob.glob(os.path.join(lc.base_dir, "workers", "*", "heartbeat.json")):
-        try:
-            with open(path) as fh:
-                out.append(json.load(fh))
-        except (OSError, ValueError):
-            pass
-    return out
 
 
 def topology(src, dst):
@@ -79,7 +61,7 @@ def test_kill_9_mid_run_and_each_word_is_in_kafka_once(local, kafka_broker, redi
     try:
         poll_for(lambda: len(read_all(bs, dst, total // 4, timeout=0.5)) >= total // 4,
                  timeout=60, interval=0.5, what="a quarter of the words committed")
-        pid = next(int(hb["pid"]) for hb in heartbeats(local)
+        pid = next(int(hb["pid"]) for hb in worker_heartbeats(local)
                    if victim in {s.get("component") for s in hb["tasks"].values()})
         psutil.Process(pid).kill()
         poll_for(lambda: len(read_all(bs, dst, total, timeout=1)) >= total, timeout=120,
@@ -91,6 +73,4 @@ def test_kill_9_mid_run_and_each_word_is_in_kafka_once(local, kafka_broker, redi
         poll_for(lambda: {p: c[0] for p, c in committed(bs, f"g-{src}", src, 4).items()} == end,
                  timeout=30, interval=0.5, what="the group's offsets at the log end")
     finally:
-        with local.client() as nimbus:
-            nimbus.kill(name, wait_secs=0)
-        poll_for(lambda: not local.supervisor.procs, timeout=30, what="workers stopped")
+        kill_and_wait(local, name)

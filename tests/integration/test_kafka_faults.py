@@ -5,19 +5,17 @@ broker restart. Every record is processed at least once and the commits end at t
 
 from __future__ import annotations
 
-import glob
-import json
 import os
 import signal
 from collections import Counter
 
 import pytest
 
-from kafka_fixtures import broker_gets_right, committed, produce
+from kafka_fixtures import (broker_gets_right, committed, kill_and_wait, local_cluster,
+                            produce, worker_heartbeats)
 from squall.client import TopologyBuilder
 from squall.connectors.kafka import KafkaSpout, KafkaSpoutConfig
 from squall.deploy.kafka import LocalKafka
-from squall.deploy.local import LocalCluster
 from topos import events_of
 from zk_fixtures import poll_for
 
@@ -30,32 +28,14 @@ COMMIT_MS = 500
 
 @pytest.fixture(scope="module")
 def local(tmp_path_factory, kafka_broker):
-    base = tmp_path_factory.mktemp("kafka-local")
-    lc = LocalCluster({"topology.stats.freq.secs": 0.2,
-                       "kafka.bootstrap.servers": kafka_broker.bootstrap_servers},
-                      slots=4, base_dir=str(base))
-    try:
-        lc.start()
+    with local_cluster(str(tmp_path_factory.mktemp("kafka-local")), kafka_broker) as lc:
         yield lc
-    finally:
-        lc.close("test done")
-
-
-def heartbeats(lc) -> list[dict]:
-    out = []
-    for path in glob.glob(os.path.join(lc.base_dir, "workers", "*", "heartbeat.json")):
-        try:
-            with open(path) as fh:
-                out.append(json.load(fh))
-        except (OSError, ValueError):
-            pass
-    return out
 
 
 def workers_of(lc, component: str) -> dict[int, set]:
     """pid -> the components of every live worker running a task of ``component``."""
     out = {}
-    for hb in heartbeats(lc):
+    for hb in worker_heartbeats(lc):
         comps = {s.get("component") for s in hb.get("tasks", {}).values()}
         if component in comps:
             out[int(hb["pid"])] = comps
@@ -104,9 +84,7 @@ def run(lc, tmp_path, kafka, name, n, partitions, fault, spout_tasks=2, workers=
         assert set(counts) == expected
         return counts
     finally:
-        with lc.client() as nimbus:
-            nimbus.kill(name, wait_secs=0)
-        poll_for(lambda: not lc.supervisor.procs, timeout=30, what=f"{name}'s workers stopped")
+        kill_and_wait(lc, name)
 
 
 def kill_one(lc, component, avoid=None):

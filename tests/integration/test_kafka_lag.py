@@ -14,11 +14,10 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafka_fixtures import broker_gets_right, committed, produce
+from kafka_fixtures import broker_gets_right, committed, kill_and_wait, local_cluster, produce
 from squall.client import TopologyBuilder
 from squall.client.web import read_token
 from squall.connectors.kafka import KafkaSpout, KafkaSpoutConfig
-from squall.deploy.local import LocalCluster
 from squall.deploy.net import free_port
 from squall.supervisor.metrics import WorkerCollector
 from squall.ui.kafka_lag import LAG_DEADLINE_SECS
@@ -32,14 +31,8 @@ COMMIT_MS = 300
 
 @pytest.fixture(scope="module")
 def web(tmp_path_factory, kafka_broker):
-    lc = LocalCluster({"topology.stats.freq.secs": 0.2,
-                       "kafka.bootstrap.servers": kafka_broker.bootstrap_servers},
-                      slots=4, base_dir=str(tmp_path_factory.mktemp("kafka-lag")), web=True)
-    try:
-        lc.start()
+    with local_cluster(str(tmp_path_factory.mktemp("kafka-lag")), kafka_broker, web=True) as lc:
         yield lc
-    finally:
-        lc.close("test done")
 
 
 def api(lc, path, timeout=30):
@@ -86,9 +79,7 @@ def test_the_lag_endpoint_gives_the_brokers_own_figures(web, kafka_broker, tmp_p
             assert row["lag"] == more[p] - end[p]
         assert sum(r["lag"] for r in result.values()) == 40
     finally:
-        with web.client() as nimbus:
-            nimbus.kill("lag", wait_secs=0)
-        poll_for(lambda: not web.supervisor.procs, timeout=30, what="workers stopped")
+        kill_and_wait(web, "lag")
 
 
 def test_an_absent_broker_gives_an_error_within_the_deadline(web, tmp_path):
@@ -104,9 +95,7 @@ def test_an_absent_broker_gives_an_error_within_the_deadline(web, tmp_path):
         assert "errorInfo" in lag["kafka"] and where in lag["kafka"]["errorInfo"], lag
         assert took < LAG_DEADLINE_SECS + 3, took
     finally:
-        with web.client() as nimbus:
-            nimbus.kill("lag-absent", wait_secs=0)
-        poll_for(lambda: not web.supervisor.procs, timeout=30, what="workers stopped")
+        kill_and_wait(web, "lag-absent")
 
 
 def test_the_spout_exports_its_offsets_as_squall_kafka_gauges(cluster, kafka_broker,
@@ -168,6 +157,4 @@ def test_an_unknown_topic_shows_in_squall_list_and_the_ui_within_seconds(web, tm
         errors = api(web, f"topology/{tid}")["errors"]
         assert any("no-such-topic-xyz" in e["error"] for e in errors), errors
     finally:
-        with web.client() as nimbus:
-            nimbus.kill("lag-unknown", wait_secs=0)
-        poll_for(lambda: not web.supervisor.procs, timeout=30, what="workers stopped")
+        kill_and_wait(web, "lag-unknown")

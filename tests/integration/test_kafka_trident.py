@@ -6,16 +6,13 @@ and through kill -9 of a worker on a real cluster."""
 from __future__ import annotations
 
 import collections
-import glob
-import json
 import os
 
 import psutil
 import pytest
 
-from kafka_fixtures import produce, read_all
+from kafka_fixtures import kill_and_wait, local_cluster, produce, read_all, worker_heartbeats
 from squall.client.trident.state.redis_map import RedisMapState
-from squall.deploy.local import LocalCluster
 from test_trident_exactly_once import FAST, Observer, check_commit_order
 from zk_fixtures import poll_for
 
@@ -90,25 +87,9 @@ def test_the_kafka_state_writes_each_batch_once_through_failed_commits(
 
 @pytest.fixture(scope="module")
 def local(tmp_path_factory, kafka_broker, redis_server):
-    lc = LocalCluster({"topology.stats.freq.secs": 0.2,
-                       "kafka.bootstrap.servers": kafka_broker.bootstrap_servers},
-                      slots=4, base_dir=str(tmp_path_factory.mktemp("kafka-trident-local")))
-    try:
-        lc.start()
+    with local_cluster(str(tmp_path_factory.mktemp("kafka-trident-local")), kafka_broker) as lc:
         yield lc
-    finally:
-        lc.close("test done")
 
-
-def heartbeats(lc) -> list[dict]:
-    out = []
-    for path in glob.glob(os.path.join(lc.base_dir, "workers", "*", "heartbeat.json")):
-        try:
-            with open(path) as fh:
-                out.append(json.load(fh))
-        except (OSError, ValueError):
-            pass
-    return out
 
 
 def test_kill_9_of_a_worker_writing_the_kafka_state_writes_each_word_once(
@@ -129,7 +110,7 @@ def test_kill_9_of_a_worker_writing_the_kafka_state_writes_each_word_once(
         # the one with the master coordinator: its open transaction dies with it.
         def comps(hb):
             return {s.get("component", "") for s in hb.get("tasks", {}).values()}
-        writers = [hb for hb in heartbeats(local) if any(c.endswith("-persist")
+        writers = [hb for hb in worker_heartbeats(local) if any(c.endswith("-persist")
                                                          for c in comps(hb))]
         victim = next((hb for hb in writers if "$mastercoord-bg0" not in comps(hb)),
                       writers[0])
@@ -140,6 +121,4 @@ def test_kill_9_of_a_worker_writing_the_kafka_state_writes_each_word_once(
                                                                         timeout=3))
         assert got == expected, (sum(got.values()), total)
     finally:
-        with local.client() as nimbus:
-            nimbus.kill("kafka-eos-kill", wait_secs=0)
-        poll_for(lambda: not local.supervisor.procs, timeout=30, what="workers stopped")
+        kill_and_wait(local, "kafka-eos-kill")
