@@ -11,6 +11,7 @@ librdkafka's (``props``); the spout owns ``enable.auto.commit``, ``group.id`` an
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -200,7 +201,7 @@ class KafkaSpoutConfig:
     def at_least_once(self) -> bool:
         return self.processing_guarantee is ProcessingGuarantee.AT_LEAST_ONCE
 
-    @property
+    @functools.cached_property
     def plain(self) -> bool:
         """Records become ``(topic, partition, offset, key, value)`` as they come: the
         default translator and no deserializer (the spout's fast path)."""
