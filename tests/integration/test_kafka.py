@@ -138,9 +138,16 @@ def test_max_uncommitted_offsets_pauses_the_partition(cluster, kafka_broker, kaf
     # Offset 0 is never acked: nothing can be committed, so the spout must stop at the bound.
     lc = cluster(spout_topology(config, spout_tasks=1), {"test.kafka.hold": 0,
                                                          "topology.message.timeout.secs": 300})
+
     def paused():
         return any("max_uncommitted_offsets" in lc.log_tail(w, 200) for w in lc.workers)
     lc.wait_for(paused, timeout=30, what="the spout's pause")
+
+    def settled():  # what was polled before the pause has reached the recorder
+        before = len(got(lc))
+        time.sleep(COMMIT_MS / 1000)
+        return len(got(lc)) == before
+    lc.wait_for(settled, timeout=30, what="the records emitted before the pause")
     at_pause = len(got(lc))
     # A poll's worth of records may come past the bound (Storm's allowance), no more.
     assert bound <= at_pause <= bound + batch, at_pause
