@@ -594,11 +594,12 @@ class KafkaSpout(CheckpointedSpout):
                     offsets.append(TopicPartition(part.topic, part.partition, nxt,
                                                   metadata=self.commit_metadata))
         elif self.guarantee is PG.NO_GUARANTEE:
-            consumed = self._consumed
+            # Only the partitions asked for leave the table: a partition given up commits
+            # its position without dropping the others'.
+            chosen = {tp: self._consumed.pop(tp) for tp in list(self._consumed)
+                      if only is None or tp in only}
             offsets = [TopicPartition(t, p, o, metadata=self.commit_metadata)
-                       for (t, p), o in consumed.items() if (t, p) in self.parts
-                       and (only is None or (t, p) in only)]
-            self._consumed = {}
+                       for (t, p), o in chosen.items() if (t, p) in self.parts]
         else:
             return  # AT_MOST_ONCE committed at each poll
         if not offsets:

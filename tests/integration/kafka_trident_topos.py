@@ -3,7 +3,6 @@ import this module by name)."""
 
 from __future__ import annotations
 
-from squall.client.trident.operation import Count
 from squall.client.trident.stream import TridentTopology
 from squall.connectors.kafka import (KafkaSpoutConfig, KafkaStateFactory, KafkaStateUpdater,
                                      KafkaTridentSpoutOpaque, KafkaTridentSpoutTransactional,
@@ -23,17 +22,12 @@ def kafka_lines(kind: str, servers: str | None, topic: str, batch: int = 10):
 
 
 def words_to_kafka(servers: str | None, src: str, dst: str, fail_split=(), fail_commits=(),
-                   hold_txid=None, batch: int = 10, parallelism: int = 2):
+                   batch: int = 10, parallelism: int = 2):
     """Kafka lines -> split -> every word a record of ``dst``, each batch one Kafka
     transaction (KafkaStateFactory), recorded and failed as trident_topos's word count."""
     t = TridentTopology()
-    lines = t.new_stream("lines", kafka_lines("transactional", servers, src, batch))
-    if hold_txid is not None:
-        lines = lines.shuffle()
-    words = lines.each(["line"], FlakySplit(fail_split, hold_txid=hold_txid,
-                                            hold_away_from="$mastercoord-bg0"), ["word"])
-    if hold_txid is not None:
-        words = words.parallelism_hint(2)
+    words = (t.new_stream("lines", kafka_lines("transactional", servers, src, batch))
+              .each(["line"], FlakySplit(fail_split), ["word"]))
     state = RecordingStateFactory(KafkaStateFactory(topic=dst, bootstrap_servers=servers,
                                                     mapper=lambda v: (v[0], v[0])),
                                   fail_commits=fail_commits)
@@ -50,6 +44,3 @@ def word_count(kind, servers, topic, state_factory, fail_split=(), fail_commits=
     from trident_topos import word_count_recorded
     return word_count_recorded(kafka_lines(kind, servers, topic), state_factory,
                                fail_split=fail_split, fail_commits=fail_commits)
-
-
-__all__ = ["Count", "kafka_lines", "word_count", "words_to_kafka"]
