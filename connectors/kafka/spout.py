@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from collections import deque
@@ -694,7 +695,6 @@ class _Refresher:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"kafka-refresh-{spout.component}:{spout.task}")
-        import re
         self._pattern = re.compile(c.topic_pattern) if c.topic_pattern is not None else None
 
     def start(self) -> None:
