@@ -106,7 +106,10 @@ class PendingMap:
         self.expired = expired
 
     def __len__(self) -> int:
-        return sum(b.live for b in self.buckets) + len(self._odd)
+        n = len(self._odd)  # a loop, not sum() over a generator: the executor asks per call
+        for b in self.buckets:
+            n += b.live
+        return n
 
     def _locate(self, key: int) -> tuple[PendingBucket | None, int]:
         for b in self.buckets:

@@ -60,7 +60,8 @@ BATCH = 256
 #: ... or seconds, checked every 16 items: a slow bolt (ms a tuple) must not hold its acks,
 #: or hide its backlog from the load-aware shuffles, for 256 tuples' time.
 BATCH_SECS = 0.05
-#: next_tuple calls per spout task per step.
+#: Tuples a spout task emits per step (next_tuple is called until it emits this many,
+#: emits nothing, or reaches topology.max.spout.pending).
 SPOUT_BUDGET = 128
 _SYS_FIELDS = Fields(["payload"])
 _ACKER_STREAMS = (ACKER_INIT_STREAM_ID, ACKER_ACK_STREAM_ID, ACKER_FAIL_STREAM_ID,
@@ -522,7 +523,8 @@ class SpoutExecutor(Executor):
             pending = st.pending
             cap = st.max_pending
             out = st.collector
-            for _ in range(SPOUT_BUDGET):
+            n = 0
+            while n < SPOUT_BUDGET:  # emits, not calls: a spout may emit a burst per call
                 if cap is not None and len(pending) >= cap:
                     break
                 before = out.emits
@@ -530,7 +532,8 @@ class SpoutExecutor(Executor):
                 delta = out.emits - before
                 if not delta:
                     break
-                made += delta
+                n += delta
+            made += n
             stats.pending = len(pending)
         if self.immediate_acks:
             acks, self.immediate_acks = self.immediate_acks, []

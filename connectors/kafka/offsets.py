@@ -71,6 +71,17 @@ class PartitionOffsets:
             states[idx] = EMITTED
             self.uncommitted += 1
 
+    def emit_next(self, offset: int) -> bool:
+        """The usual emit, in one step: if ``offset`` is the one after the newest tracked
+        (the committed offset when nothing is), mark it emitted and answer True; else
+        change nothing and answer False (:meth:`state` and :meth:`emitted` decide)."""
+        states = self.states
+        if offset - self.base != len(states):
+            return False
+        states.append(EMITTED)
+        self.uncommitted += 1
+        return True
+
     def acked(self, offset: int) -> bool:
         """The record at ``offset`` is fully processed; False if it was not in flight."""
         idx = offset - self.base

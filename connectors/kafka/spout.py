@@ -38,6 +38,7 @@ from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError,
 
 from ...client import config as cfg  # noqa: E402
 from ...client.stateful import CheckpointedSpout, barrier_mode  # noqa: E402
+from ...client.tuple import DEFAULT_STREAM  # noqa: E402
 from ...client.config import kafka_group_id  # noqa: E402
 from .config import FirstPollOffsetStrategy, KafkaSpoutConfig, OnBadRecord  # noqa: E402
 from .config import ProcessingGuarantee as PG  # noqa: E402
@@ -59,6 +60,10 @@ _TOPIC_INDEXES = 1 << (63 - _OFFSET_BITS - _PARTITION_BITS)
 _REPORT_EVERY = 10.0
 #: Seconds between the spout's housekeeping (applying assignments, commits, errors).
 _HOUSEKEEPING_SECS = 0.05
+#: Records one next_tuple may emit (within topology.max.spout.pending): a consume batch goes
+#: out in a few calls instead of one call per record, and the executor's step, which
+#: counts emits, still ends often enough to interleave acks.
+_BURST = 64
 
 
 class _Partition:
@@ -165,6 +170,9 @@ class KafkaSpout(CheckpointedSpout):
         self.restored: dict[str, int] = {}
         self.last_snapshot: dict[str, int] | None = None
         self.tracked = self.guarantee is PG.AT_LEAST_ONCE or c.tuple_tracking_enforced
+        #: Acked offsets are what the spout commits (at-least-once without barriers).
+        self.alo = self.guarantee is PG.AT_LEAST_ONCE and not self.barrier
+        self.max_pending = conf.get(cfg.TOPOLOGY_MAX_SPOUT_PENDING) if self.tracked else None
         self.retry = RetrySchedule(c.retry.initial_delay_ms / 1000, c.retry.delay_period_ms / 1000,
                                    c.retry.max_retries, c.retry.max_delay_ms / 1000)
         self.topic_index = {t: i for i, t in enumerate(c.topics)} \
@@ -217,10 +225,13 @@ class KafkaSpout(CheckpointedSpout):
         now = time.monotonic()
         if now >= self.next_housekeeping:
             self._housekeeping(now)
-        waiting = self.waiting
+        budget = _BURST
+        if self.max_pending is not None:
+            budget = min(budget, max(self.max_pending - self.collector.get_pending_count(), 1))
         for _ in range(2):  # at most two polls a call: next_tuple stays short
-            while waiting:
-                if self._emit(waiting.popleft(), now):
+            if self.waiting:
+                budget -= self._emit_waiting(budget, now)
+                if budget <= 0:
                     return
             if not self._poll(now):
                 return
@@ -304,6 +315,50 @@ class KafkaSpout(CheckpointedSpout):
                                  f"({e}); retrying at the next poll")
 
     # -- emitting ----------------------------------------------------------------------------
+    def _emit_waiting(self, budget: int, now: float) -> int:
+        """Emit waiting records until ``budget`` tuples went out or none wait; returns how
+        many went out. The usual record (the next offset of a partition in a plain run, no
+        retry or bound in the way) takes the short path here; any other goes through
+        :meth:`_emit`."""
+        waiting = self.waiting
+        n = 0
+        if self.barrier:
+            while waiting and n < budget:
+                if self._emit(waiting.popleft(), now):
+                    n += 1
+            return n
+        emit = self.collector.emit
+        parts = self.parts
+        alo = self.alo
+        plain = self.config.plain
+        tracked = self.tracked
+        short = 0  # emitted here (the full path counts its own)
+        while waiting and n < budget:
+            msg = waiting.popleft()
+            if msg.error() is not None:
+                self._emit(msg, now)  # reported there (end of partition is not an error)
+                continue
+            topic = msg.topic()
+            partition = msg.partition()
+            part = parts.get((topic, partition))
+            if part is None:
+                continue  # fetched before the partition was given up
+            offset = msg.offset()
+            fast = plain and (part.key is not None or not tracked)
+            if fast and alo:
+                fast = part.limit is None and part.seeked is None and \
+                    part.offsets.emit_next(offset)
+            if not fast:  # a translator, a wide id, or an offset with a history
+                if self._emit(msg, now):
+                    n += 1
+                continue
+            emit([topic, partition, offset, msg.key(), msg.value()], DEFAULT_STREAM,
+                 msg_id=(part.key << _OFFSET_BITS) | offset if tracked else None)
+            n += 1
+            short += 1
+        self.counts["emitted"] += short
+        return n
+
     def _emit(self, msg: Any, now: float) -> bool:
         """Emit the record's tuple if it is due; True if a tuple went out."""
         err = msg.error()
@@ -470,7 +525,10 @@ class KafkaSpout(CheckpointedSpout):
         if self.guarantee is not PG.AT_LEAST_ONCE:
             self.counts["acked"] += 1
             return
-        part, offset = self._decode(msg_id)
+        if type(msg_id) is int:  # _decode, inline: once per record
+            part, offset = self.by_key.get(msg_id >> _OFFSET_BITS), msg_id & _OFFSET_MASK
+        else:
+            part, offset = self._decode(msg_id)
         if part is None:
             return  # its partition was given up: its new owner reads it again
         if part.offsets.acked(offset):

@@ -59,6 +59,27 @@ def test_offsets_never_emitted_are_stepped_over_when_the_next_emitted_one_is_ack
     assert p.uncommitted == 0 and len(p.states) == 0
 
 
+def test_emit_next_takes_only_the_next_offset_and_leaves_any_other_to_the_full_path():
+    # The spout's short path: the next offset in line is marked at once; anything else
+    # (a retry, a gap, an offset below the window) changes nothing and goes through
+    # state() and emitted().
+    p = PartitionOffsets(committed=100)
+    play(calls(p), [
+        (("emit_next", 100), True),           # the committed offset opens the window
+        (("emit_next", 101), True),
+        (("emit_next", 101), False),          # in flight: a retry decides, not this
+        (("emit_next", 103), False),          # a gap: emitted() steps over it
+        (("emit_next", 99), False),           # below the commit: never again
+        (("state", 101), EMITTED),
+        (("state", 102), NOT_EMITTED),
+        (("acked", 100), True),
+        (("committed", 101), None),
+        (("emit_next", 102), True),           # after the commit, the next in line still
+        (("next_commit_offset",), None),
+    ], after=lambda i: _valid(p))
+    assert p.uncommitted == 2
+
+
 def test_a_window_with_nothing_in_flight_starts_at_the_first_record_emitted():
     # A committed offset the log no longer holds (retention) must not cost a byte per gap.
     p = PartitionOffsets(committed=5)
