@@ -16,15 +16,6 @@ free loopback port and filled with the workload's sentences (bench/topologies.py
 3. bytes per in-flight offset at the spout: tracemalloc over a KafkaSpout that emitted N
    records into a collector that holds them, the spout's pending map included. Target <= 100.
 
-Every consumer here (the bare loop's and the spouts') sets librdkafka's
-``queued.min.messages`` to CONSUMER_PROPS's 1,000 (default 100,000): noida-db answers a whole
-partition in one fetch and answers a fetch at the log end at once instead of holding it for
-``fetch.wait.max.ms`` as Kafka does, so a consumer holding fewer than that many records
-fetches again and again, and the broker and the consumer's fetch thread spin at about 40 %
-of a core, CPU taken from the workers on two cores. With 1,000 the refetching starts only
-for the last records of a run. Against Kafka the setting changes nothing but how soon the
-next fetch is asked for.
-
 Figures go to stdout as a table and to bench/results/kafka.json; no assertions.
 """
 
@@ -46,8 +37,6 @@ import kafka_topologies as KT  # noqa: E402
 from squall.deploy.kafka import LocalKafka  # noqa: E402
 
 TARGETS = {"spout_vs_consumer": 0.8, "pipeline_vs_wordcount": 0.7, "bytes_per_offset": 100}
-#: Every consumer's extra librdkafka properties (see the module's docstring).
-CONSUMER_PROPS = KT.CONSUMER_PROPS
 
 
 def log(msg: str) -> None:
@@ -81,8 +70,7 @@ def bare_consumer(servers: str, topic: str, n: int, partitions: int) -> float:
     """Records/s of a plain consume loop over every partition of ``topic``."""
     from confluent_kafka import Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": servers, "group.id": f"bare-{uuid.uuid4().hex}",
-                  "enable.auto.commit": False, "enable.auto.offset.store": False,
-                  **CONSUMER_PROPS})
+                  "enable.auto.commit": False, "enable.auto.offset.store": False})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
     t0 = None
@@ -228,8 +216,6 @@ def main() -> None:
     res: dict = {"targets": TARGETS}
     with LocalKafka() as kafka:
         log(f"broker: {kafka.kind} at {kafka.address}")
-        res["broker"] = kafka.kind
-        res["consumer_props"] = CONSUMER_PROPS
         log("1. spout alone")
         res["spout"] = fig_spout(kafka, n_spout)
         log("2. Kafka -> word count -> Kafka")

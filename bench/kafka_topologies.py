@@ -21,8 +21,6 @@ except ImportError:
     from topologies import SplitSentence  # type: ignore[no-redef]
 
 SPOUT, SINK, SPLIT, COUNT, OUT = "kafka", "sink", "split", "count", "to-kafka"
-#: The bench's consumers' librdkafka properties (bench/kafka.py says why).
-CONSUMER_PROPS = {"queued.min.messages": 1000}
 
 
 class AckSink(Bolt):
@@ -36,7 +34,7 @@ class AckSink(Bolt):
 def spout_only(servers: str, topic: str, guarantee: str) -> TopologyBuilder:
     b = TopologyBuilder()
     b.set_spout(SPOUT, KafkaSpout(KafkaSpoutConfig(
-        servers, topics=[topic], group_id=f"bench-{topic}-{guarantee}", props=CONSUMER_PROPS,
+        servers, topics=[topic], group_id=f"bench-{topic}-{guarantee}",
         processing_guarantee=guarantee, first_poll_offset_strategy="EARLIEST")), 1)
     b.set_bolt(SINK, AckSink(), 1).shuffle_grouping(SPOUT)
     return b
@@ -84,7 +82,6 @@ def word_count(servers: str, src: str, dst: str, parallelism: int = 2) -> Topolo
     b = TopologyBuilder()
     b.set_spout(SPOUT, KafkaSpout(KafkaSpoutConfig(
         servers, topics=[src], group_id=f"bench-wc-{src}", first_poll_offset_strategy="EARLIEST",
-        props=CONSUMER_PROPS,
         record_translator=SimpleRecordTranslator(_sentence, ["sentence"]))), parallelism)
     b.set_bolt(SPLIT, SplitSentence(), parallelism).shuffle_grouping(SPOUT)
     b.set_bolt(COUNT, TickCounts(), parallelism).fields_grouping(SPLIT, ["word"])
