@@ -9,16 +9,13 @@
 
 Helpers to import (``from kafka_fixtures import produce, read_all, committed``), and for the
 tests on a real local cluster: :func:`local_cluster` (ZooKeeper, Nimbus, a supervisor that
-restarts killed workers, pointed at the session's broker), :func:`worker_heartbeats` and
-:func:`kill_and_wait`.
+restarts killed workers, pointed at the session's broker); cluster_helpers.py has what to
+do with one.
 """
 
 from __future__ import annotations
 
 import contextlib
-import glob
-import json
-import os
 import re
 import time
 import uuid
@@ -126,26 +123,6 @@ def local_cluster(base_dir: str, kafka: LocalKafka, web: bool = False):
         yield lc
     finally:
         lc.close("test done")
-
-
-def worker_heartbeats(lc) -> list[dict]:
-    """The heartbeat of every worker a LocalCluster's supervisor runs."""
-    out = []
-    for path in glob.glob(os.path.join(lc.base_dir, "workers", "*", "heartbeat.json")):
-        try:
-            with open(path) as fh:
-                out.append(json.load(fh))
-        except (OSError, ValueError):
-            pass
-    return out
-
-
-def kill_and_wait(lc, name: str) -> None:
-    """Kill topology ``name`` with no wait; return once its workers are gone."""
-    from zk_fixtures import poll_for
-    with lc.client() as nimbus:
-        nimbus.kill(name, wait_secs=0)
-    poll_for(lambda: not lc.supervisor.procs, timeout=30, what=f"{name}'s workers stopped")
 
 
 @pytest.fixture(scope="session")

@@ -11,8 +11,8 @@ import os
 import psutil
 import pytest
 
-from kafka_fixtures import (committed, kill_and_wait, local_cluster, produce,
-                            read_all, worker_heartbeats)
+from cluster_helpers import kill_and_wait, worker_heartbeats
+from kafka_fixtures import committed, local_cluster, produce, read_all
 from squall.client import TopologyBuilder
 from squall.connectors.kafka import (FieldNameBasedTupleToKafkaMapper, KafkaSpout,
                                      KafkaSpoutConfig, TransactionalKafkaBolt)

@@ -11,8 +11,8 @@ from collections import Counter
 
 import pytest
 
-from kafka_fixtures import (broker_gets_right, committed, kill_and_wait, local_cluster,
-                            produce, worker_heartbeats)
+from cluster_helpers import kill_and_wait, worker_heartbeats
+from kafka_fixtures import broker_gets_right, committed, local_cluster, produce
 from squall.client import TopologyBuilder
 from squall.connectors.kafka import KafkaSpout, KafkaSpoutConfig
 from squall.deploy.kafka import LocalKafka

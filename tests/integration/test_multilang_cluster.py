@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 
+import cluster_helpers
 import pytest
 
 from squall.client.errors import InvalidRequest
@@ -89,9 +90,7 @@ def acked_ids(path) -> set[int]:
 
 
 def kill_and_wait(lc, name: str) -> None:
-    with lc.client() as nimbus:
-        nimbus.kill(name, wait_secs=0)
-    poll_for(lambda: not lc.supervisor.procs, timeout=30, what=f"{name}'s workers stopped")
+    cluster_helpers.kill_and_wait(lc, name)
     poll_for(lambda: not [p for p in child_pids(lc) if alive(p)], timeout=10,
              what="every shell child stopped with its worker")
 

@@ -10,14 +10,13 @@ holds), and so does the barrier mode: their counts end exact.
 
 from __future__ import annotations
 
-import glob
-import json
 import os
 import signal
 import time
 
 import pytest
 
+from cluster_helpers import kill_and_wait, worker_heartbeats
 from squall.deploy.local import LocalCluster
 from stateful_topos import expected_counts
 from test_stateful import CHECKPOINT_MS, TIMEOUT, acked_ids, stored_counts, word_count
@@ -42,26 +41,9 @@ def local(tmp_path_factory):
         lc.close("test done")
 
 
-def kill_and_wait(lc, name: str) -> None:
-    with lc.client() as nimbus:
-        nimbus.kill(name, wait_secs=0)
-    poll_for(lambda: not lc.supervisor.procs, timeout=30, what=f"{name}'s workers stopped")
-
-
-def heartbeats(lc) -> list[dict]:
-    out = []
-    for path in glob.glob(os.path.join(lc.base_dir, "workers", "*", "heartbeat.json")):
-        try:
-            with open(path) as fh:
-                out.append(json.load(fh))
-        except (OSError, ValueError):
-            pass
-    return out
-
-
 def worker_of(lc, component: str) -> int | None:
     """The pid of a live worker running a task of ``component``."""
-    for hb in heartbeats(lc):
+    for hb in worker_heartbeats(lc):
         comps = {s.get("component") for s in hb.get("tasks", {}).values()}
         if component in comps:
             return int(hb["pid"])
