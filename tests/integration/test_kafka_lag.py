@@ -14,7 +14,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafka_fixtures import broker_gets_right, committed, kill_and_wait, local_cluster, produce
+from cluster_helpers import kill_and_wait
+from kafka_fixtures import broker_gets_right, committed, local_cluster, produce
 from squall.client import TopologyBuilder
 from squall.client.web import read_token
 from squall.connectors.kafka import KafkaSpout, KafkaSpoutConfig

@@ -11,7 +11,8 @@ import os
 import psutil
 import pytest
 
-from kafka_fixtures import kill_and_wait, local_cluster, produce, read_all, worker_heartbeats
+from cluster_helpers import kill_and_wait, worker_heartbeats
+from kafka_fixtures import local_cluster, produce, read_all
 from squall.client.trident.state.redis_map import RedisMapState
 from test_trident_exactly_once import FAST, Observer, check_commit_order
 from zk_fixtures import poll_for
