@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """CompactRotatingMap: RotatingMap's semantics for the acker, in flat arrays.
 
 A pending tuple tree is one 64-bit root id, one 64-bit XOR value and 32 bits
@@ -111,7 +112,7 @@ class Bucket(OpenTable):
         return i
 
     def _resize(self) -> None:
-        old = (self.keys, self.vals, self.meta)
+        old = [self.keys, self.vals, self.meta]  # a list: compiled, each column an object
         self.__init__(self._grown_cap())  # type: ignore[misc]
         for k, v, m in zip(*old):
             if k > _TOMB:

@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """The acker's pure XOR ledger: Storm's Acker bolt logic without any IO.
 
 Per root (spout tuple tree) id the ledger keeps the 64-bit XOR ack value and
@@ -119,12 +120,13 @@ class AckerLedger:
         """``__ack_init``: the spout emitted root ``root`` with edge ids XORing to ``val``."""
         if root <= 1:
             return self._apply(root, val & _VAL_MASK, 0, spout_task)
-        val &= _VAL_MASK
+        uval = val & _VAL_MASK  # a C integer in the compiled build (ledger.pxd)
+        task = spout_task + 1
         for b in self.pending.buckets:
             i = b.find(root)
             if i >= 0:  # acks overtook the init
-                v = b.vals[i] ^ val
-                m = (b.meta[i] & _FAILED) | (spout_task + 1)
+                v = b.vals[i] ^ uval
+                m = (b.meta[i] & _FAILED) | task
                 if not v:
                     b.delete(i)
                     return TreeAcked(root, spout_task)
@@ -134,20 +136,20 @@ class AckerLedger:
                 b.vals[i] = v
                 b.meta[i] = m
                 return None
-        if not val:  # a spout tuple with no subscriber: complete at once
+        if not uval:  # a spout tuple with no subscriber: complete at once
             return TreeAcked(root, spout_task)
-        self.pending.buckets[0].insert(root, val, spout_task + 1)
+        self.pending.buckets[0].insert(root, uval, task)
         return None
 
     def ack(self, root: int, val: int) -> Instruction | None:
         """``__ack_ack``: XOR ``val`` (acked ids and newly anchored ids) into the tree."""
         if root <= 1:
             return self._apply(root, val & _VAL_MASK, 0, None)
-        val &= _VAL_MASK
+        uval = val & _VAL_MASK
         for b in self.pending.buckets:
             i = b.find(root)
             if i >= 0:
-                v = b.vals[i] ^ val
+                v = b.vals[i] ^ uval
                 m = b.meta[i]
                 task_plus_1 = m & _TASK_MASK
                 if task_plus_1:
@@ -159,7 +161,7 @@ class AckerLedger:
                         return TreeFailed(root, task_plus_1 - 1)
                 b.vals[i] = v
                 return None
-        self.pending.buckets[0].insert(root, val, 0)  # before its init: wait for it
+        self.pending.buckets[0].insert(root, uval, 0)  # before its init: wait for it
         return None
 
     def fail(self, root: int) -> Instruction | None:

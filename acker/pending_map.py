@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """PendingMap: the spout's pending trees, ``root -> (msg_id, emit time)``, in flat arrays.
 
 A spout task remembers each tree it emitted until the acker acks or fails it, or it

@@ -1,5 +1,9 @@
 """Compile Squall's per-tuple path with Cython, in place, from the same .py files.
 
+A module may have a ``.pxd`` beside it (Cython's augmenting declarations: cdef classes,
+C-typed attributes and locals); the compiled build takes its types from there while the
+``.py`` stays the one source of the logic and the pure-Python fallback.
+
 Run by scripts/setup.sh (``.venv/bin/python scripts/build_compiled.py``). The modules are
 squall._compiled.COMPILED; each gets a C extension beside its source, which the importer
 prefers (``SQUALL_PURE_PYTHON=1`` switches back to the source, see _compiled.py). A build
@@ -74,14 +78,18 @@ def build(modules: list[str]) -> None:
 
 
 def up_to_date(modules: list[str]) -> bool:
-    """Every module has an extension newer than its source (and than this script)."""
+    """Every module has an extension newer than its source, its .pxd and this script."""
     import importlib.machinery
     newest_input = os.path.getmtime(os.path.abspath(__file__))
     for m in modules:
         src = os.path.join(ROOT, _path(m) + ".py")
+        pxd = os.path.join(ROOT, _path(m) + ".pxd")  # its types, when it has some
+        inputs = [os.path.getmtime(src), newest_input]
+        if os.path.exists(pxd):
+            inputs.append(os.path.getmtime(pxd))
         exts = [os.path.join(ROOT, _path(m) + s) for s in importlib.machinery.EXTENSION_SUFFIXES]
         built = [os.path.getmtime(e) for e in exts if os.path.exists(e)]
-        if not built or max(built) < max(os.path.getmtime(src), newest_input):
+        if not built or max(built) < max(inputs):
             return False
     return True
 
