@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """The collectors user code emits through: spout, bolt and basic-bolt flavours.
 
 ``emit`` resolves the stream's routers, draws edge ids for anchored tuples
@@ -16,7 +17,6 @@ from __future__ import annotations
 import random
 import time
 from zlib import crc32 as _crc32
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..client import grouping as g
@@ -36,24 +36,27 @@ def new_id() -> int:
     return r
 
 
-@dataclass
 class Route:
     """How one declared output stream of a task is delivered."""
 
-    stream: str
-    fields: Fields
-    routers: list
-    direct: bool
-    #: Tasks that may receive emit_direct on this stream.
-    direct_targets: frozenset
-
-    def __post_init__(self) -> None:
-        self.nfields = len(self.fields)
+    def __init__(self, stream: str, fields: Fields, routers: list, direct: bool,
+                 direct_targets: frozenset):
+        self.stream = stream
+        self.fields = fields
+        self.routers = routers
+        self.direct = direct
+        #: Tasks that may receive emit_direct on this stream.
+        self.direct_targets = direct_targets
+        self.nfields = len(fields)
         #: Counted here, per stream, rather than on the task (worker/stats.py sums them).
         self.emitted = 0
         self.transferred = 0
         #: The one router of a non-direct stream with exactly one subscription (the fast path).
-        self.single = self.routers[0] if len(self.routers) == 1 and not self.direct else None
+        self.single = routers[0] if len(routers) == 1 and not direct else None
+
+    def __repr__(self) -> str:
+        return (f"Route(stream={self.stream!r}, fields={self.fields!r}, "
+                f"routers={self.routers!r}, direct={self.direct!r})")
 
 
 class _Base:

@@ -1,0 +1,48 @@
+# Types for the compiled build of collector.py (Cython's augmenting .pxd; see
+# acker/compact_map.pxd): the collectors and their routes as cdef classes, so the emit path
+# reads its own fields as C struct members instead of looking names up.
+cimport cython
+
+
+cdef class Route:
+    cdef public object stream, fields, single
+    cdef public list routers
+    cdef public bint direct
+    cdef public frozenset direct_targets
+    cdef public Py_ssize_t nfields, emitted, transferred
+
+
+cdef class _Base:
+    cdef public object ex, component, stats, transfer, lineage, deliver
+    cdef public dict routes
+    cdef public object task
+    cdef public bint debug
+
+    @cython.locals(r=Route, single=object)
+    cpdef tuple _resolve(self, object values, object stream, object direct_task)
+
+    cpdef _send(self, object t, list values, Route r, object ids)
+
+
+cdef class SpoutOutputCollector(_Base):
+    cdef public object pending, run
+    cdef public Py_ssize_t emits
+
+    @cython.locals(r=Route, i="Py_ssize_t", ack_val="unsigned long long",
+                   e="unsigned long long")
+    cpdef list emit(self, object values, object stream=*, object msg_id=*, object anchors=*,
+                    object direct_task=*)
+
+
+cdef class OutputCollector(_Base):
+    @cython.locals(r=Route)
+    cpdef list emit(self, object values, object stream=*, object anchors=*,
+                    object direct_task=*, object msg_id=*)
+
+    @cython.locals(r=Route, lists=object, targets=object)
+    cpdef list emit_anchored(self, object values, object stream, object anchor,
+                             object direct_task=*)
+
+
+cdef class BasicOutputCollector:
+    cdef public object out, input, emit
