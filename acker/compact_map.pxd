@@ -3,6 +3,8 @@
 # loops on C integers. The .py stays the reference and what SQUALL_PURE_PYTHON=1 runs.
 cimport cython
 
+cdef unsigned long long _EMPTY, _TOMB
+
 
 cdef class OpenTable:
     cdef public unsigned long long[::1] keys
@@ -10,7 +12,8 @@ cdef class OpenTable:
 
     cpdef _init_keys(self, Py_ssize_t cap)
 
-    @cython.locals(mask="unsigned long long", i="Py_ssize_t", k="unsigned long long")
+    @cython.locals(keys="unsigned long long[::1]", mask="unsigned long long", i="Py_ssize_t",
+                   k="unsigned long long")
     cpdef Py_ssize_t find(self, unsigned long long key)
 
     @cython.locals(mask="unsigned long long", i="Py_ssize_t")
@@ -18,10 +21,16 @@ cdef class OpenTable:
 
     cpdef delete(self, Py_ssize_t i)
 
+    cpdef _resize(self)
+
 
 cdef class Bucket(OpenTable):
     cdef public unsigned long long[::1] vals
     cdef public unsigned int[::1] meta
+
+    @cython.locals(keys="unsigned long long[::1]", vals="unsigned long long[::1]",
+                   meta="unsigned int[::1]", i="Py_ssize_t")
+    cpdef _resize(self)
 
     @cython.locals(i="Py_ssize_t")
     cpdef Py_ssize_t insert(self, unsigned long long key, unsigned long long val,

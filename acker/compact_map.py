@@ -23,6 +23,9 @@ from typing import Any, Iterator
 
 _EMPTY = 0
 _TOMB = 1
+#: The largest key the tables reserve (0 marks an empty slot, 1 a deleted one): keys up to
+#: it live in a side dict (C constants in the compiled build; this one is for other modules).
+RESERVED = _TOMB
 _MAX_LOAD = 0.7
 _MIN_CAP = 1024
 
@@ -112,11 +115,11 @@ class Bucket(OpenTable):
         return i
 
     def _resize(self) -> None:
-        old = [self.keys, self.vals, self.meta]  # a list: compiled, each column an object
+        keys, vals, meta = self.keys, self.vals, self.meta
         self.__init__(self._grown_cap())  # type: ignore[misc]
-        for k, v, m in zip(*old):
-            if k > _TOMB:
-                self.insert(k, v, m)
+        for i in range(len(keys)):  # by index: a C loop in the compiled build
+            if keys[i] > _TOMB:
+                self.insert(keys[i], vals[i], meta[i])
 
     def items(self) -> Iterator[tuple[int, int, int]]:
         for k, v, m in zip(self.keys, self.vals, self.meta):

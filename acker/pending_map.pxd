@@ -16,6 +16,10 @@ cdef class PendingBucket(OpenTable):
 
     cpdef delete(self, Py_ssize_t i)
 
+    @cython.locals(keys="unsigned long long[::1]", ids="long long[::1]", times="double[::1]",
+                   objs=list, i="Py_ssize_t")
+    cpdef _resize(self)
+
 
 cdef class PendingMap:
     cdef public object buckets
