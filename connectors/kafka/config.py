@@ -238,7 +238,13 @@ class KafkaSpoutConfig:
                  # librdkafka's own offset store and commits stay off: the spout commits
                  # exactly the offsets its guarantee allows.
                  "enable.auto.commit": False, "enable.auto.offset.store": False,
-                 "enable.partition.eof": False}
+                 "enable.partition.eof": False,
+                 # librdkafka stops fetching a partition whose local queue holds
+                 # queued.min.messages and looks again only after this backoff (1 s by
+                 # default): a spout that drains 100k records in less than that then waits
+                 # for data, and polling without blocking (as a spout must) hits it every
+                 # time. Measured against Tansu: 330k records/s at the default, 1.7-2.5M here.
+                 "fetch.queue.backoff.ms": 10}
         if self.at_least_once:
             # As Storm: an offset gone from the log (retention) restarts at the earliest
             # record kept rather than skipping to the end (Kafka's default).

@@ -199,7 +199,11 @@ def test_guarantees_and_strategies_are_taken_by_name_and_topics_sorted():
                          first_poll_offset_strategy="LATEST")
     assert c.topics == ("a", "b")
     assert c.processing_guarantee is ProcessingGuarantee.AT_MOST_ONCE
-    assert c.consumer_props("g", "h:1")["enable.auto.commit"] is False
+    props = c.consumer_props("g", "h:1")
+    assert props["enable.auto.commit"] is False
+    assert props["fetch.queue.backoff.ms"] == 10  # librdkafka's 1 s starves a fast spout
+    assert KafkaSpoutConfig("h:1", topics=["a"], props={"fetch.queue.backoff.ms": 50}) \
+        .consumer_props("g", "h:1")["fetch.queue.backoff.ms"] == 50
     assert c.servers({}) == "h:1"
     assert KafkaSpoutConfig(topics=["a"]).servers({"kafka.bootstrap.servers": "k:9"}) == "k:9"
     with pytest.raises(KafkaConfigError, match="no bootstrap_servers"):
