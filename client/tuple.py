@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """The tuple a bolt receives, and Storm's system component and stream names.
 
 A :class:`Tuple` is deliberately light (``__slots__``, no per-tuple dicts
@@ -55,6 +56,10 @@ class Fields:
     def select(self, selected: Sequence[str], values: Sequence[Any]) -> list[Any]:
         idx = self.index
         return [values[idx[f]] for f in selected]
+
+    def __reduce__(self) -> tuple:
+        # Spelt out so the compiled class (tuple.pxd) and the source pickle alike.
+        return Fields, (self.names,)
 
 
 _NO_FIELDS = Fields([])
@@ -142,3 +147,15 @@ class Tuple:
     def __repr__(self) -> str:
         return (f"Tuple(source={self.source_component}:{self.source_task}, "
                 f"stream={self.source_stream}, values={self.values!r})")
+
+    def __reduce__(self) -> tuple:
+        # Spelt out so the compiled class (tuple.pxd) and the source pickle alike.
+        return _restore, (self.values, self.source_component, self.source_stream,
+                          self.source_task, self.ids, self.fields, self.ack_val)
+
+
+def _restore(values: list, source_component: str, source_stream: str, source_task: int,
+             ids: dict | None, fields: Fields, ack_val: int) -> Tuple:
+    t = Tuple(values, source_component, source_stream, source_task, ids, fields)
+    t.ack_val = ack_val
+    return t

@@ -1,7 +1,9 @@
 # Types for the compiled build of collector.py (Cython's augmenting .pxd; see
 # acker/compact_map.pxd): the collectors and their routes as cdef classes, so the emit path
-# reads its own fields as C struct members instead of looking names up.
+# reads its own fields, and the anchors' ids and ack values, as C struct members instead of
+# looking names up (nonecheck on: a None where a Tuple belongs raises, never crashes).
 cimport cython
+from squall.client.tuple cimport Tuple
 
 
 cdef class Route:
@@ -35,12 +37,12 @@ cdef class SpoutOutputCollector(_Base):
 
 
 cdef class OutputCollector(_Base):
-    @cython.locals(r=Route)
+    @cython.locals(r=Route, a=Tuple, e="unsigned long long")
     cpdef list emit(self, object values, object stream=*, object anchors=*,
                     object direct_task=*, object msg_id=*)
 
-    @cython.locals(r=Route, lists=object, targets=object)
-    cpdef list emit_anchored(self, object values, object stream, object anchor,
+    @cython.locals(r=Route, lists=object, targets=object, e="unsigned long long")
+    cpdef list emit_anchored(self, object values, object stream, Tuple anchor,
                              object direct_task=*)
 
 

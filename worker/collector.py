@@ -1,4 +1,4 @@
-# cython: annotation_typing=False
+# cython: annotation_typing=False, nonecheck=True
 """The collectors user code emits through: spout, bolt and basic-bolt flavours.
 
 ``emit`` resolves the stream's routers, draws edge ids for anchored tuples
@@ -217,6 +217,11 @@ class OutputCollector(_Base):
         r, values, targets = self._resolve(values, stream, direct_task)
         acking = anchors and self.ex.acking
         lineage = self.lineage
+        if acking:
+            for a in anchors:
+                if type(a) is not Tuple:
+                    raise TypeError(f"component {self.component!r} anchored an emit to a "
+                                    f"{type(a).__name__}: anchors are the Tuples it received")
         for t in targets:
             ids = None
             if acking:

@@ -1,0 +1,13 @@
+# Types for the compiled build of tuple.py (Cython's augmenting .pxd; see
+# acker/compact_map.pxd): the tuple as a cdef class, so the collectors read its anchor ids
+# and XOR its ack value as C struct members.
+
+
+cdef class Fields:
+    cdef public list names
+    cdef public dict index
+
+
+cdef class Tuple:
+    cdef public object values, source_component, source_stream, source_task, ids, fields
+    cdef public unsigned long long ack_val
