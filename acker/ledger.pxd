@@ -17,3 +17,9 @@ cdef class AckerLedger:
     @cython.locals(b=Bucket, i="Py_ssize_t", v="unsigned long long", m="unsigned int",
                    uval="unsigned long long", task_plus_1="unsigned int")
     cpdef object ack(self, object root, object val)
+
+    @cython.locals(i="Py_ssize_t", out=list)
+    cpdef list init_all(self, object flat)
+
+    @cython.locals(i="Py_ssize_t", out=list)
+    cpdef list ack_all(self, object flat)

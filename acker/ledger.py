@@ -16,6 +16,7 @@ is 0, or fails when the init has been seen and a fail arrived.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from .compact_map import CompactRotatingMap
 
@@ -163,6 +164,26 @@ class AckerLedger:
                 return None
         self.pending.buckets[0].insert(root, uval, 0)  # before its init: wait for it
         return None
+
+    def init_all(self, flat: Sequence[int]) -> list[Instruction]:
+        """:meth:`init` for each ``root, val, spout_task`` triple of a batched
+        ``__ack_init`` tuple's flat list; the instructions that came of them."""
+        out = []
+        for i in range(0, len(flat) - 2, 3):
+            r = self.init(flat[i], flat[i + 1], flat[i + 2])
+            if r is not None:
+                out.append(r)
+        return out
+
+    def ack_all(self, flat: Sequence[int]) -> list[Instruction]:
+        """:meth:`ack` for each ``root, val`` pair of a batched ``__ack_ack`` tuple's flat
+        list; the instructions that came of them."""
+        out = []
+        for i in range(0, len(flat) - 1, 2):
+            r = self.ack(flat[i], flat[i + 1])
+            if r is not None:
+                out.append(r)
+        return out
 
     def fail(self, root: int) -> Instruction | None:
         """``__ack_fail``: mark the tree failed (and refresh its timeout, as Storm does)."""

@@ -650,25 +650,18 @@ class AckerExecutor(Executor):
         ledger = self.ledgers[task]
         stream = tup.source_stream
         flat = tup.values[0]
-        results = []
         if stream == ACKER_ACK_STREAM_ID:
-            ack = ledger.ack
-            for i in range(0, len(flat) - 1, 2):
-                r = ack(flat[i], flat[i + 1])
-                if r is not None:
-                    results.append(r)
+            results = ledger.ack_all(flat)
         elif stream == ACKER_INIT_STREAM_ID:
-            init = ledger.init
-            for i in range(0, len(flat) - 2, 3):
-                r = init(flat[i], flat[i + 1], flat[i + 2])
-                if r is not None:
-                    results.append(r)
+            results = ledger.init_all(flat)
         elif stream == ACKER_FAIL_STREAM_ID:
+            results = []
             for root in flat:
                 r = ledger.fail(root)
                 if r is not None:
                     results.append(r)
         elif stream == ACKER_RESET_TIMEOUT_STREAM_ID:
+            results = []
             for root in flat:
                 r = ledger.reset_timeout(root)
                 if r is not None:

@@ -203,3 +203,25 @@ def test_random_trees_complete_exactly_at_their_last_message(ledger, seed):
                 completed += 1
         assert len(ledger) == 0
     assert completed == 200
+
+
+def test_batched_init_and_ack_lists_answer_as_the_single_calls(ledger):
+    """The acker executor hands a whole ``__ack_init`` / ``__ack_ack`` tuple's flat list to
+    init_all / ack_all: the same instructions, in order, as one call per entry."""
+    rng = random.Random(5)
+    roots = [rng.getrandbits(64) | 2 for _ in range(300)]
+    edges = [rng.getrandbits(64) | 1 for _ in roots]
+    single = AckerLedger()
+    inits = [x for r, e in zip(roots, edges) for x in (r, e, TASK)]
+    # Some trees acked before their init, some after; one ack leaves its tree pending.
+    early = [x for r, e in zip(roots[:100], edges[:100]) for x in (r, e)]
+    late = [x for r, e in zip(roots[100:], edges[100:]) for x in (r, e)]
+    late[1] ^= 1
+    want = [single.ack(*early[i:i + 2]) for i in range(0, len(early), 2)]
+    want += [single.init(*inits[i:i + 3]) for i in range(0, len(inits), 3)]
+    want += [single.ack(*late[i:i + 2]) for i in range(0, len(late), 2)]
+    got = ledger.ack_all(early) + ledger.init_all(inits) + ledger.ack_all(late)
+    assert got == [r for r in want if r is not None]
+    assert len(got) == 299 and all(type(r) is TreeAcked for r in got)
+    assert len(ledger) == len(single) == 1
+    assert ledger.ack_all([]) == [] and ledger.init_all([roots[0]]) == []  # a ragged tail
