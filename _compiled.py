@@ -22,13 +22,15 @@ import os
 import sys
 
 #: The per-tuple path: collectors and routing, groupings, the tuple, the executor loop,
-#: frames, queues, transfer and receive, the acker ledger and its maps.
+#: frames, queues, transfer and receive, the acker ledger and its maps, the per-task
+#: counters and latency histograms (one record per acked tree).
 COMPILED = (
     "squall.acker.compact_map",
     "squall.acker.ledger",
     "squall.acker.pending_map",
     "squall.acker.rotating_map",
     "squall.client.grouping",
+    "squall.client.histogram",
     "squall.client.tuple",
     "squall.worker.collector",
     "squall.worker.dedupe",
@@ -38,6 +40,7 @@ COMPILED = (
     "squall.worker.loop",
     "squall.worker.queue",
     "squall.worker.receiver",
+    "squall.worker.stats",
     "squall.worker.transfer",
 )
 ENV = "SQUALL_PURE_PYTHON"
