@@ -11,6 +11,7 @@ crashed worker stays down. ``squall local`` runs the real daemons instead
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import shutil
@@ -32,6 +33,9 @@ from ..supervisor.supervisor import worker_environment
 from .net import free_ports
 
 log = logging.getLogger("squall.static")
+
+#: The counter in a StaticCluster's topology id (see StaticCluster.__init__).
+_RUNS = itertools.count(1)
 
 
 def even_assignment(topology: Topology, worker_ids: list[str]) -> dict[str, list[int]]:
@@ -88,7 +92,10 @@ class StaticCluster:
         self.initial_status = WorkerStatus(initial_status)
         #: Workers talk over ipc:// (one host); False: over tcp:// as across hosts.
         self.ipc = ipc
-        self.topology_id = f"{name}-1-{int(time.time())}"
+        # Storm's name-counter-timestamp, counted per process as Nimbus counts: two runs of
+        # one topology started within a second are two topologies (a Kafka spout tells its
+        # own commits from another's by this id).
+        self.topology_id = f"{name}-{next(_RUNS)}-{int(time.time())}"
         self.workers: list[WorkerProc] = []
         self.assignment: dict[str, list[int]] = {}
 
