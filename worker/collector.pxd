@@ -45,6 +45,9 @@ cdef class OutputCollector(_Base):
     cpdef list emit_anchored(self, object values, object stream, Tuple anchor,
                              object direct_task=*)
 
+    @cython.locals(av="unsigned long long", pa=dict)
+    cpdef ack(self, Tuple tup)
+
 
 cdef class BasicOutputCollector:
     cdef public object out, input, emit

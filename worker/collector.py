@@ -297,6 +297,9 @@ class OutputCollector(_Base):
 
     def ack(self, tup: Tuple) -> None:
         """The tuple is fully processed (after any anchored emits)."""
+        if type(tup) is not Tuple:
+            raise TypeError(f"component {self.component!r} acked a {type(tup).__name__}: "
+                            "ack takes a Tuple it received")
         ids = tup.ids
         if ids:
             av = tup.ack_val
