@@ -7,8 +7,10 @@ those modules only, whether the extension or the source is loaded:
 
 * ``SQUALL_PURE_PYTHON=1`` in the environment: the source, always (CI runs a subset this
   way so both stay correct; worker processes inherit the variable);
-* a source newer than its extension (edited since the last build): the source, with one
-  warning naming the module, so a stale build never runs code that is not in the file.
+* a source newer than its extension (edited since the last build): every compiled module
+  from its source, with one line naming the stale ones, so a stale build never runs code
+  that is not in the file (and a typed module never meets a class from a source whose
+  layout it was not built against).
 
 It is imported first by ``squall/__init__.py``; it imports nothing of Squall.
 """
@@ -65,32 +67,47 @@ def pure() -> bool:
     return os.environ.get(ENV, "").strip() not in ("", "0", "false", "no")
 
 
+def stale_sources() -> list[str]:
+    """The compiled modules whose source is newer than their build (or unreadable)."""
+    out = []
+    for m in COMPILED:
+        ext = extension_path(m)
+        if ext is None:
+            continue
+        try:
+            if os.path.getmtime(source_path(m)) > os.path.getmtime(ext):
+                out.append(m)
+        except OSError:
+            out.append(m)
+    return out
+
+
 class _SourceFirst(importlib.abc.MetaPathFinder):
-    """Loads a compiled module from its source when asked to, or when the build is stale."""
+    """Loads the compiled modules from their sources when asked to, or when the build is
+    stale. All of them or none: the typed modules share C struct layouts (a ``.pxd``
+    cimports another's class), so a class from a source cannot stand in for the compiled
+    one another compiled module was built against."""
 
     def __init__(self) -> None:
-        self.warned: set[str] = set()
+        self.stale: list[str] | None = None  # decided at the first compiled import
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in COMPILED:
             return None
-        ext = extension_path(fullname)
-        if ext is None:
+        if extension_path(fullname) is None:
             return None  # not built: the normal import finds the source
-        src = source_path(fullname)
         if not pure():
-            try:
-                stale = os.path.getmtime(src) > os.path.getmtime(ext)
-            except OSError:
-                return None
-            if not stale:
+            if self.stale is None:
+                self.stale = stale_sources()
+                if self.stale:  # one line on stderr, not a warning (tests make warnings
+                    names = ", ".join(os.path.relpath(source_path(m), ROOT)  # errors; this
+                                      for m in self.stale)                 # is for a person)
+                    sys.stderr.write(f"squall: {names} newer than the compiled build; running "
+                                     "every compiled module from its source (rebuild with "
+                                     "`bash scripts/setup.sh`)\n")
+            if not self.stale:
                 return None  # the normal import finds the extension first
-            if fullname not in self.warned:  # one line on stderr, not a warning (tests make
-                self.warned.add(fullname)     # warnings errors; this one is for a person)
-                sys.stderr.write(f"squall: {os.path.relpath(src, ROOT)} is newer than its "
-                                 "compiled build; running the source (rebuild with "
-                                 "`bash scripts/setup.sh`)\n")
-        return importlib.util.spec_from_file_location(fullname, src)
+        return importlib.util.spec_from_file_location(fullname, source_path(fullname))
 
 
 def install() -> None:

@@ -48,18 +48,26 @@ def test_the_switch_runs_the_sources_and_the_classes_behave_the_same():
     assert {"squall.client.tuple", "squall.worker.collector", "squall.worker.executor"} <= shown
 
 
-def test_a_source_newer_than_its_build_runs_as_source(monkeypatch, capsys):
-    name = "squall.worker.frame"
+def test_a_source_newer_than_its_build_runs_every_compiled_module_as_source(monkeypatch,
+                                                                           capsys):
+    """One stale source switches the whole set: the typed modules share struct layouts (the
+    collector was built against the compiled Tuple), so they load from source together."""
+    name = "squall.worker.collector"
     if _compiled.extension_path(name) is None:
         pytest.skip("no compiled build here")
-    finder = _compiled._SourceFirst()
     monkeypatch.delenv(_compiled.ENV, raising=False)
-    assert finder.find_spec(name) is None  # fresh build: the extension is imported
+    assert _compiled._SourceFirst().find_spec(name) is None  # fresh: the extension
     real = os.path.getmtime
-    built = real(_compiled.extension_path(name))
-    monkeypatch.setattr(os.path, "getmtime",  # the source edited a second after the build
-                        lambda p: built + 1 if p.endswith(".py") else real(p))
-    spec = finder.find_spec(name)
-    assert spec is not None and spec.origin.endswith(os.path.join("worker", "frame.py"))
-    assert "newer than its compiled build" in capsys.readouterr().err
+    edited = _compiled.source_path("squall.client.tuple")
+    built = real(_compiled.extension_path("squall.client.tuple"))
+    monkeypatch.setattr(os.path, "getmtime",  # tuple.py edited a second after the build
+                        lambda p: built + 1 if p == edited else real(p))
+    finder = _compiled._SourceFirst()
+    for module, path in ((name, os.path.join("worker", "collector.py")),
+                         ("squall.client.tuple", os.path.join("client", "tuple.py")),
+                         ("squall.worker.frame", os.path.join("worker", "frame.py"))):
+        spec = finder.find_spec(module)
+        assert spec is not None and spec.origin.endswith(path)
+    err = capsys.readouterr().err
+    assert err.count("newer than the compiled build") == 1 and "client/tuple.py" in err
     assert finder.find_spec("squall.nimbus.nimbus") is None  # not in the list: untouched
