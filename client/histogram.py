@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """A latency histogram with log-spaced buckets: cheap to record, exact to merge and subtract.
 
 Storm's UI shows latencies over 10 minutes, 3 hours, a day and all time. A reservoir of

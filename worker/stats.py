@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """Per-task counters and latency histograms a worker reports in its heartbeat.
 
 Storm's executor stats, kept cumulative (since the worker started) so that Nimbus can
