@@ -165,14 +165,14 @@ class CompactRotatingMap:
         return sum(b.live for b in self.buckets) + len(self._odd)
 
     def __contains__(self, key: object) -> bool:
-        if not isinstance(key, int):
-            return False
+        if not isinstance(key, int) or key >> 64:
+            return False  # (the compiled tables take 64-bit keys only)
         if key <= _TOMB:
             return key in self._odd
         return self.locate(key) is not None
 
     def get(self, key: int, default: int | None = None) -> int | None:
-        if key <= _TOMB:
+        if key <= _TOMB or key >> 64:  # no 64-bit table key: only the side dict may have it
             e = self._odd.get(key)
             return default if e is None else e[1]
         loc = self.locate(key)
@@ -211,7 +211,7 @@ class CompactRotatingMap:
         self.buckets[0].insert(key, val, meta)
 
     def pop(self, key: int, default: int | None = None) -> int | None:
-        if key <= _TOMB:
+        if key <= _TOMB or key >> 64:
             e = self._odd.pop(key, None)
             return default if e is None else e[1]
         loc = self.locate(key)

@@ -149,7 +149,7 @@ class PendingMap:
         self.buckets[0].insert(key, value[0], value[1])
 
     def get(self, key: int, default: Any = None) -> Any:
-        if key <= RESERVED:
+        if key <= RESERVED or key >> 64:  # no 64-bit table key: only the side dict may have it
             e = self._odd.get(key)
             return default if e is None else e[1]
         b, i = self._locate(key)
@@ -157,7 +157,7 @@ class PendingMap:
 
     def pop(self, key: int, default: Any = None) -> Any:
         """Remove ``key`` and return its (msg_id, t0), or ``default``."""
-        if key <= RESERVED:
+        if key <= RESERVED or key >> 64:  # (an ack's root comes from the wire)
             e = self._odd.pop(key, None)
             return default if e is None else e[1]
         for b in self.buckets:

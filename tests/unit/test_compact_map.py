@@ -76,3 +76,12 @@ def test_a_pending_tree_costs_well_under_100_bytes():
         cm.put(rng.getrandbits(64) | 2, rng.getrandbits(64) | (3 << 64))
     # Arrays only: 20 bytes a slot at most 70% full (plus growth slack).
     assert cm.nbytes() / n < 64
+
+
+def test_a_key_beyond_64_bits_is_not_in_the_map():
+    """The acker's reset_timeout asks ``root in pending`` for a root from the wire."""
+    m = CompactRotatingMap(3)
+    m.put(12345, 9)
+    for key in (1 << 64, (1 << 80) + 12345):
+        assert key not in m and m.get(key) is None and m.pop(key, "none") == "none"
+    assert m.get(12345) == 9

@@ -132,3 +132,13 @@ def test_under_100_bytes_a_pending_tree_with_int_message_ids():
     assert len(pm) == n
     # Int message ids are stored by value: the map keeps no int objects, only its columns.
     assert per < 100, per
+
+
+def test_a_root_beyond_64_bits_is_not_pending():
+    """An ack's root comes from the wire: one no spout could draw is simply not pending (the
+    compiled tables take 64-bit keys; the lookups must not raise on others)."""
+    pm = PendingMap(3)
+    pm.add(12345, 7, 1.0)
+    for key in (1 << 64, (1 << 80) + 12345, -5):
+        assert key not in pm and pm.get(key) is None and pm.pop(key, "none") == "none"
+    assert pm.pop(12345) == (7, 1.0)
