@@ -218,6 +218,8 @@ class OutputCollector(_Base):
         acking = anchors and self.ex.acking
         lineage = self.lineage
         if acking:
+            if type(anchors) is not list and type(anchors) is not tuple:
+                anchors = list(anchors)  # walked once per target: a generator would run dry
             for a in anchors:
                 if type(a) is not Tuple:
                     raise TypeError(f"component {self.component!r} anchored an emit to a "

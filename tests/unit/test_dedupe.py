@@ -106,6 +106,28 @@ def test_a_restarted_spout_repeats_its_edges_only_when_its_ids_name_messages(sta
     assert (run() == run()) is stable
 
 
+def test_anchors_given_as_a_generator_anchor_every_copy_and_anything_else_is_refused():
+    """emit walks the anchors once per target task: a generator is read once, not run dry
+    after the first copy; an anchor that is not a received Tuple is a TypeError."""
+    spout, sink, _ = _collector(SpoutOutputCollector, False, [5], _Pending())
+    spout.emit(["a"], msg_id=1)
+    spout.emit(["b"], msg_id=2)
+    anchors = [t for _, t in sink.got]
+    bolt, bsink, _ = _collector(OutputCollector, False, [6, 7])
+    bolt.routes["default"] = Route("default", Fields(["w"]), [ShuffleRouter([6]),
+                                                              ShuffleRouter([7])], False,
+                                   frozenset())
+    bolt.emit(["x"], anchors=(a for a in anchors))
+    copies = [t for _, t in bsink.got]
+    assert [t for t, _ in bsink.got] == [6, 7]
+    roots = {r for a in anchors for r in a.ids}
+    assert all(set(c.ids) == roots for c in copies)
+    with pytest.raises(TypeError):
+        bolt.emit(["y"], anchors=[anchors[0], SimpleNamespace(ids={3: 4}, ack_val=0)])
+    with pytest.raises(TypeError):
+        bolt.ack(SimpleNamespace(ids={3: 4}, ack_val=0))
+
+
 # -- the keys a stateful task keeps -----------------------------------------------------
 
 class Clock:
