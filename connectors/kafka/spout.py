@@ -344,7 +344,8 @@ class KafkaSpout(CheckpointedSpout):
             if part is None:
                 continue  # fetched before the partition was given up
             offset = msg.offset()
-            fast = plain and (part.key is not None or not tracked)
+            # An int id as _key makes it: a partition key and an offset that fits its bits.
+            fast = plain and (not tracked or part.key is not None and offset <= _OFFSET_MASK)
             if fast and alo:
                 fast = part.limit is None and part.seeked is None and \
                     part.offsets.emit_next(offset)
