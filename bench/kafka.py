@@ -10,7 +10,10 @@ free loopback port and filled with the workload's sentences (bench/topologies.py
 1. spout alone: records/s of one KafkaSpout task (AT_LEAST_ONCE, and NO_GUARANTEE) into a
    sink that acks, against a bare confluent-kafka consumer loop reading the same topic
    (``consume`` batches, each record's value touched; the spout's consumer properties) in
-   one process, both between 10 % and 90 % of the records. Target >= 0.8x.
+   one process, both between 10 % and 90 % of the records. Target >= 0.8x. Beside them,
+   the floor: the bare loop plus only the Python any runtime needs to hand each record to
+   a Python bolt as a tracked tuple (the translator's fields, the Tuple, the sink's
+   execute, the offset tracking), as a ratio to bare loops interleaved with it.
 2. Kafka -> word count -> Kafka, acked (bench/kafka_topologies.py: 2 workers, parallelism
    2, counts written once a tick with every sentence tree completing only once its counts
    are in Kafka) against bench/bench.py's acked word count run just before. Target >= 0.7x.
@@ -93,6 +96,50 @@ def bare_consumer(servers: str, topic: str, n: int, partitions: int) -> float:
     return 0.8 * n / (t90 - t10)
 
 
+class _NoAck:
+    def ack(self, tup) -> None:
+        pass
+
+
+def floor_consumer(servers: str, topic: str, n: int, partitions: int) -> float:
+    """Records/s of the bare loop doing, per record, only what any runtime must do in Python
+    to hand a Kafka record to a Python bolt as a tracked tuple: read the default
+    translator's five fields, build the Tuple, call the sink's ``execute`` (its ack a no-op)
+    and mark the offset emitted and acked (the spout's offset tracking). No routing, queue,
+    pending map, acker or spout callback: an upper bound for any runtime's spout + sink."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from squall.client.tuple import Fields, Tuple
+    from squall.connectors.kafka import KafkaSpoutConfig
+    from squall.connectors.kafka.offsets import PartitionOffsets
+    group = f"floor-{uuid.uuid4().hex}"
+    c = Consumer(KafkaSpoutConfig(servers, topics=[topic]).consumer_props(group, servers))
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    fields = Fields(["topic", "partition", "offset", "key", "value"])
+    sink = KT.AckSink()
+    sink.prepare({}, None, _NoAck())
+    execute = sink.execute
+    offsets = [PartitionOffsets(0) for _ in range(partitions)]
+    got = 0
+    t10 = t90 = None
+    while got < n:
+        for m in c.consume(500, 1.0):
+            if m.error() is None:
+                p, off = m.partition(), m.offset()
+                track = offsets[p]
+                track.emit_next(off)
+                execute(Tuple([m.topic(), p, off, m.key(), m.value()], KT.SPOUT, "default", 1,
+                              None, fields))
+                track.acked(off)
+                got += 1
+        if t10 is None and got >= 0.1 * n:
+            t10 = time.perf_counter()
+        if t90 is None and got >= 0.9 * n:
+            t90 = time.perf_counter()
+    c.close()
+    return 0.8 * n / (t90 - t10)
+
+
 def run_static(name: str, builder, conf: dict, target: float, series_fn, timeout: float) -> dict:
     """Start a StaticCluster, wait until ``series_fn`` totals ``target``; the 10-90 % rate."""
     from squall.deploy.static import StaticCluster
@@ -134,6 +181,17 @@ def fig_spout(kafka: LocalKafka, n: int) -> dict:
         bare.append(bare_consumer(kafka.bootstrap_servers, topic, n, 4))
         out[guarantee] = r["steady_per_s"]
         log(f"  spout {guarantee}: {r['steady_per_s']:,.0f} records/s")
+    # The floor, interleaved with bare loops of its own: the same broker state for both.
+    floor, bare_f = [], []
+    for _ in range(3):
+        bare_f.append(bare_consumer(kafka.bootstrap_servers, topic, n, 4))
+        floor.append(floor_consumer(kafka.bootstrap_servers, topic, n, 4))
+    out["floor_runs"] = floor
+    out["floor"] = sorted(floor)[1]
+    out["floor_ratio"] = sorted(f / b for f, b in zip(floor, bare_f))[1]
+    log(f"  floor (fields, Tuple, sink execute, offset tracking; no runtime): "
+        f"{', '.join(f'{f:,.0f}' for f in floor)} records/s, median ratio "
+        f"{out['floor_ratio']:.2f} to its own bare loops")
     out["bare_consumer_runs"] = bare
     out["bare_consumer"] = sorted(bare)[len(bare) // 2]
     for g in ("AT_LEAST_ONCE", "NO_GUARANTEE"):
@@ -232,6 +290,8 @@ def main() -> None:
         ("bare confluent-kafka consumer (baseline)", f"{s['bare_consumer']:,.0f} rec/s", "1.00", ""),
         ("KafkaSpout, AT_LEAST_ONCE, 1 task", f"{s['AT_LEAST_ONCE']:,.0f} rec/s",
          f"{s['AT_LEAST_ONCE_ratio']:.2f}", ">= 0.8"),
+        ("floor: tuple to a Python sink, no runtime", f"{s['floor']:,.0f} rec/s",
+         f"{s['floor_ratio']:.2f}", ""),
         ("KafkaSpout, NO_GUARANTEE, 1 task", f"{s['NO_GUARANTEE']:,.0f} rec/s",
          f"{s['NO_GUARANTEE_ratio']:.2f}", ">= 0.8"),
         ("bench word count, acked (baseline)", f"{p['wordcount_words_per_s']:,.0f} words/s", "1.00", ""),
