@@ -27,13 +27,25 @@ from typing import Any, Callable, Mapping
 from urllib.parse import quote, unquote
 
 from . import config as cfg
+from .contract import cut_error
 # The errors are part of this interface; they live with the others in errors.py.
-from .errors import NO_NODE, ClusterStateError, NotFound, VersionConflict, ZooKeeperUnavailable  # noqa: F401
+from .errors import (NO_NODE, ClusterStateError, NodeTooLarge, NotFound,  # noqa: F401
+                     VersionConflict, ZooKeeperUnavailable)
 
 log = logging.getLogger("squall.cluster_state")
 
 #: How many recent errors each component keeps (Storm's ``reportError`` also keeps 10).
 MAX_ERRORS_PER_COMPONENT = 10
+#: The most data a write may carry. ZooKeeper's ``jute.maxbuffer`` (1 MiB by default) bounds
+#: a whole request, path and header included, and a server that gets a larger one closes the
+#: session: every write is checked against this first and refused with NodeTooLarge.
+MAX_NODE_BYTES = 1_000_000
+
+
+def check_node_size(path: str, data: bytes, op: str = "write") -> None:
+    """Raise :class:`NodeTooLarge` if ``data`` is more than a node may hold."""
+    if len(data) > MAX_NODE_BYTES:
+        raise NodeTooLarge(path, len(data), MAX_NODE_BYTES, op)
 # --- paths and encoding ---------------------------------------------------------
 @dataclass(frozen=True)
 class WatchEvent:
@@ -167,7 +179,8 @@ class ClusterState(abc.ABC):
     @abc.abstractmethod
     def _write(self, path: str, data: bytes, version: int | None) -> int:
         """Create or overwrite (``version=None``), create only (:data:`NO_NODE`) or set at
-        ``version``; a failed condition raises :class:`VersionConflict`. Returns the new version."""
+        ``version``; a failed condition raises :class:`VersionConflict`, data over
+        :data:`MAX_NODE_BYTES` :class:`NodeTooLarge`. Returns the new version."""
 
     @abc.abstractmethod
     def _delete_trees(self, paths: list[str]) -> None:
@@ -301,7 +314,7 @@ class ClusterState(abc.ABC):
         Workers report concurrently, so this is a compare-and-set loop on the node's version.
         """
         path = self.paths.errors(storm_id, component)
-        record = {"error": text, "time": time, "host": host, "port": port, "task": task}
+        record = {"error": cut_error(text), "time": time, "host": host, "port": port, "task": task}
         for _ in range(50):
             found = self._read(path, None)
             records, version = ([], NO_NODE) if found is None else (decode(found[0], path), found[1])

@@ -50,6 +50,23 @@ EXIT_USER_CODE = 20       #: a component's code raised; the worker died, as in S
 EXIT_PARENT_GONE = 21     #: the process that launched it died
 
 
+#: An error report's text is cut to this many characters where it is made, and again by each
+#: daemon that passes it on: a user's exception message can be megabytes, and every hop (the
+#: heartbeat file, the supervisor's gRPC report, the ZooKeeper node holding a component's last
+#: errors) has a limit. The worker's log keeps the whole text.
+MAX_ERROR_CHARS = 4096
+#: A component name in an error report (Nimbus refuses longer names at submit).
+MAX_COMPONENT_CHARS = 256
+
+
+def cut_error(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text`` if it fits ``limit`` characters, else its head and a note of its length."""
+    if len(text) <= limit:
+        return text
+    note = f" ... [cut: {len(text):,} characters in all; the worker's log has the whole text]"
+    return text[:max(limit - len(note), 0)] + note
+
+
 class ContractError(SquallError):
     """A record that does not fit the contract: missing fields, wrong types, newer version."""
 

@@ -94,6 +94,17 @@ class NotFound(ClusterStateError):
     """The node an operation needs does not exist."""
 
 
+class NodeTooLarge(ClusterStateError):
+    """A write larger than a node may hold; refused before it is sent. Permanent for that
+    data: ZooKeeper answers an oversized request by dropping the whole session."""
+
+    def __init__(self, path: str, size: int, limit: int, op: str = "write"):
+        self.size = size
+        self.limit = limit
+        super().__init__(f"{op} {path}: {size:,} bytes is more than a node holds "
+                         f"({limit:,}); not written", op, path)
+
+
 class VersionConflict(ClusterStateError):
     """A versioned write lost a race: the node's version is not ``expected`` any more."""
 

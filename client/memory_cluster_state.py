@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import Any, Callable, Mapping
 
 from .cluster_state import (NO_NODE, ClusterState, ClusterStateError, Paths, VersionConflict, Watch,
-                            WatchEvent)
+                            WatchEvent, check_node_size)
 
 
 class MemoryStore:
@@ -155,6 +155,8 @@ class InMemoryClusterState(ClusterState):
         return self._run(op)
 
     def _write(self, path: str, data: bytes, version: int | None) -> int:
+        check_node_size(path, data)
+
         def op(fired):
             node = self.store.nodes.get(path)
             if version == NO_NODE and node is not None:
@@ -171,6 +173,8 @@ class InMemoryClusterState(ClusterState):
         self._run(op)
 
     def _ephemeral(self, path: str, data: bytes) -> None:
+        check_node_size(path, data, "register")
+
         def op(fired):
             node = self.store.nodes.get(path)
             if node is not None and node[2] is not self:

@@ -31,7 +31,7 @@ from . import config as cfg
 from . import zk_auth
 from .cluster_state import (NO_NODE, ClusterState, ClusterStateError,
                             NotFound, Paths, VersionConflict, Watch, WatchEvent, ZooKeeperUnavailable,
-                            connect_string)
+                            check_node_size, connect_string)
 
 log = logging.getLogger("squall.cluster_state")
 
@@ -193,6 +193,7 @@ class KazooClusterState(ClusterState):
         return self._call("children", path, attempt)
 
     def _write(self, path: str, data: bytes, version: int | None) -> int:
+        check_node_size(path, data)
         z = self._client
 
         def attempt():
@@ -261,6 +262,7 @@ class KazooClusterState(ClusterState):
         self._call("delete", ",".join(paths), attempt)
 
     def _ephemeral(self, path: str, data: bytes) -> None:
+        check_node_size(path, data, "register")
         with self._lock:
             self._ephemerals[path] = data
         self._call("register", path, self._put_ephemeral, path, data)

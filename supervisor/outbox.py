@@ -18,7 +18,7 @@ import time
 from typing import Any, Callable, Iterable, Protocol
 
 from ..client import histogram
-from ..client.contract import WorkerHeartbeat
+from ..client.contract import MAX_COMPONENT_CHARS, WorkerHeartbeat, cut_error
 from ..proto import nimbus_pb2 as pb
 
 log = logging.getLogger("squall.supervisor")
@@ -29,6 +29,9 @@ MAX_UNSENT_ERRORS = 200
 RESTART_REPORT_SECS = 600.0
 #: ... and at most this many (a crash loop with backoff stays far below).
 MAX_RESTARTS = 500
+#: A report's size bound, under gRPC's 4 MiB message limit: errors that would take it past
+#: this are dropped from the report (logged), never sent again whole (they would fail again).
+MAX_REPORT_BYTES = 2 * 1024 * 1024
 #: Counters of a worker heartbeat's tasks that travel to Nimbus.
 TASK_COUNTERS = ("emitted", "transferred", "executed", "acked", "failed", "timed_out", "pending")
 #: A Topology Master's summary leaves out the tasks whose counters did not change since the
@@ -93,12 +96,18 @@ class Outbox:
             self._take_errors(w, hb)
             before = len(msg.worker_heartbeats)
             before_stats = len(msg.topology_stats)
+            sending = dict(self._sending_stats) if hb.topology_summary else None
             try:
                 _add_worker_heartbeat(msg, w, hb)
                 if hb.topology_summary:
                     self._add_topology_stats(msg, w.topology_id, hb.topology_summary, full)
+                if msg.ByteSize() > MAX_REPORT_BYTES // 2:  # half: the rest is the errors'
+                    raise ValueError(f"it would take the report past {MAX_REPORT_BYTES // 2} "
+                                     "bytes")
             except (TypeError, ValueError, AttributeError, OverflowError) as e:
                 del msg.topology_stats[before_stats:]
+                if sending is not None:
+                    self._sending_stats = sending  # its stats did not go
                 # A worker's file is not trusted: one that does not fit the message is left
                 # out of this report (Nimbus times the worker out if it keeps doing so),
                 # and every other worker is still reported.
@@ -163,8 +172,8 @@ class Outbox:
             with self._lock:
                 errors = list(self._errors)
                 self._errors.clear()
-            msg.errors.extend(errors)
             msg.restarts.extend(self._recent_restarts(time.time()))
+            self._add_errors(msg, errors)
             if self.send is not None:
                 self.send(msg)
                 self._reports += 1
@@ -177,6 +186,25 @@ class Outbox:
                         self.supervisor_id, e)
             if self.on_send_error is not None:
                 self.on_send_error()
+
+    def _add_errors(self, msg: Any, errors: list) -> None:
+        """Add ``errors`` (oldest first) while the report stays under MAX_REPORT_BYTES; the
+        oldest of those that do not fit are dropped, with a log line saying how many."""
+        room = MAX_REPORT_BYTES - msg.ByteSize()
+        keep: list = []
+        for e in reversed(errors):  # the newest first: they say what is wrong now
+            size = e.ByteSize() + 8  # the field's tag and length
+            if size > room:
+                break
+            room -= size
+            keep.append(e)
+        dropped = len(errors) - len(keep)
+        if dropped:
+            log.warning("supervisor %s: %d worker error(s) left out of the report to Nimbus "
+                        "(it would pass %d bytes); the workers' logs have them",
+                        self.supervisor_id, dropped, MAX_REPORT_BYTES)
+            errors[:] = errors[dropped:]  # a failed send requeues only what was in it
+        msg.errors.extend(reversed(keep))
 
     def close(self) -> None:
         close = getattr(self.send, "close", None)
@@ -192,9 +220,11 @@ class Outbox:
             if not last:
                 self._marks[w.pid] = mark
             for e in new:
+                # The file is the worker's (user code): its sizes are not trusted.
                 self._errors.append(pb.WorkerError(
                     topology_id=w.topology_id, error=pb.ErrorInfo(
-                        component=str(e.get("component", "")), error=str(e.get("error", "")),
+                        component=str(e.get("component", ""))[:MAX_COMPONENT_CHARS],
+                        error=cut_error(str(e.get("error", ""))),
                         time_secs=int(e.get("time", 0)), host=self.host, port=w.port,
                         task=int(e.get("task", 0)))))
 

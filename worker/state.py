@@ -17,7 +17,7 @@ from typing import Any, Callable
 import zmq
 
 from ..client import config as cfg
-from ..client.contract import WorkerAssignment
+from ..client.contract import WorkerAssignment, cut_error
 from ..client.grouping import LoadMapping
 from ..client.stateful import CHECKPOINT_COMPONENT_ID, deduplicating
 from ..client.topology import Topology, assign_task_ids
@@ -161,8 +161,10 @@ class WorkerState:
     def report_error(self, component: str, task: int, error: BaseException | str) -> None:
         text = error if isinstance(error, str) else \
             "".join(traceback.format_exception_only(type(error), error)).strip()
+        # Cut before it leaves the process (the supervisor reads the file, Nimbus stores it);
+        # the log line below keeps the whole text.
         self.errors.append({"time": time.time(), "component": component, "task": task,
-                            "error": text})
+                            "error": cut_error(text)})
         log.error("topology=%s component=%s task=%d error: %s",
                   self.topology_id, component, task, text)
 

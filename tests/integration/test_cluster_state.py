@@ -279,3 +279,22 @@ def test_trident_transactional_state_in_zookeeper_survives_a_new_connection(zk_c
         assert again.list("") == []
     finally:
         again.close()
+
+
+def test_a_node_too_large_is_refused_and_the_session_stays_up(cluster_state):
+    """ZooKeeper drops the session of a client that sends more than jute.maxbuffer: the write
+    is refused before it is sent, and the connection never leaves CONNECTED."""
+    from squall.client.cluster_state import MAX_NODE_BYTES, NodeTooLarge
+    events: list[str] = []
+    cluster_state.add_listener(events.append)
+    cluster_state.set_storm("big-1", {"name": "big"})
+    with pytest.raises(NodeTooLarge, match="is more than a node holds"):
+        cluster_state.set_storm("big-1", {"name": "big", "blob": "x" * (2 * MAX_NODE_BYTES)})
+    # The largest write allowed goes through, on the same session.
+    blob = "x" * (MAX_NODE_BYTES - 100)
+    cluster_state.set_storm("big-1", {"blob": blob})
+    assert cluster_state.get_storm("big-1") == {"blob": blob}
+    for _ in range(50):
+        cluster_state.report_error("big-1", "c", "y" * 2_000_000, time.time())
+    assert len(cluster_state.errors("big-1", "c")) == MAX_ERRORS_PER_COMPONENT
+    assert events == [] and not cluster_state.suspended, events
