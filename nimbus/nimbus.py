@@ -46,7 +46,8 @@ from typing import Any, Callable, Mapping
 from ..client import __version__
 from ..client import config as cfg
 from ..client.cluster_state import NO_NODE, ClusterState, ClusterStateError, VersionConflict
-from ..client.contract import Assignment, SupervisorInfo, host_port
+from ..client.contract import (MAX_COMPONENT_CHARS, Assignment, SupervisorInfo, cut_error,
+                               host_port)
 from ..client.curve import topology_keys
 from ..client.daemon import Daemon
 from ..client.errors import (ConfigError, InvalidRequest, InvalidTopology, LimitExceeded,
@@ -75,6 +76,11 @@ log = logging.getLogger("squall.nimbus")
 Guard = Callable[[TopologyAcl], None]
 
 VERSION = __version__
+#: A topology's log config (one ZooKeeper node every worker reads): loggers set at once, a
+#: logger name's length, and a level's timeout (Storm's is an int of seconds).
+MAX_LOGGERS = 256
+MAX_LOGGER_NAME = 256
+MAX_LOG_TIMEOUT_SECS = 2**31 - 1
 
 
 class Nimbus(Daemon):
@@ -682,13 +688,21 @@ class Nimbus(Daemon):
         """Merge ``levels`` (logger -> (level, timeout_secs; 0 never)) into the topology's
         log config, drop ``remove``, store it in ZooKeeper for the supervisors; returns the
         result. Timeouts count on this clock (Storm's setLogConfig does the same)."""
+        if len(levels) + len(remove) > MAX_LOGGERS:
+            raise InvalidRequest(f"{len(levels) + len(remove)} loggers in one request; at most "
+                                 f"{MAX_LOGGERS} may be set or removed at a time")
+        for logger in list(levels) + list(remove):
+            if not logger or len(logger) > MAX_LOGGER_NAME:
+                raise InvalidRequest(f"logger name {logger[:40]!r}... is {len(logger)} "
+                                     f"characters; a name has 1 to {MAX_LOGGER_NAME}")
         for logger, (level, timeout) in levels.items():
             try:
                 level_number(level)
             except ValueError as e:
                 raise InvalidRequest(f"logger {logger!r}: {e}") from None
-            if timeout < 0:
-                raise InvalidRequest(f"logger {logger!r}: a timeout must not be negative")
+            if not 0 <= timeout <= MAX_LOG_TIMEOUT_SECS:
+                raise InvalidRequest(f"logger {logger!r}: a timeout is 0 (never) to "
+                                     f"{MAX_LOG_TIMEOUT_SECS} seconds, got {timeout}")
         with self._lock:  # one read-modify-write at a time
             self.require_leader()
             tid = self._guarded(name, guard).topology_id
@@ -702,6 +716,9 @@ class Nimbus(Daemon):
             # Entries whose timeout passed are reverted by the workers already: drop them.
             config = {k: v for k, v in config.items()
                       if not v.get("reset_at") or v["reset_at"] > now}
+            if len(config) > MAX_LOGGERS:
+                raise InvalidRequest(f"topology {name} would have {len(config)} loggers set; "
+                                     f"at most {MAX_LOGGERS} (remove some first)")
             self.cluster_state.set_log_config(tid, config)
         log.info("topology %s: log levels %s", tid, config or "reset")
         return config
@@ -732,6 +749,9 @@ class Nimbus(Daemon):
         """Errors of live topologies to ZooKeeper; a failure is logged, the heartbeat still counts."""
         for we in errors:
             e = we.error
+            # A supervisor cuts its workers' errors; a daemon of an older version may not.
+            e.error = cut_error(e.error)
+            e.component = e.component[:MAX_COMPONENT_CHARS]
             if self._state(we.topology_id) is None:
                 continue  # a removed topology: its /errors subtree would never be deleted
             if we.topology_id in self._last_errors:
