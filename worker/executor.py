@@ -61,8 +61,15 @@ BATCH = 256
 #: or hide its backlog from the load-aware shuffles, for 256 tuples' time.
 BATCH_SECS = 0.05
 #: Tuples a spout task emits per step (next_tuple is called until it emits this many,
-#: emits nothing, or reaches topology.max.spout.pending).
+#: emits nothing, reaches topology.max.spout.pending, or SPOUT_STEP_SECS pass) ...
 SPOUT_BUDGET = 128
+#: ... so a spout that sleeps in next_tuple (Storm's multi-lang spouts, its TestWordSpout)
+#: gets one call a step and its acks, fails, timeouts and sends are handled between calls.
+SPOUT_STEP_SECS = 0.01
+#: A next_tuple call on the shared loop slower than this counts as slow; after SLOW_CALLS
+#: of them the spout is moved to a thread of its own, where its sleeps slow only itself.
+SLOW_CALL_SECS = 0.02
+SLOW_CALLS = 3
 _SYS_FIELDS = Fields(["payload"])
 _ACKER_STREAMS = (ACKER_INIT_STREAM_ID, ACKER_ACK_STREAM_ID, ACKER_FAIL_STREAM_ID,
                   ACKER_RESET_TIMEOUT_STREAM_ID)
@@ -78,14 +85,24 @@ class Executor:
     Transfer (for user code that blocks on IO).
     """
 
+    #: What kind of component it runs, and which user code its step calls (for ``stalled``).
+    KIND = "component"
+    STEP_CALLS = "its step"
+
     def __init__(self, ws: WorkerState, component_id: str, tasks: list[int],
                  loop: Any = None):
         self.name = f"executor[{component_id}:{tasks[0]}-{tasks[-1]}]"
+        #: perf_counter() when the running step began (0.0: between steps), and the user
+        #: code it is in: read by the worker's heartbeat on another thread.
+        self.calling = 0.0
+        self.phase = self.STEP_CALLS
         self.ws = ws
         self.component_id = component_id
         self.tasks = tasks
         self.conf = ws.component_conf(component_id)
         self.debug = bool(self.conf.get(cfg.TOPOLOGY_DEBUG))
+        #: A step of user code longer than this is named in the heartbeat (``stalled``).
+        self.stall_secs = float(cfg.get(self.conf, cfg.TOPOLOGY_EXECUTOR_STALL_SECS))
         self.acking = ws.acking
         self.threaded = loop is None
         if self.threaded:
@@ -135,9 +152,10 @@ class Executor:
         self.thread = threading.Thread(target=self.run, name=self.name, daemon=True)
         self.thread.start()
 
-    def run(self) -> None:
+    def run(self, set_up: bool = False) -> None:
         try:
-            self.setup()
+            if not set_up:
+                self.setup()
             self.loop()
             self.teardown()
         except BaseException as exc:  # user code raised: the worker dies, as in Storm
@@ -147,6 +165,24 @@ class Executor:
                 self.transfer.close()
             finally:
                 self.stopped.set()
+
+    def move_to_thread(self) -> None:
+        """A shared executor (set up, its loop's transfer flushed) goes on running on a
+        thread of its own, with its own Transfer; called on the loop's thread once the
+        loop no longer runs it."""
+        self.transfer = Transfer(self.ws)
+        self.waker = ThreadWaker()
+        self.queue.waker = self.waker
+        for collector in self.collectors():
+            collector.transfer = self.transfer
+        self.threaded = True
+        self.thread = threading.Thread(target=self.run, args=(True,), name=self.name,
+                                       daemon=True)
+        self.thread.start()
+
+    def collectors(self) -> list:
+        """The output collectors of this executor's tasks (they hold its transfer)."""
+        return []
 
     def stop(self) -> None:
         self.stop_requested = True
@@ -203,12 +239,25 @@ class Executor:
 
     def run_once(self) -> int:
         """One step of work: dispatch, produce, end the batch. Returns the work done."""
+        self.calling = perf_counter()
+        self.phase = self.STEP_CALLS
         n = self._run_calls() if self.calls else 0
         n += self.step()
         made = self.produce()
         self.end_batch()
         self.queue.drain_done()
+        self.calling = 0.0
         return n + made
+
+    def stalled(self, now: float) -> str | None:
+        """``"spout sentences: next_tuple has not returned for 12 s"`` when its step has run
+        longer than topology.executor.stall.secs by ``now`` (perf_counter), else None. Any
+        thread."""
+        since = self.calling
+        if since and now - since > self.stall_secs:
+            return (f"{self.KIND} {self.component_id}: {self.phase} has not returned for "
+                    f"{now - since:.0f} s")
+        return None
 
     def next_due(self) -> float:
         return min(t[0] for t in self.timers) if self.timers else float("inf")
@@ -302,6 +351,9 @@ class Executor:
 
 class BoltExecutor(Executor):
     """Runs user bolts (Bolt or BasicBolt) and sends them tick tuples."""
+
+    KIND = "bolt"
+    STEP_CALLS = "execute"
 
     def setup(self) -> None:
         comp = self.ws.topology.components[self.component_id]
@@ -443,6 +495,9 @@ class SpoutExecutor(Executor):
     until it is activated. ``activate``/``deactivate`` follow the status after that.
     """
 
+    KIND = "spout"
+    STEP_CALLS = "ack or fail"
+
     def setup(self) -> None:
         comp = self.ws.topology.components[self.component_id]
         max_pending = self.conf.get(cfg.TOPOLOGY_MAX_SPOUT_PENDING)
@@ -457,6 +512,10 @@ class SpoutExecutor(Executor):
         self.held_until = 0.0
         self.master_until = 0.0
         self.wait_max = float(self.conf[cfg.TOPOLOGY_SPOUT_WAIT_MAX_MILLIS]) / 1000
+        #: next_tuple calls slower than SLOW_CALL_SECS on the shared loop, and whether the
+        #: loop should move this executor to a thread of its own (EventLoop reads it).
+        self.slow_calls = 0
+        self.wants_thread = False
         for t in self.tasks:
             spout = component_object(comp)
             if not isinstance(spout, Spout):
@@ -506,6 +565,7 @@ class SpoutExecutor(Executor):
 
     def produce(self) -> int:
         if (self.ws.active and self.ws.connected) != self.activated:
+            self.phase = "open, activate or deactivate"
             if not self.opened:
                 self._open()
             self._set_active(self.ws.active and self.ws.connected)
@@ -515,6 +575,8 @@ class SpoutExecutor(Executor):
         if hold and time.monotonic() < hold:
             return 0
         made = 0
+        shared = not self.threaded
+        self.phase = "next_tuple"
         for st in self.spouts:
             if st.barrier is not None and not st.barrier.ready:
                 continue  # it emits once it restored the last checkpoint
@@ -524,15 +586,22 @@ class SpoutExecutor(Executor):
             cap = st.max_pending
             out = st.collector
             n = 0
+            t0 = t = perf_counter()
             while n < SPOUT_BUDGET:  # emits, not calls: a spout may emit a burst per call
                 if cap is not None and len(pending) >= cap:
                     break
                 before = out.emits
                 next_tuple()
                 delta = out.emits - before
+                took = perf_counter() - t
+                t += took
+                if took > SLOW_CALL_SECS and shared:
+                    self._slow_call(took)
                 if not delta:
                     break
                 n += delta
+                if t - t0 > SPOUT_STEP_SECS:
+                    break  # acks and sends between calls, as Storm's spout loop does
             made += n
             stats.pending = len(pending)
         if self.immediate_acks:
@@ -543,6 +612,19 @@ class SpoutExecutor(Executor):
                 st.spout.ack(msg_id)
         self.empty_streak = 0 if made else self.empty_streak + 1
         return made
+
+    def _slow_call(self, took: float) -> None:
+        self.slow_calls += 1
+        if self.slow_calls == SLOW_CALLS:
+            self.wants_thread = True
+            log.warning("topology=%s spout %s: next_tuple took %.0f ms (%d calls over %.0f ms "
+                        "so far); moving it to a thread of its own so that it slows only "
+                        "itself (topology.executor.threaded: true starts it there)",
+                        self.ws.topology_id, self.component_id, took * 1000, SLOW_CALLS,
+                        SLOW_CALL_SECS * 1000)
+
+    def collectors(self) -> list:
+        return [st.collector for st in self.spouts if st.collector is not None]
 
     def idle_timeout(self) -> float:
         if not self.activated or self.ws.bp.throttled or \
@@ -627,6 +709,8 @@ class SpoutExecutor(Executor):
 
 class AckerExecutor(Executor):
     """The ``__acker`` tasks: XOR ledgers fed by batched system tuples."""
+
+    KIND = "acker"
 
     def setup(self) -> None:
         self.ledgers = {t: AckerLedger(_TIMEOUT_BUCKETS) for t in self.tasks}

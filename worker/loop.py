@@ -13,6 +13,8 @@ write to when they hand it tuples.
 
 User code that blocks here blocks the worker's other shared executors (the
 topology slows down; nothing is lost): give such components their own thread.
+A spout whose ``next_tuple`` keeps sleeping is moved to a thread of its own by the loop
+(``SpoutExecutor.wants_thread``); a bolt that blocks must ask for one.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class EventLoop:
         os.set_blocking(self._rfd, False)
         os.set_blocking(self._wfd, False)
         self._stop = False
+        #: An executor waits to move to a thread of its own (see _move_slow_executors).
+        self._moving = False
         self.stopped = threading.Event()
         self.thread: threading.Thread | None = None
 
@@ -120,6 +124,8 @@ class EventLoop:
                             ex.fire_timers(now)
                         due = min(due, ex.next_due())
                 ex = None  # a failure from here on is the transfer's, not an executor's
+                if self._moving or any(getattr(e, "wants_thread", False) for e in executors):
+                    self._move_slow_executors()
                 if done:
                     if now - transfer.last_flush >= flush_every:
                         transfer.flush()
@@ -145,6 +151,24 @@ class EventLoop:
             else:
                 self.ws.die("__system", -1, exc)
             raise _Died() from exc
+
+
+    def _move_slow_executors(self) -> None:
+        """Executors whose user code sleeps (a spout's slow next_tuple) leave the loop for a
+        thread of their own, once what they sent through the loop's transfer is out: their
+        tuples to a peer keep their order."""
+        transfer = self.transfer
+        transfer.flush()
+        if transfer.buffered or transfer.blocked:
+            self._moving = True  # a peer is slow: try again next round
+            return
+        self._moving = False
+        for ex in [e for e in self.executors if getattr(e, "wants_thread", False)]:
+            ex.wants_thread = False
+            self.executors.remove(ex)
+            ex.move_to_thread()
+            log.info("topology=%s %s runs on a thread of its own from now on",
+                     self.ws.topology_id, ex.name)
 
 
 class _Died(Exception):

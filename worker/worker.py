@@ -28,6 +28,7 @@ import signal
 import sys
 import threading
 import time
+from time import perf_counter
 from typing import Any
 
 import zmq
@@ -103,6 +104,8 @@ class Worker:
         #: Executor name -> (busy seconds, tuples executed, seconds a tuple) at the last look.
         self._timing: dict[str, tuple[float, int, float]] = {}
         self.executors: list[Executor] = []
+        #: Executors whose stall was logged (once each, until they move again).
+        self._stall_logged: set[str] = set()
         self.loop: EventLoop | None = None
         self._stop_reason: str | None = None
         self._status_mtime = 0.0
@@ -141,10 +144,10 @@ class Worker:
         gc.collect()
         gc.freeze()
         gc.set_threshold(100_000, 50, 100)
+        threaded = [ex for ex in self.executors if ex.threaded]  # before the loop moves any
         self.loop.start()
-        for ex in self.executors:
-            if ex.threaded:
-                ex.start_thread()
+        for ex in threaded:
+            ex.start_thread()
         log.info("worker %s of topology %s started: pid %d, %d executors, tasks %s",
                  ws.worker_id, ws.topology_id, os.getpid(), len(self.executors),
                  sorted(mine))
@@ -202,14 +205,17 @@ class Worker:
     def _shutdown(self) -> int:
         log.info("worker %s stopping: %s", self.ws.worker_id, self._stop_reason)
         self.ws.active = False
-        waits = [(ex.name, ex.stopped) for ex in self.executors if ex.threaded]
         for ex in self.executors:
-            if ex.threaded:
-                ex.stop()
+            ex.stop()  # a shared one the loop moves to a thread meanwhile stops at once
+        deadline = time.monotonic() + 5.0
+        waits = []
         if self.loop is not None:
             self.loop.stop()
             waits.append(("event loop", self.loop.stopped))
-        deadline = time.monotonic() + 5.0
+        for name, stopped in waits:
+            stopped.wait(max(0.0, deadline - time.monotonic()))
+        # Threaded executors, counted once the loop stopped moving executors to threads.
+        waits += [(ex.name, ex.stopped) for ex in self.executors if ex.threaded]
         for name, stopped in waits:
             stopped.wait(max(0.0, deadline - time.monotonic()))
             if not stopped.is_set():
@@ -448,7 +454,24 @@ class Worker:
             errors=list(ws.errors), rss_bytes=_rss_bytes(),
             gc_collections=[g["collections"] for g in gc.get_stats()],
             stats_via_master=TOPOLOGY_MASTER_ID in ws.component_tasks,
-            topology_summary=master.summary() if master is not None else {})
+            topology_summary=master.summary() if master is not None else {},
+            stalled=self._stalled())
+
+    def _stalled(self) -> list[str]:
+        """Executors stuck in user code (Executor.stalled), logged once per stall."""
+        now = perf_counter()
+        out = []
+        for ex in self.executors:
+            what = ex.stalled(now)
+            if what is None:
+                self._stall_logged.discard(ex.name)
+                continue
+            out.append(what)
+            if ex.name not in self._stall_logged:
+                self._stall_logged.add(ex.name)
+                log.warning("topology=%s %s: stalled: %s (a thread dump: py-spy dump --pid "
+                            "%d)", self.ws.topology_id, ex.name, what, os.getpid())
+        return out
 
     def write_heartbeat(self, state: HeartbeatState = HeartbeatState.RUNNING) -> None:
         try:

@@ -120,6 +120,32 @@ def test_a_shell_word_count_acks_every_message_exactly_once(local, tmp_path):
     kill_and_wait(local, "shell-wc")
 
 
+def test_storms_sleeping_tester_spout_gets_its_acks_within_a_second(local, tmp_path):
+    """Storm's tester_spout.py, unchanged, sleeps 0.5 s in every nextTuple and emits a word:
+    each ack must reach it within a second, not after a step of 128 sleeps (64 s)."""
+    from cluster_helpers import worker_heartbeats
+    events = tmp_path / "events"
+    events.mkdir()
+    b = TopologyBuilder()
+    b.set_spout("tester", ShellSpout([sys.executable, "tester_spout.py"], ["word"]), 1)
+    b.set_bolt("record", RecordingBolt(), 1).shuffle_grouping("tester")
+    local.submit("tester", b.create_topology(),
+                 {"topology.workers": 1, "test.events.dir": str(events),
+                  "topology.message.timeout.secs": MESSAGE_TIMEOUT}, HERE)
+
+    def spout():
+        for hb in worker_heartbeats(local):
+            for st in hb.get("tasks", {}).values():
+                if st.get("component") == "tester" and st.get("acked", 0) >= 8:
+                    return st
+        return None
+    # Eight sleeps of 0.5 s, and a stats period: bounded by the sleeps.
+    st = poll_for(spout, timeout=MESSAGE_TIMEOUT + 10, what="8 of the tester's words acked")
+    assert st["failed"] == 0, st
+    assert st["complete_latency_ms"]["p99"] < 1000, st["complete_latency_ms"]
+    kill_and_wait(local, "tester")
+
+
 def test_a_shell_bolt_child_killed_mid_run_loses_no_message(local, tmp_path):
     n = 3000
     _, acked = submit_shell_word_count(local, tmp_path, "shell-kill", n,

@@ -139,6 +139,33 @@ def test_a_threaded_blocking_bolt_does_not_stall_the_rest_of_its_worker(cluster)
     assert len(events_of(lc.events_dir, "blocking", "got")) < n // 5
 
 
+def test_a_spout_that_sleeps_gets_its_acks_and_slows_only_itself(cluster):
+    """A spout sleeping 0.1 s in every next_tuple (Storm's TestWordSpout) shares a worker
+    with a fast pipeline: each of its tuples is acked within a second of its emit, and the
+    fast spout's 3,000 tuples are all acked meanwhile. Once the loop saw it sleep, it runs
+    on a thread of its own (it held the worker 12.8 s a step: 128 calls before any ack)."""
+    from topos import SleepySpout
+    b = TopologyBuilder()
+    b.set_spout("sleepy", SleepySpout(), 1).add_configuration("test.spout.count", 30) \
+        .add_configuration("test.sleep.secs", 0.1)
+    b.set_bolt("sleepy-sink", RecordingBolt(), 1).shuffle_grouping("sleepy")
+    b.set_spout("numbers", NumberSpout(), 1).add_configuration("test.spout.count", 3000)
+    b.set_bolt("sink", RecordingBolt(), 1).shuffle_grouping("numbers")
+    lc = cluster(b.create_topology(), {"topology.workers": 1})
+    # 30 sleeps of 0.1 s, and the acks after them: bounded by the sleeps, not a step of 128.
+    lc.wait_for(lambda: len(events_of(lc.events_dir, "sleepy", "ack")) == 30, timeout=30,
+                what="the sleepy spout's 30 acks")
+    emitted = dict(e.split() for e in events_of(lc.events_dir, "sleepy", "emit"))
+    acked = dict(e.split() for e in events_of(lc.events_dir, "sleepy", "ack"))
+    lags = sorted(float(acked[i]) - float(emitted[i]) for i in emitted)
+    assert lags[-1] < 1.0, lags
+    lc.wait_for(lambda: len(events_of(lc.events_dir, "numbers", "ack")) == 3000, timeout=30,
+                what="the fast spout's acks")
+    log = lc.log_tail(lc.workers[0], lines=100_000)
+    assert "spout sleepy: next_tuple took" in log and "runs on a thread of its own" in log, log
+    assert "spout numbers: next_tuple took" not in log, log
+
+
 def test_a_chatty_bolt_cannot_fill_the_disk_its_worker_log_rotates(cluster):
     from topos import ChattyBolt
     b = TopologyBuilder()

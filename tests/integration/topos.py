@@ -147,6 +147,32 @@ class FastSpout(NumberSpout):
         declarer.declare(["n", "payload"])
 
 
+class SleepySpout(Spout):
+    """Storm's TestWordSpout's habit: sleeps ``test.sleep.secs`` in every next_tuple, then
+    emits ``[i]`` with msg_id ``i`` (``test.spout.count`` of them); records each emit and
+    ack with its CLOCK_MONOTONIC time (one clock for every process of the host)."""
+
+    def open(self, conf, context, collector):
+        self.collector = collector
+        self.rec = Recorder(conf, context)
+        self.sleep = float(conf.get("test.sleep.secs", 0.1))
+        self.count = int(conf.get("test.spout.count", 10))
+        self.i = 0
+
+    def next_tuple(self):
+        time.sleep(self.sleep)
+        if self.i < self.count:
+            self.rec("emit", f"{self.i} {time.monotonic()}")
+            self.collector.emit([self.i], msg_id=self.i)
+            self.i += 1
+
+    def ack(self, msg_id):
+        self.rec("ack", f"{msg_id} {time.monotonic()}")
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["i"])
+
+
 class RecordingBolt(Bolt):
     """Records every tuple's first value and acks it; ``test.sleep.secs`` slows it down."""
 
