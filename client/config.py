@@ -105,6 +105,11 @@ TOPOLOGY_EXECUTOR_THREADED = _key(
     "topology.executor.threaded", bool, False,
     "Run the component's executors on threads of their own instead of the worker's shared "
     "event loop: set it on components whose user code blocks (network calls, sleeps).")
+TOPOLOGY_EXECUTOR_STALL_SECS = _key(
+    "topology.executor.stall.secs", _NUM, 10,
+    "An executor in one call of user code (next_tuple, execute, ack) longer than this is "
+    "named in the topology's health (`squall list`, the UI) and in its worker's log. A "
+    "spout whose next_tuple keeps sleeping is moved to a thread of its own either way.")
 TOPOLOGY_STATS_FREQ_SECS = _key(
     "topology.stats.freq.secs", _NUM, 1.0,
     "Seconds between a worker's heartbeat/stats file writes.")

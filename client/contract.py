@@ -313,6 +313,9 @@ class WorkerHeartbeat:
     #: Only in the worker hosting the Topology Master: worker id -> {"time", "uptime",
     #: "tasks"} of every live worker of the topology.
     topology_summary: dict[str, dict] = field(default_factory=dict)
+    #: Executors stuck in one step of user code, in words ("spout sentences: next_tuple
+    #: has not returned for 12 s").
+    stalled: list[str] = field(default_factory=list)
 
     VERSION = 1
 
@@ -327,7 +330,7 @@ class WorkerHeartbeat:
                 "errors": self.errors, "rss_bytes": self.rss_bytes,
                 "gc_collections": self.gc_collections,
                 "stats_via_master": self.stats_via_master,
-                "topology_summary": self.topology_summary}
+                "topology_summary": self.topology_summary, "stalled": self.stalled}
 
     @classmethod
     def from_json(cls, data: Any) -> "WorkerHeartbeat":
@@ -343,7 +346,8 @@ class WorkerHeartbeat:
                        list(d.get("errors") or []), int(d.get("rss_bytes", 0)),
                        [int(n) for n in d.get("gc_collections") or []],
                        bool(d.get("stats_via_master", False)),
-                       dict(d.get("topology_summary") or {}))
+                       dict(d.get("topology_summary") or {}),
+                       [str(x) for x in d.get("stalled") or []])
         return _parse(HEARTBEAT_FILE, data, build)
 
     @classmethod

@@ -9,7 +9,8 @@ from typing import Any
 
 def topology_health(t: Any) -> str:
     """``"ok"``, or what is wrong: ``"workers restarting: 5 in 60 s"``,
-    ``"workers down: 1 of 2"`` (joined with "; ")."""
+    ``"workers down: 1 of 2"``, ``"stalled: spout s: next_tuple has not returned for 12 s
+    (on host:6700)"`` (joined with "; ")."""
     if not t.health_known:
         return "unknown (a follower Nimbus answered; the leader knows)"
     problems = []
@@ -18,6 +19,7 @@ def topology_health(t: Any) -> str:
     if t.status in ("ACTIVE", "INACTIVE") and t.num_workers and \
             t.live_workers < t.num_workers:
         problems.append(f"workers down: {t.num_workers - t.live_workers} of {t.num_workers}")
+    problems.extend(f"stalled: {s}" for s in t.stalled)
     return "; ".join(problems) or "ok"
 
 

@@ -186,6 +186,16 @@ class Liveness:
                     n += 1
         return n
 
+    def stalled(self, record: Assignment, now: float) -> list[str]:
+        """What the fresh heartbeats of ``record``'s workers name as stuck in user code."""
+        out = []
+        with self._lock:
+            for hp, sid in record.slots.items():
+                hb = self.heartbeats.get((sid, record.topology_id, host_port(hp)[1]))
+                if hb is not None and now - hb[0] <= self.task_timeout_secs:
+                    out.extend(f"{s} (on {hp})" for s in hb[1].stalled)
+        return out
+
     def forget(self, topology_id: str) -> None:
         """Drop what is kept of a removed topology."""
         with self._lock:

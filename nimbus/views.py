@@ -65,6 +65,7 @@ def cluster_info(state: ClusterState, topologies: list[TopologyState],
                                                                    RESTART_WINDOW_SECS)
             rows[-1]["restart_window_secs"] = RESTART_WINDOW_SECS
             rows[-1]["live_workers"] = liveness.live_workers(record, now) if record else 0
+            rows[-1]["stalled"] = liveness.stalled(record, now) if record else []
             rows[-1]["health_known"] = True
         err = last_error(t.topology_id)
         if err:

@@ -8,7 +8,7 @@ set -euo pipefail
 
 PROTO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(dirname "$PROTO_DIR")"
-PY="$ROOT/.venv/bin/python"
+PY="${PROTO_PY:-$ROOT/.venv/bin/python}"
 [[ -x "$PY" ]] || { echo "[proto] $PY missing: run scripts/setup.sh first" >&2; exit 1; }
 
 cd "$PROTO_DIR"

@@ -174,7 +174,7 @@ class SupervisorSummary(_message.Message):
     def __init__(self, id: _Optional[str] = ..., host: _Optional[str] = ..., uptime_secs: _Optional[int] = ..., num_slots: _Optional[int] = ..., num_used_slots: _Optional[int] = ...) -> None: ...
 
 class TopologySummary(_message.Message):
-    __slots__ = ("id", "name", "status", "num_workers", "num_executors", "num_tasks", "uptime_secs", "owner", "recent_restarts", "restart_window_secs", "last_error", "live_workers", "health_known")
+    __slots__ = ("id", "name", "status", "num_workers", "num_executors", "num_tasks", "uptime_secs", "owner", "recent_restarts", "restart_window_secs", "last_error", "live_workers", "health_known", "stalled")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -188,6 +188,7 @@ class TopologySummary(_message.Message):
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     LIVE_WORKERS_FIELD_NUMBER: _ClassVar[int]
     HEALTH_KNOWN_FIELD_NUMBER: _ClassVar[int]
+    STALLED_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     status: str
@@ -201,7 +202,8 @@ class TopologySummary(_message.Message):
     last_error: ErrorInfo
     live_workers: int
     health_known: bool
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., num_workers: _Optional[int] = ..., num_executors: _Optional[int] = ..., num_tasks: _Optional[int] = ..., uptime_secs: _Optional[int] = ..., owner: _Optional[str] = ..., recent_restarts: _Optional[int] = ..., restart_window_secs: _Optional[int] = ..., last_error: _Optional[_Union[ErrorInfo, _Mapping]] = ..., live_workers: _Optional[int] = ..., health_known: _Optional[bool] = ...) -> None: ...
+    stalled: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., num_workers: _Optional[int] = ..., num_executors: _Optional[int] = ..., num_tasks: _Optional[int] = ..., uptime_secs: _Optional[int] = ..., owner: _Optional[str] = ..., recent_restarts: _Optional[int] = ..., restart_window_secs: _Optional[int] = ..., last_error: _Optional[_Union[ErrorInfo, _Mapping]] = ..., live_workers: _Optional[int] = ..., health_known: _Optional[bool] = ..., stalled: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StreamCount(_message.Message):
     __slots__ = ("emitted", "transferred")
@@ -458,7 +460,7 @@ class TaskStats(_message.Message):
     def __init__(self, task: _Optional[int] = ..., component: _Optional[str] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., executed: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., timed_out: _Optional[int] = ..., pending: _Optional[int] = ..., complete_latency: _Optional[_Union[LatencyStats, _Mapping]] = ..., streams: _Optional[_Mapping[str, StreamCount]] = ..., complete_hist: _Optional[_Union[Histogram, _Mapping]] = ..., execute_hist: _Optional[_Union[Histogram, _Mapping]] = ..., busy_secs: _Optional[float] = ...) -> None: ...
 
 class WorkerHeartbeat(_message.Message):
-    __slots__ = ("topology_id", "port", "time_secs", "executors", "tasks", "uptime_secs", "state")
+    __slots__ = ("topology_id", "port", "time_secs", "executors", "tasks", "uptime_secs", "state", "stalled")
     TOPOLOGY_ID_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     TIME_SECS_FIELD_NUMBER: _ClassVar[int]
@@ -466,6 +468,7 @@ class WorkerHeartbeat(_message.Message):
     TASKS_FIELD_NUMBER: _ClassVar[int]
     UPTIME_SECS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    STALLED_FIELD_NUMBER: _ClassVar[int]
     topology_id: str
     port: int
     time_secs: float
@@ -473,7 +476,8 @@ class WorkerHeartbeat(_message.Message):
     tasks: _containers.RepeatedCompositeFieldContainer[TaskStats]
     uptime_secs: int
     state: str
-    def __init__(self, topology_id: _Optional[str] = ..., port: _Optional[int] = ..., time_secs: _Optional[float] = ..., executors: _Optional[_Iterable[_Union[ExecutorInfo, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[TaskStats, _Mapping]]] = ..., uptime_secs: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
+    stalled: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, topology_id: _Optional[str] = ..., port: _Optional[int] = ..., time_secs: _Optional[float] = ..., executors: _Optional[_Iterable[_Union[ExecutorInfo, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[TaskStats, _Mapping]]] = ..., uptime_secs: _Optional[int] = ..., state: _Optional[str] = ..., stalled: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SupervisorWorkerHeartbeats(_message.Message):
     __slots__ = ("supervisor_id", "worker_heartbeats", "errors", "restarts", "topology_stats")

@@ -248,6 +248,7 @@ def _add_worker_heartbeat(msg: Any, w: Worker, hb: WorkerHeartbeat) -> None:
         uptime_secs=int(hb.uptime_secs), state=hb.state.value)
     for t in w.tasks:
         out.executors.add(task_start=int(t), task_end=int(t))
+    out.stalled.extend(cut_error(str(x), 256) for x in hb.stalled[:16])
     if hb.stats_via_master:
         return  # the Topology Master's summary carries them
     for task, st in sorted(hb.tasks.items(), key=lambda kv: int(kv[0])):

@@ -124,3 +124,63 @@ def test_megabyte_errors_and_log_configs_leave_the_control_plane_standing(cluste
     running = {int(hb["pid"]) for hb in c.heartbeats()
                if hb.get("topology_id", "").startswith("word-count")}
     assert running == pids, (pids, running)
+
+
+#: A spout whose next_tuple never returns (a socket read without a timeout, say).
+BLOCKED = '''
+import time
+
+from squall.client import Bolt, Spout, TopologyBuilder
+
+
+class Blocker(Spout):
+    def open(self, conf, context, collector):
+        self.collector = collector
+
+    def next_tuple(self):
+        time.sleep(3600)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["n"])
+
+
+class Sink(Bolt):
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+
+NAME = "blocked"
+CONF = {"topology.workers": 1, "topology.executor.stall.secs": 1}
+
+
+def topology():
+    b = TopologyBuilder()
+    b.set_spout("blocker", Blocker())
+    b.set_bolt("sink", Sink()).shuffle_grouping("blocker")
+    return b
+'''
+
+
+def test_a_spout_stuck_in_next_tuple_shows_in_the_topologys_health(cluster):
+    c = cluster
+    poll_for(lambda: "2 supervisor(s)" in c.run("list").stdout, timeout=20,
+             what="2 supervisors registered\n" + c.logs())
+    path = c.tmp / "blocked" / "blocked.py"
+    path.parent.mkdir()
+    path.write_text(BLOCKED)
+    r = c.run("jar", str(path))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    def health():
+        rows = c.listed()
+        return rows["blocked"][7] if "blocked" in rows and "stalled" in rows["blocked"][7] \
+            else None
+    # The stall bound (1 s), a stats period, a supervisor report (1 s) and a listing.
+    line = poll_for(health, timeout=30, what="the stall in squall list\n" + c.logs())
+    assert "stalled: spout blocker: next_tuple has not returned for" in line, line
+    assert "(on 127.0.0." in line, line
+    sups = "".join(p.read_text(errors="replace") for p in c.tmp.glob("sup*/logs/blocked-*.log"))
+    assert "stalled: spout blocker: next_tuple has not returned for" in sups, c.logs()

@@ -24,7 +24,8 @@ WORKER = WorkerAssignment("wc-1-17", "h1:6700", "h1", 6700, {"h1:6700": [1, 2, 5
 HEARTBEAT = WorkerHeartbeat(1700000000.5, 4242, HeartbeatState.RUNNING, "wc-1-17", "h1:6700",
                             uptime_secs=3.0, tasks={"1": {"component": "count", "acked": 3}},
                             errors=[{"time": 1.0, "component": "count", "task": 1,
-                                     "error": "ValueError: x"}])
+                                     "error": "ValueError: x"}],
+                            stalled=["spout s: next_tuple has not returned for 12 s"])
 SUPERVISOR = SupervisorInfo("h1", (6700, 6701), (6700,), 12.5, 1700000000.0)
 
 

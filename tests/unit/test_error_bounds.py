@@ -117,3 +117,24 @@ def test_a_node_larger_than_zookeeper_holds_is_refused_before_it_is_sent():
         state.report_error("t-1", "c", "x" * 2_000_000, 1000.0 + i)
     stored = state.errors("t-1", "c")
     assert len(stored) == 10 and all(len(e["error"]) == MAX_ERROR_CHARS for e in stored)
+
+
+def test_health_names_stalled_executors_and_the_report_carries_them(tmp_path):
+    from squall.client.health import topology_health
+    from squall.proto import nimbus_pb2 as pb
+    t = pb.TopologySummary(name="t", status="ACTIVE", num_workers=1, live_workers=1,
+                           health_known=True)
+    assert topology_health(t) == "ok"
+    t.stalled.append("spout s: next_tuple has not returned for 12 s (on h:6700)")
+    assert topology_health(t) == "stalled: spout s: next_tuple has not returned for 12 s " \
+                                 "(on h:6700)"
+    # From the worker's file to the report: at most 16, each cut to 256 characters.
+    w = worker(tmp_path, 6700, [])
+    hb = WorkerHeartbeat.read(w.worker_dir)
+    hb.stalled = [f"spout s{i}: next_tuple has not returned for 1 s" + "x" * 1000
+                  for i in range(40)]
+    hb.write(w.worker_dir)
+    out = ob.Outbox("sup", "h", send=(send := Sender()))
+    out.report([w])
+    stalled = send.sent[-1].worker_heartbeats[0].stalled
+    assert len(stalled) == 16 and all(len(s) == 256 for s in stalled)
