@@ -17,6 +17,22 @@ from ..client import config as cfg
 from ..client.errors import SquallError
 
 
+class Seconds(click.ParamType):
+    """A positive, finite number of seconds (click's FloatRange lets NaN and inf through)."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        try:
+            secs = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not (0 < secs < float(cfg.MAX_DURATION_SECS)):
+            self.fail(f"{value} is not a number of seconds greater than 0 (and less than ten "
+                      "years)", param, ctx)
+        return secs
+
+
 def _overrides(pairs: tuple[str, ...], submitted: bool = False) -> dict[str, Any]:
     """The ``-c`` pairs. A key Squall and Storm do not know (a likely typo) is a warning
     with the closest known key, or an error under ``squall --strict``. ``submitted``: the
@@ -92,7 +108,7 @@ def with_flux_options(fn):
 
 @cli.command()
 @click.argument("topology_file", type=click.Path(dir_okay=False))
-@click.option("--duration", type=float, default=None, metavar="SECS",
+@click.option("--duration", type=Seconds(), default=None, metavar="SECS",
               help="Stop after SECS seconds (default: run until Ctrl-C).")
 @click.option("--kafka", is_flag=True,
               help="Start a Kafka broker too (as a file's KAFKA_TOPICS does) and set "
@@ -281,7 +297,7 @@ def set_log_level(name: str, levels: tuple[str, ...], remove: tuple[str, ...],
 @name_argument
 @click.option("-m", "--component", default=None, help="Only this component.")
 @click.option("-s", "--stream", default=None, help="Only this stream (default: all).")
-@click.option("-i", "--interval", type=float, default=4.0, show_default=True,
+@click.option("-i", "--interval", type=Seconds(), default=4.0, show_default=True,
               help="Seconds between two lines.")
 @config_option
 @conf_option

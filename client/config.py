@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -561,10 +562,59 @@ def check_value(name: str, value: Any) -> None:
     raise ConfigError(name, f"expected {expected}, got {type(value).__name__} {value!r}")
 
 
+#: A conf's deepest nesting of maps and lists (it travels as JSON, is stored in ZooKeeper,
+#: and every reader walks it).
+MAX_CONF_DEPTH = 32
+#: Waits and timeouts travel as int32 seconds.
+MAX_WAIT_SECS = 2 ** 31 - 1
+#: The largest duration a known key may give: ten years, in its own unit.
+MAX_DURATION_SECS = 10 * 365 * 86400
+#: Keys whose values name principals or groups (the topology's ACL): strings only.
+NAME_LISTS = (TOPOLOGY_USERS, TOPOLOGY_GROUPS, NIMBUS_ADMINS, NIMBUS_ADMINS_GROUPS,
+              NIMBUS_USERS, NIMBUS_SUPERVISOR_USERS, NIMBUS_DAEMON_USERS, SQUALL_SECRET_KEYS)
+MAX_NAME_LIST = 1000
+MAX_NAME_CHARS = 256
+
+
+def check_shape(conf: Mapping[str, Any]) -> None:
+    """Every number in ``conf`` finite, nothing nested deeper than MAX_CONF_DEPTH (any key,
+    known or not); raise :class:`ConfigError` naming the key."""
+    stack: list[tuple[str, Any, int]] = [(str(k), v, 1) for k, v in conf.items()]
+    while stack:
+        key, v, depth = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(key, f"must be a finite number, got {v}")
+        if isinstance(v, (Mapping, list)):
+            if depth >= MAX_CONF_DEPTH:
+                raise ConfigError(key, f"is nested deeper than {MAX_CONF_DEPTH} levels")
+            items = v.values() if isinstance(v, Mapping) else v
+            stack.extend((key, x, depth + 1) for x in items)
+
+
+def _check_ranges(name: str, value: Any) -> None:
+    """A known key's value within what its kind allows: names are bounded strings, a
+    duration at most ten years."""
+    if name in NAME_LISTS and value is not None:
+        if len(value) > MAX_NAME_LIST or not all(
+                isinstance(x, str) and 0 < len(x) <= MAX_NAME_CHARS for x in value):
+            raise ConfigError(name, f"must be a list of up to {MAX_NAME_LIST} names (strings "
+                                    f"of 1-{MAX_NAME_CHARS} characters), got "
+                                    f"{str(value)[:80]}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        unit = 1000 if name.endswith((".ms", ".millis")) else \
+            1 if name.endswith(".secs") else None
+        if unit is not None and abs(value) > MAX_DURATION_SECS * unit:
+            raise ConfigError(name, f"must be at most {MAX_DURATION_SECS * unit:,} "
+                                    f"({'milli' if unit > 1 else ''}seconds: ten years), "
+                                    f"got {value}")
+
+
 def validate(conf: Mapping[str, Any]) -> None:
     """Check every known key in ``conf`` and the few cross-key rules."""
+    check_shape(conf)
     for name, value in conf.items():
         check_value(name, value)
+        _check_ranges(name, value)
     timeout = conf.get(TOPOLOGY_MESSAGE_TIMEOUT_SECS)
     if timeout is not None and timeout <= 0:
         raise ConfigError(TOPOLOGY_MESSAGE_TIMEOUT_SECS, f"must be > 0, got {timeout}")
@@ -670,6 +720,11 @@ def load_yaml(path: str | os.PathLike | None) -> dict[str, Any]:
             data = yaml.safe_load(fh)
     except FileNotFoundError:
         raise ConfigError(str(path), "config file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(str(path), "is a directory, not a config file (SQUALL_CONF names "
+                                     "a squall.yaml)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), f"cannot be read: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(str(path), f"not valid YAML: {exc}") from None
     if data is None:  # an empty file

@@ -189,6 +189,10 @@ def missing_interpreters(commands: Iterable[tuple[str, Sequence[str]]],
     path = os.environ.get("PATH", "") if env_path is None else env_path
     out = []
     for cid, argv in commands:
+        if not argv or not argv[0]:
+            out.append(f"component {cid!r}: its shell command is empty: give the program to "
+                       "run, e.g. ShellBolt(['python3', 'splitsentence.py'], ...)")
+            continue
         prog = argv[0]
         if "/" in prog:
             if os.path.isabs(prog) and not os.access(prog, os.X_OK):

@@ -48,8 +48,13 @@ class TopologyAcl:
 
     @classmethod
     def of(cls, name: str, owner: str, conf: Mapping[str, Any]) -> "TopologyAcl":
-        return cls(name, owner, frozenset(conf.get(cfg.TOPOLOGY_USERS) or ()),
-                   frozenset(conf.get(cfg.TOPOLOGY_GROUPS) or ()))
+        # Names only: a conf stored before submit checked its ACL's shape (``[{}]``) must
+        # not lock everyone, admins included, out of the topology.
+        def names(key: str) -> frozenset[str]:
+            value = conf.get(key)
+            return frozenset(x for x in value if isinstance(x, str)) \
+                if isinstance(value, list) else frozenset()
+        return cls(name, owner, names(cfg.TOPOLOGY_USERS), names(cfg.TOPOLOGY_GROUPS))
 
 
 class Authorizer:

@@ -80,7 +80,7 @@ VERSION = __version__
 #: logger name's length, and a level's timeout (Storm's is an int of seconds).
 MAX_LOGGERS = 256
 MAX_LOGGER_NAME = 256
-MAX_LOG_TIMEOUT_SECS = 2**31 - 1
+MAX_LOG_TIMEOUT_SECS = cfg.MAX_WAIT_SECS
 
 
 class Nimbus(Daemon):
@@ -451,6 +451,9 @@ class Nimbus(Daemon):
             conf = json.loads(conf_json) if conf_json else {}
         except ValueError as e:
             raise InvalidRequest(f"topology conf is not JSON: {e}") from None
+        except RecursionError:
+            raise InvalidRequest(f"topology conf is nested deeper than "
+                                 f"{cfg.MAX_CONF_DEPTH} levels") from None
         if not isinstance(conf, dict):
             raise InvalidRequest(f"topology conf must be a JSON object, got {type(conf).__name__}")
         conf = cfg.normalize(conf)
@@ -640,8 +643,9 @@ class Nimbus(Daemon):
                 except (SquallError, OSError, ValueError):
                     conf = {}  # its files are missing here: the kill must still work
                 wait_secs = float(conf.get(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30))
-            if wait_secs < 0:
-                raise InvalidRequest(f"kill wait must be >= 0 seconds, got {wait_secs}")
+            if not 0 <= wait_secs <= cfg.MAX_WAIT_SECS:
+                raise InvalidRequest(f"kill wait must be 0..{cfg.MAX_WAIT_SECS} seconds, got "
+                                     f"{wait_secs}")
             self._feed(state.topology_id, lc.Kill(wait_secs, now=time.time(),
                                                   stimulus_id=f"kill-{name}"))
 
@@ -663,8 +667,10 @@ class Nimbus(Daemon):
             if wait_secs is None:
                 wait_secs = float(self.package_store.read_conf(tid).get(
                     cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30))
-            if wait_secs < 0 or (num_workers is not None and num_workers < 1):
-                raise InvalidRequest(f"rebalance {name}: wait must be >= 0 and workers >= 1 "
+            if not 0 <= wait_secs <= cfg.MAX_WAIT_SECS or \
+                    (num_workers is not None and num_workers < 1):
+                raise InvalidRequest(f"rebalance {name}: wait must be 0..{cfg.MAX_WAIT_SECS} "
+                                     "and workers >= 1 "
                                      f"(got wait {wait_secs}, workers {num_workers})")
             max_workers = int(cfg.get(self.conf, cfg.NIMBUS_SLOTS_PER_TOPOLOGY))
             if num_workers is not None and num_workers > max_workers:

@@ -188,8 +188,9 @@ def make_app(client: Any, conf: Mapping[str, Any], version: str,
         except ValueError:
             raise InvalidRequest(f"wait time {raw!r} is not a whole number of seconds") \
                 from None
-        if secs < 0:
-            raise InvalidRequest(f"wait time must not be negative, got {secs}")
+        if not 0 <= secs <= cfg.MAX_WAIT_SECS:
+            raise InvalidRequest(f"wait time must be 0..{cfg.MAX_WAIT_SECS} seconds, got "
+                                 f"{secs}")
         return secs
 
     @app.post("/api/v1/topology/<tid>/activate")

@@ -173,3 +173,24 @@ def test_silent_upload_streams_are_cancelled_and_do_not_starve_nimbus(nimbus, mo
     finally:
         release.set()
         channel.close()
+
+
+@pytest.mark.parametrize("conf_json, why", [
+    ('{"topology.message.timeout.secs": NaN}', "topology.message.timeout.secs.*finite"),
+    ('{"topology.message.timeout.secs": Infinity}', "finite number"),
+    ('{"my.own.setting": [1, -Infinity]}', "my.own.setting.*finite"),
+    ('{"topology.message.timeout.secs": 1e308}', "at most 315,360,000"),
+    ('{"topology.spout.wait.max.millis": 1e300}', "at most 315,360,000,000"),
+    ('{"topology.users": [{}]}', "topology.users.*list of up to 1000 names"),
+    ('{"topology.groups": ["' + "g" * 300 + '"]}', "topology.groups"),
+    ('{"deep": ' + "[" * 40 + "]" * 40 + "}", "deep.*nested deeper than 32"),
+    ('{"deep": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested deeper than 32"),
+])
+def test_confs_that_would_break_later_calls_are_refused_at_submit(nimbus, conf_json, why):
+    """Each of these used to be stored, then break kill, info or the workers (a NaN timeout
+    made `squall kill` fail with the topology left KILLED and running; an ACL of `[{}]` made
+    every call on it INTERNAL, even an admin's)."""
+    with pytest.raises(InvalidRequest, match=why):
+        nimbus.client.submit("bad-conf", "", conf_json, topology())
+    assert nimbus.cluster_state.storm_ids() == []
+

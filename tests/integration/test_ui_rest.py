@@ -214,6 +214,8 @@ def test_rest_api_metrics_and_logviewer_on_a_running_cluster(web):
     assert c.api(f"topology/{tid}/rebalance/0", "POST",
                  {"rebalanceOptions": {"numWorkers": "two"}})[0] == 400
     assert c.api(f"topology/{tid}/kill/-1", "POST")[0] == 400
+    status, err = c.api(f"topology/{tid}/kill/{10 ** 30}", "POST")  # was a 500
+    assert status == 400 and "0..2147483647" in err["errorMessage"], err
 
     # Prometheus: every built-in family, with its labels; counters move while it runs.
     families = ("squall_emitted", "squall_transferred", "squall_executed", "squall_acked",

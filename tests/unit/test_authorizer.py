@@ -91,3 +91,18 @@ def test_the_acl_is_read_only_when_the_decision_needs_it():
     assert reads == []
     authz.check("killTopology", bob, acl)
     assert reads == [1]
+
+
+def test_a_stored_acl_of_anything_but_names_locks_nobody_out():
+    """A conf stored before submit checked the ACL's shape (`topology.users: [{}]` made every
+    call on the topology INTERNAL, even an admin's): its names still count, the rest not."""
+    acl = TopologyAcl.of("wc", "alice", {"topology.users": [{}, "bob", 7],
+                                         "topology.groups": {"ops": 1}})
+    assert acl.users == frozenset({"bob"}) and acl.groups == frozenset()
+    authz = Authorizer(CONF)
+    play(lambda row: authz.permits(*row), [
+        (("killTopology", root, acl), True),
+        (("killTopology", alice, acl), True),
+        (("killTopology", bob, acl), True),
+        (("killTopology", carol, acl), False),
+    ])

@@ -36,3 +36,21 @@ def test_version_prints_the_installed_version():
     from importlib.metadata import version
     r = squall("version")
     assert r.returncode == 0 and r.stdout.startswith(f"Squall {version('squall')} (Python ")
+
+
+def test_a_conf_path_that_is_a_directory_is_one_line(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "squall.cli", "list"], capture_output=True,
+                       text=True, timeout=60, env={"SQUALL_CONF": str(tmp_path),
+                                                   "PATH": "/usr/bin"})
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip() == (f"Error: config '{tmp_path}': is a directory, not a config "
+                                "file (SQUALL_CONF names a squall.yaml)")
+
+
+def test_durations_must_be_positive_finite_seconds():
+    for bad in ("-5", "0", "nan", "inf"):
+        r = squall("local", "no_such_topology.py", "--duration", bad)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert "is not a number of seconds greater than 0" in r.stderr, r.stderr
+    r = squall("monitor", "wc", "-i", "nan")
+    assert r.returncode == 2 and "is not a number of seconds greater than 0" in r.stderr

@@ -101,8 +101,13 @@ def test_missing_interpreters_are_named(tmp_path):
     problems = missing_interpreters([
         ("ok", [sys.executable, "x.py"]), ("on-path", ["interp", "x"]),
         ("absent", ["no-such-thing-q", "x"]), ("not-exec", [str(plain)]),
-        ("relative", ["./bin/python", "x.py"])], env_path=str(tmp_path), where="host h")
-    assert problems == [
+        ("relative", ["./bin/python", "x.py"]), ("empty", []), ("blank", ["", "x"])],
+        env_path=str(tmp_path), where="host h")
+    empty = "its shell command is empty: give the program to run"
+    assert [p for p in problems if empty in p] == [
+        f"component 'empty': {empty}, e.g. ShellBolt(['python3', 'splitsentence.py'], ...)",
+        f"component 'blank': {empty}, e.g. ShellBolt(['python3', 'splitsentence.py'], ...)"]
+    assert [p for p in problems if empty not in p] == [
         "component 'absent': the command 'no-such-thing-q' (no-such-thing-q x) is not "
         "installed on host h (not on PATH); install it on the cluster's machines or change "
         "the component's command",
