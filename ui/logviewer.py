@@ -79,6 +79,8 @@ def list_logs(roots: Iterable[str]) -> dict[str, list[tuple[str, int, float]]]:
                 st = os.stat(path)
             except OSError:  # rotated away since the listing
                 continue
+            if st.st_nlink > 1:
+                continue  # refused by open_log: not listed either
             m = WORKER_LOG.match(name)
             out.setdefault(m.group("tid") if m else "daemons", []).append(
                 (name, st.st_size, st.st_mtime))
@@ -95,9 +97,16 @@ def open_log(path: str):
     except OSError as e:
         raise BadName(f"{os.path.basename(path)!r} cannot be opened ({e.strerror})") from None
     fh = os.fdopen(fd, "rb")
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
         fh.close()
         raise BadName(f"{os.path.basename(path)!r} is not a regular file")
+    if st.st_nlink > 1:
+        # A hard link made into the log directory is another file's contents (a key);
+        # logs are written and rotated by renames, never hard-linked.
+        fh.close()
+        raise BadName(f"{os.path.basename(path)!r} has other hard links (another file's "
+                      "contents); refused")
     return fh
 
 

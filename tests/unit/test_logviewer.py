@@ -179,6 +179,17 @@ def test_a_symlink_out_of_the_root_is_refused_and_not_listed(client, logs, tmp_p
     assert "evil.log" not in page and "etc.log" not in page and WORKER in page
 
 
+def test_a_hard_link_into_the_root_is_refused_and_not_listed(client, logs, tmp_path):
+    """A key hard-linked into a log directory (by anyone who can write there) was served."""
+    os.link(tmp_path / "secret.txt", logs / "key.log")
+    for endpoint in ("/log", "/api/v1/log", "/search", "/download"):
+        resp = get(client, f"{endpoint}?file=key.log&q=root")
+        assert resp.status_code == 400, endpoint
+        assert "other hard links" in resp.get_json()["errorMessage"]
+        assert "root:x" not in resp.get_data(as_text=True)
+    assert "key.log" not in get(client, "/").get_data(as_text=True)
+
+
 def test_a_symlink_inside_the_root_is_served(client, logs):
     os.symlink(WORKER, logs / "latest.log")
     resp = get(client, "/api/v1/log?file=latest.log&start=0&length=15")
