@@ -147,6 +147,258 @@ def _bind_or_close(sock, addr):
     return sock
 
 
+#: A request's headers must be complete this many seconds after its connection opened (or,
+#: kept alive, after its first byte came): a client that trickles them is closed. A TLS
+#: handshake gets HANDSHAKE_SECS.
+HEADER_SECS = 10.0
+HANDSHAKE_SECS = 5.0
+#: Open connections one client address may hold on one port; more are closed at accept.
+MAX_CONNECTIONS_PER_CLIENT = 32
+#: Header bytes looked at before a request goes to a thread (cheroot refuses larger ones).
+_PEEK_BYTES = 64 * 1024
+
+
+def _guarded_manager(server: Any, name: str):
+    """cheroot's connection manager, hardened against slow clients (the UI and logviewer
+    answered nobody while 8 connections trickled their headers, a /metrics port while 2
+    did): a plain connection goes to one of the server's threads only once its whole
+    header block has arrived (seen with MSG_PEEK, so cheroot still reads it all), within
+    HEADER_SECS; a TLS handshake runs on a thread, not the accept loop, and it and the
+    headers after it are cut off at their deadlines by a watchdog; each client address
+    holds at most MAX_CONNECTIONS_PER_CLIENT connections."""
+    import select
+    import selectors
+    import socket
+    import time as _time
+    from collections import Counter
+
+    from cheroot import connections, errors, server as cserver
+    from cheroot.makefile import MakeFile
+
+    class Watchdog:
+        """Shuts a socket down when its deadline passes (it unblocks the thread reading)."""
+
+        def __init__(self) -> None:
+            self._lock = threading.Lock()
+            self._due: dict[int, tuple[float, Any]] = {}
+
+        def start(self, sock: Any, secs: float) -> None:
+            with self._lock:
+                self._due[id(sock)] = (_time.monotonic() + secs, sock)
+
+        def stop(self, sock: Any) -> None:
+            with self._lock:
+                self._due.pop(id(sock), None)
+
+        def expire(self, now: float) -> None:
+            with self._lock:
+                late = [(k, sock) for k, (due, sock) in self._due.items() if due <= now]
+                for k, _ in late:
+                    del self._due[k]
+            for _, sock in late:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    watchdog = Watchdog()
+
+    class Request(cserver.HTTPRequest):
+        def parse_request(self) -> None:
+            watchdog.start(self.conn.socket, HEADER_SECS)
+            try:
+                super().parse_request()
+            finally:
+                watchdog.stop(self.conn.socket)
+
+    class Connection(cserver.HTTPConnection):
+        RequestHandlerClass = Request
+        counted: str | None = None
+
+        def close(self) -> None:
+            manager.release(self)
+            super().close()
+
+    class Handshake:
+        """A TLS connection before its handshake: done on a server thread, then served."""
+
+        def __init__(self, raw: Any, addr: Any) -> None:
+            self.socket = raw
+            self.remote_addr, self.remote_port = addr[0], addr[1]
+            self.counted: str | None = None
+            self.conn: Any = None
+            self.last_used = _time.time()
+
+        def communicate(self) -> bool:
+            adapter = server.ssl_adapter
+            watchdog.start(self.socket, HANDSHAKE_SECS)
+            try:
+                wrapped, env = adapter.wrap(self.socket)
+            except (errors.FatalSSLAlert, errors.NoSSLError, OSError):
+                return False
+            finally:
+                watchdog.stop(self.socket)
+            wrapped.settimeout(server.timeout)
+            conn = self.conn = Connection(server, wrapped, adapter.makefile)
+            conn.remote_addr, conn.remote_port = self.remote_addr, self.remote_port
+            conn.ssl_env = env
+            conn.counted, self.counted = self.counted, None  # the connection releases it
+            return conn.communicate()
+
+        def close(self) -> None:
+            if self.conn is not None:
+                self.conn.close()
+            else:
+                manager.release(self)
+                self.socket.close()
+
+    class Manager(connections.ConnectionManager):
+        def __init__(self, srv: Any) -> None:
+            super().__init__(srv)
+            self._clients: Counter[str] = Counter()
+            self._count_lock = threading.Lock()
+            #: Plain connections whose headers are still coming: fd -> (conn, deadline);
+            #: out of the selector, looked at every 50 ms.
+            self._waiting: dict[int, tuple[Any, float]] = {}
+            #: New plain connections in the selector, nothing received yet: fd -> deadline.
+            self._fresh: dict[int, float] = {}
+            self._refused_logged = 0.0
+
+        def release(self, conn: Any) -> None:
+            with self._count_lock:
+                ip, conn.counted = conn.counted, None
+                if ip is not None:
+                    self._clients[ip] -= 1
+                    if self._clients[ip] <= 0:
+                        del self._clients[ip]
+
+        def put(self, conn: Any) -> None:
+            if isinstance(conn, Handshake):
+                conn = conn.conn
+            conn.last_used = _time.time()
+            if conn.rfile.has_data():
+                self.server.process_conn(conn)
+            else:
+                self._selector.register(conn.socket.fileno(), selectors.EVENT_READ, data=conn)
+
+        def _from_server_socket(self, server_socket: Any) -> None:
+            try:
+                raw, addr = server_socket.accept()
+            except OSError:
+                return None  # nothing to accept after all, or the socket closed
+            connections.prevent_socket_inheritance(raw)
+            raw.settimeout(self.server.timeout)
+            ip = str(addr[0]) if isinstance(addr, tuple) else ""
+            with self._count_lock:
+                over = self._clients[ip] >= MAX_CONNECTIONS_PER_CLIENT
+                if not over:
+                    self._clients[ip] += 1
+            if over:
+                raw.close()
+                now = _time.monotonic()
+                if now - self._refused_logged > 60:
+                    self._refused_logged = now
+                    log.warning("%s: %s holds %d connections; closing more at once",
+                                name, ip, MAX_CONNECTIONS_PER_CLIENT)
+                return None
+            if self.server.ssl_adapter is not None:
+                hs = Handshake(raw, addr)
+                hs.counted = ip
+                self.server.process_conn(hs)  # a thread does the handshake, under a deadline
+                return None
+            conn = Connection(self.server, raw, MakeFile)
+            conn.counted = ip
+            conn.remote_addr, conn.remote_port = addr[0], addr[1]
+            conn.ssl_env = {}
+            conn.last_used = _time.time()
+            # Not a thread's until its first bytes come (in the selector) and all its
+            # headers (peeked below).
+            self._fresh[raw.fileno()] = _time.monotonic() + HEADER_SECS
+            self._selector.register(raw.fileno(), selectors.EVENT_READ, data=conn)
+            return None
+
+        def _headers_in(self, conn: Any) -> bool | None:
+            """True: the header block is there (or something cheroot must answer); False:
+            not yet; None: the client closed."""
+            try:
+                data = conn.socket.recv(_PEEK_BYTES, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return False
+            except OSError:
+                return None
+            if not data:
+                return None
+            if b"\n\r\n" in data or b"\n\n" in data or len(data) >= _PEEK_BYTES:
+                return True
+            # Part of a header block, and the client may have closed after it (a peek sees
+            # the bytes, not the end behind them).
+            poll = select.poll()
+            poll.register(conn.socket.fileno(), getattr(select, "POLLRDHUP", 0x2000))
+            return None if poll.poll(0) else False
+
+        def _run(self, expiration_interval: float) -> None:
+            last_expiration_check = _time.time()
+            waiting = self._waiting
+            while not self._stop_requested:
+                timeout = min(expiration_interval, 0.05 if waiting else 0.5) \
+                    if waiting or self._fresh else expiration_interval
+                try:
+                    active = self._selector.select(timeout=timeout)
+                except OSError:
+                    self._remove_invalid_sockets()
+                    continue
+                now = _time.monotonic()
+                watchdog.expire(now)
+                fresh = self._fresh
+                for fd, conn in list(active):
+                    if conn is self.server:
+                        self._from_server_socket(self.server.socket)
+                        continue
+                    self._selector.unregister(fd)
+                    # A new connection's deadline runs from accept; a kept-alive one's
+                    # from its next request's first byte.
+                    deadline = fresh.pop(fd, now + HEADER_SECS)
+                    state = self._headers_in(conn)
+                    if state:
+                        self.server.process_conn(conn)
+                    elif state is None:
+                        conn.close()
+                    else:
+                        waiting[fd] = (conn, deadline)
+                for fd, deadline in list(fresh.items()):  # connected, and silent since
+                    if now >= deadline:
+                        del fresh[fd]
+                        for key_fd, conn in self._selector.connections:
+                            if key_fd == fd:
+                                self._selector.unregister(fd)
+                                conn.close()
+                                break
+                # Level-triggered: a partly sent header block would wake select at once, so
+                # the waiting are looked at every 50 ms instead, off the selector.
+                for fd, (conn, deadline) in list(waiting.items()):
+                    state = self._headers_in(conn)
+                    if state is False and now < deadline:
+                        continue
+                    del waiting[fd]
+                    if state:
+                        self.server.process_conn(conn)
+                    else:
+                        conn.close()  # closed by the client, or too slow
+                wall = _time.time()
+                if wall - last_expiration_check > expiration_interval:
+                    self._expire(threshold=wall - self.server.timeout)
+                    last_expiration_check = wall
+
+        def close(self) -> None:
+            for conn, _ in list(self._waiting.values()):
+                conn.close()
+            self._waiting.clear()
+            super().close()
+
+    manager = Manager(server)
+    return manager
+
+
 class WebServer:
     """One authenticated WSGI app on ``host:port`` (0: a free port), served by threads."""
 
@@ -179,6 +431,8 @@ class WebServer:
         except OSError as e:
             raise SquallError(f"{name}: cannot listen on {host}:{port}: {e.strerror or e}") \
                 from None
+        self.server._connections.close()
+        self.server._connections = _guarded_manager(self.server, name)
         self.host = host
         self.port = int(self.server.bind_addr[1])
         self._thread = threading.Thread(target=self._serve, name=f"{name}-http", daemon=True)

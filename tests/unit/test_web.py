@@ -338,3 +338,73 @@ def test_off_loopback_the_port_speaks_https_with_the_daemons_certificate(tmp_pat
             urllib.request.urlopen(plain, timeout=10).close()
     finally:
         server.stop()
+
+
+def _trickle(port, n):
+    """``n`` connections that send half a request's headers and then nothing."""
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(b"GET /x HTTP/1.1\r\nHost: a\r\nX-Slow: ")
+        socks.append(s)
+    return socks
+
+
+def _closed_by_server(s, within):
+    s.settimeout(within)
+    try:
+        return s.recv(1024) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+@pytest.mark.parametrize("threads", [8, 2])  # the UI's and logviewer's, a /metrics port's
+def test_slow_clients_neither_block_others_nor_stay(tmp_path, monkeypatch, threads):
+    """Connections that trickle their headers (8 held the UI and logviewer, 2 a /metrics
+    port, before any token check) take no thread while they do: a real request is answered
+    at once, and each slow one is closed at its header deadline."""
+    monkeypatch.setattr(web, "HEADER_SECS", 1.5)
+    conf = {cfg.SQUALL_HTTP_TOKEN_FILE: token_file(tmp_path)}
+    server = web.WebServer(echo_app, "127.0.0.1", 0, conf, "test", threads=threads)
+    slow = _trickle(server.port, 4 * threads)
+    try:
+        for _ in range(3):
+            status, body = fetch(server.url + "/ok", {"Authorization": f"Bearer {TOKEN}"})
+            assert status == 200 and json.loads(body)["path"] == "/ok"
+        # Each slow one is cut at its deadline (1.5 s after it connected).
+        assert all(_closed_by_server(s, within=5) for s in slow)
+        assert fetch(server.url + "/ok", {"Authorization": f"Bearer {TOKEN}"})[0] == 200
+    finally:
+        for s in slow:
+            s.close()
+        server.stop()
+
+
+def test_one_client_holds_a_bounded_number_of_connections(tmp_path, monkeypatch):
+    monkeypatch.setattr(web, "MAX_CONNECTIONS_PER_CLIENT", 5)
+    conf = {cfg.SQUALL_HTTP_TOKEN_FILE: token_file(tmp_path)}
+    server = web.WebServer(echo_app, "127.0.0.1", 0, conf, "test")
+    held = _trickle(server.port, 5)
+    try:
+        extra = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        with extra:
+            assert _closed_by_server(extra, within=2)  # closed at accept
+        for s in held[:2]:
+            s.close()
+        # Slots come back as connections close (released by the server when it sees EOF).
+        def answered():
+            try:
+                return fetch(server.url + "/ok", {"Authorization": f"Bearer {TOKEN}"})[0]
+            except OSError:
+                return None
+        import time
+        deadline = time.monotonic() + 5
+        while answered() != 200:
+            assert time.monotonic() < deadline, "no connection slot came back"
+            time.sleep(0.05)
+    finally:
+        for s in held:
+            s.close()
+        server.stop()
