@@ -338,6 +338,9 @@ NIMBUS_INBOX_MAX_UPLOADS = _key("nimbus.inbox.max.uploads", int, 64,
                                 "Open uploads Nimbus holds at once, all principals.")
 NIMBUS_INBOX_MAX_UPLOADS_PER_USER = _key("nimbus.inbox.max.uploads.per.user", int, 8,
                                          "Open uploads one principal may hold at once.")
+NIMBUS_INBOX_MAX_BYTES_PER_USER = _key(
+    "nimbus.inbox.max.bytes.per.user", int, 512 * 1024 ** 2,
+    "Bytes of open uploads one principal may hold at once (one user cannot fill the inbox).")
 NIMBUS_TOPOLOGIES_MAX = _key("nimbus.topologies.max", int, 500,
                              "Live topologies a cluster accepts.")
 NIMBUS_TOPOLOGIES_PER_USER_MAX = _key("nimbus.topologies.per.user.max", int, 100,

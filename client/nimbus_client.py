@@ -143,13 +143,24 @@ class NimbusClient:
             name = os.path.basename(os.fspath(path_or_bytes))
         location = self._call("BeginFileUpload",
                               pb.BeginUploadRequest(file_name=name, total_size=len(data))).location
-        for offset in range(0, len(data), CHUNK_SIZE):
-            piece = data[offset:offset + CHUNK_SIZE]
-            self._call("UploadChunk", pb.Chunk(location=location, data=piece, offset=offset))
-            if progress is not None:
-                progress(offset + len(piece), len(data))
-        self._call("FinishFileUpload", pb.UploadLocation(location=location))
+        try:
+            for offset in range(0, len(data), CHUNK_SIZE):
+                piece = data[offset:offset + CHUNK_SIZE]
+                self._call("UploadChunk", pb.Chunk(location=location, data=piece, offset=offset))
+                if progress is not None:
+                    progress(offset + len(piece), len(data))
+            self._call("FinishFileUpload", pb.UploadLocation(location=location))
+        except BaseException:
+            try:  # a broken upload must not keep the user's room in the inbox for an hour
+                self.abandon_upload(location)
+            except Exception:  # noqa: BLE001 - the first error is the one to report
+                pass
+            raise
         return location
+
+    def abandon_upload(self, location: str) -> None:
+        """Delete an upload that will not be submitted (frees its room in Nimbus's inbox)."""
+        self._call("AbandonFileUpload", pb.UploadLocation(location=location))
 
     def download(self, topology_id: str) -> bytes:
         """A topology's package (what supervisors fetch)."""

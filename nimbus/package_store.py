@@ -61,6 +61,9 @@ class _Upload:
     finished: bool = False
     #: time.monotonic() of the last chunk (or of begin/finish).
     touched: float = 0.0
+    #: time.monotonic() of its (first) finish: a finished upload expires that long after,
+    #: whatever is called on it since.
+    finished_at: float = 0.0
 
 
 class PackageStore:
@@ -86,6 +89,7 @@ class PackageStore:
         self.inbox_max_bytes = int(cfg.get(conf, cfg.NIMBUS_INBOX_MAX_BYTES))
         self.inbox_max_uploads = int(cfg.get(conf, cfg.NIMBUS_INBOX_MAX_UPLOADS))
         self.inbox_max_per_user = int(cfg.get(conf, cfg.NIMBUS_INBOX_MAX_UPLOADS_PER_USER))
+        self.inbox_max_bytes_per_user = int(cfg.get(conf, cfg.NIMBUS_INBOX_MAX_BYTES_PER_USER))
         self.expiration_secs = float(cfg.get(conf, cfg.NIMBUS_INBOX_JAR_EXPIRATION_SECS))
         self._uploads: dict[str, _Upload] = {}
         self._lock = threading.Lock()
@@ -117,16 +121,24 @@ class PackageStore:
             if mine >= self.inbox_max_per_user:
                 raise LimitExceeded(f"{principal or 'this user'} holds {mine} open uploads, the "
                                     f"limit per user ({cfg.NIMBUS_INBOX_MAX_UPLOADS_PER_USER}); "
-                                    "submit or abandon them first (abandoned ones expire after "
+                                    "submit or abandon them first (AbandonFileUpload; "
+                                    "unused ones expire after "
                                     f"{cfg.NIMBUS_INBOX_JAR_EXPIRATION_SECS})")
-            self._check_inbox_room(total_size)
+            self._check_inbox_room(total_size, principal)
             upload.path.touch()
             self._uploads[location] = upload
         log.info("upload %s opened by %s for %r (%d bytes announced)", location,
                  principal or "?", upload.file_name, total_size)
         return location
 
-    def _check_inbox_room(self, more: int) -> None:
+    def _check_inbox_room(self, more: int, principal: str) -> None:
+        mine = sum(u.size for u in self._uploads.values() if u.principal == principal)
+        if mine + more > self.inbox_max_bytes_per_user:
+            raise LimitExceeded(f"{principal or 'this user'} holds {mine} bytes of open uploads; "
+                                f"{more} more would pass the limit per user "
+                                f"({cfg.NIMBUS_INBOX_MAX_BYTES_PER_USER} = "
+                                f"{self.inbox_max_bytes_per_user}); submit or abandon them "
+                                "first (AbandonFileUpload)")
         held = sum(u.size for u in self._uploads.values())
         if held + more > self.inbox_max_bytes:
             raise LimitExceeded(f"Nimbus's inbox holds {held} bytes of uploads; {more} more would "
@@ -134,11 +146,12 @@ class PackageStore:
                                 f"{self.inbox_max_bytes}); retry later")
 
     def expire(self, now: float | None = None) -> list[str]:
-        """Delete uploads untouched for nimbus.inbox.jar.expiration.secs; returns their ids."""
+        """Delete uploads untouched for nimbus.inbox.jar.expiration.secs, and finished ones
+        that long after they finished; returns their ids."""
         now = time.monotonic() if now is None else now
         with self._lock:
             old = [loc for loc, u in self._uploads.items()
-                   if now - u.touched > self.expiration_secs]
+                   if now - (u.finished_at or u.touched) > self.expiration_secs]
             for loc in old:
                 self._discard(loc)
         for loc in old:
@@ -162,7 +175,7 @@ class PackageStore:
             if upload.size + len(data) > self.max_bytes:
                 self._discard(location)
                 raise self._too_large(upload.size + len(data), at_least=True)
-            self._check_inbox_room(len(data))
+            self._check_inbox_room(len(data), upload.principal)
             with open(upload.path, "ab") as f:
                 f.write(data)
             upload.size += len(data)
@@ -173,10 +186,20 @@ class PackageStore:
         """Close an upload; its location can then be committed. Returns its size."""
         with self._lock:
             upload = self._get(location, principal)
+            if upload.finished:
+                return upload.size  # finishing again neither refreshes nor extends it
             upload.finished = True
-            upload.touched = time.monotonic()
+            upload.touched = upload.finished_at = time.monotonic()
             log.info("upload %s finished: %d bytes", location, upload.size)
             return upload.size
+
+    def abandon(self, location: str, principal: str | None = None) -> None:
+        """Delete an upload its principal will not submit (frees its room at once)."""
+        with self._lock:
+            upload = self._get(location, principal)
+            self._discard(location)
+        log.info("upload %s abandoned by %s (%d bytes)", location, principal or "?",
+                 upload.size)
 
     def check_ready(self, location: str, principal: str | None = None) -> None:
         """Raise unless ``location`` is a finished upload ('' = no package is fine)."""

@@ -14,6 +14,7 @@ plain server (loopback, or ``--insecure``) there are no principals and no author
 
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import json
@@ -28,7 +29,8 @@ from google.protobuf import json_format
 from ..client import config as cfg
 from ..client import tls
 from ..client.cluster_state import ClusterStateError, ZooKeeperUnavailable
-from ..client.errors import (LEADER_METADATA, InvalidRequest, InvalidTopology, NimbusError,
+from ..client.errors import (LEADER_METADATA, InvalidRequest, InvalidTopology, LimitExceeded,
+                             NimbusError,
                              NimbusUnavailable, NotALeader, SquallError, Unauthenticated)
 from ..client.tls import Principal
 from ..client.transitions import InvalidTransition
@@ -40,8 +42,13 @@ from .nimbus import Nimbus
 
 log = logging.getLogger("squall.nimbus.servicer")
 
-#: A streaming upload silent this long is cancelled: it holds one of the server's threads.
+#: A streaming upload holds one of the server's threads while it lasts: one that sends less
+#: than STREAM_MIN_BYTES in STREAM_IDLE_SECS (silent, or trickling) is cancelled ...
 STREAM_IDLE_SECS = 30.0
+STREAM_MIN_BYTES = 64 * 1024
+#: ... and a principal has at most this many open at once, all principals together at
+#: most a quarter of the threads: the rest stay for other calls (supervisors' heartbeats).
+STREAMS_PER_PRINCIPAL = 2
 #: RPCs in flight or queued beyond the threads; more are refused (RESOURCE_EXHAUSTED).
 MAX_CONCURRENT_RPCS = 64
 
@@ -118,11 +125,15 @@ def _opt(msg, field: str):
 class NimbusServicer(pb_grpc.NimbusServicer):
     """Serves one :class:`Nimbus`. Example: ``pb_grpc.add_NimbusServicer_to_server(NimbusServicer(n), server)``."""
 
-    def __init__(self, nimbus: Nimbus, secure: bool = False):
+    def __init__(self, nimbus: Nimbus, secure: bool = False, threads: int = 16):
         self.nimbus = nimbus
         #: Callers present verified client certificates (a TLS port).
         self.secure = secure
         self.authz = Authorizer(nimbus.conf)
+        #: Open UploadPackage streams by principal, bounded (see STREAMS_PER_PRINCIPAL).
+        self._streams: collections.Counter[str] = collections.Counter()
+        self._streams_lock = threading.Lock()
+        self._max_streams = max(1, threads // 4)
 
     def _caller(self, context: grpc.ServicerContext, verb: str) -> Principal | None:
         """Who calls (None on a plain port: nobody is known)."""
@@ -169,12 +180,34 @@ class NimbusServicer(pb_grpc.NimbusServicer):
         return topology_pb2.Empty()
 
     @_rpc
+    def AbandonFileUpload(self, request, context):
+        p = self._allow(context, "fileUpload")
+        self.nimbus.package_store.abandon(request.location, p.name if p else None)
+        return topology_pb2.Empty()
+
+    @_rpc
     def UploadPackage(self, request_iterator, context):
         p = self._allow(context, "fileUpload")
         self.nimbus.require_leader()
+        who = p.name if p else ""
+        with self._streams_lock:
+            if self._streams[who] >= STREAMS_PER_PRINCIPAL or \
+                    sum(self._streams.values()) >= self._max_streams:
+                raise LimitExceeded(
+                    f"{who or 'this client'} has {self._streams[who]} upload streams open and "
+                    f"Nimbus {sum(self._streams.values())} (at most {STREAMS_PER_PRINCIPAL} "
+                    f"per user, {self._max_streams} in all); retry when they finish")
+            self._streams[who] += 1
+        try:
+            return self._upload_stream(request_iterator, context, who)
+        finally:
+            with self._streams_lock:
+                self._streams[who] -= 1
+
+    def _upload_stream(self, request_iterator, context, who: str):
         store = self.nimbus.package_store
-        location = store.begin("", 0, p.name if p else "")
-        idle = _IdleLimit(context, STREAM_IDLE_SECS)
+        location = store.begin("", 0, who)
+        idle = _IdleLimit(context, STREAM_IDLE_SECS, STREAM_MIN_BYTES)
         try:
             for chunk in idle.watch(request_iterator):
                 store.append(location, chunk.offset, chunk.data)
@@ -184,8 +217,9 @@ class NimbusServicer(pb_grpc.NimbusServicer):
                 raise
         if idle.fired:  # the cancelled stream raised, or (as gRPC may) just ended
             store.discard(location)
-            raise InvalidRequest(f"upload stream silent for {STREAM_IDLE_SECS:g} s; cancelled "
-                                 "(send chunks without pauses)")
+            raise InvalidRequest(f"upload stream sent less than {STREAM_MIN_BYTES} bytes in "
+                                 f"{STREAM_IDLE_SECS:g} s; cancelled (send chunks without "
+                                 "pauses)")
         store.finish(location)
         return pb.UploadLocation(location=location)
 
@@ -308,11 +342,12 @@ class NimbusServicer(pb_grpc.NimbusServicer):
 
 
 class _IdleLimit:
-    """Cancels a client stream that sends nothing for ``secs`` (a silent stream would hold a
-    server thread forever)."""
+    """Cancels a client stream that sends less than ``min_bytes`` in ``secs`` (a silent or
+    trickling stream would hold a server thread as long as it likes)."""
 
-    def __init__(self, context: grpc.ServicerContext, secs: float):
+    def __init__(self, context: grpc.ServicerContext, secs: float, min_bytes: int = 1):
         self.context, self.secs, self.fired = context, secs, False
+        self.min_bytes = min_bytes
         self._timer: threading.Timer | None = None
 
     def _fire(self) -> None:
@@ -328,9 +363,13 @@ class _IdleLimit:
 
     def watch(self, iterator):
         self._arm()
+        got = 0
         try:
             for item in iterator:
-                self._arm()
+                got += len(getattr(item, "data", b"")) or 1
+                if got >= self.min_bytes:  # enough in this window: a new one starts
+                    got = 0
+                    self._arm()
                 yield item
         finally:
             if self._timer is not None:
@@ -353,7 +392,7 @@ def serve(nimbus: Nimbus, host: str, port: int, max_workers: int = 16,
                                                     thread_name_prefix="nimbus-grpc"),
                          options=[("grpc.so_reuseport", 0)],
                          maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
-    servicer = NimbusServicer(nimbus, secure)
+    servicer = NimbusServicer(nimbus, secure, max_workers)
     pb_grpc.add_NimbusServicer_to_server(servicer, server)
     try:
         bound = (server.add_secure_port(address, tls.server_credentials(nimbus.conf)) if secure

@@ -57,6 +57,11 @@ class NimbusStub:
                 request_serializer=nimbus__pb2.Chunk.SerializeToString,
                 response_deserializer=nimbus__pb2.UploadLocation.FromString,
                 _registered_method=True)
+        self.AbandonFileUpload = channel.unary_unary(
+                '/squall.Nimbus/AbandonFileUpload',
+                request_serializer=nimbus__pb2.UploadLocation.SerializeToString,
+                response_deserializer=topology__pb2.Empty.FromString,
+                _registered_method=True)
         self.SubmitTopology = channel.unary_unary(
                 '/squall.Nimbus/SubmitTopology',
                 request_serializer=nimbus__pb2.SubmitRequest.SerializeToString,
@@ -152,6 +157,13 @@ class NimbusServicer:
 
     def UploadPackage(self, request_iterator, context):
         """The same as Begin/Chunk/Finish in one client stream.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AbandonFileUpload(self, request, context):
+        """Delete an upload its uploader will not submit (frees its room in the inbox).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -272,6 +284,11 @@ def add_NimbusServicer_to_server(servicer, server):
                     servicer.UploadPackage,
                     request_deserializer=nimbus__pb2.Chunk.FromString,
                     response_serializer=nimbus__pb2.UploadLocation.SerializeToString,
+            ),
+            'AbandonFileUpload': grpc.unary_unary_rpc_method_handler(
+                    servicer.AbandonFileUpload,
+                    request_deserializer=nimbus__pb2.UploadLocation.FromString,
+                    response_serializer=topology__pb2.Empty.SerializeToString,
             ),
             'SubmitTopology': grpc.unary_unary_rpc_method_handler(
                     servicer.SubmitTopology,
@@ -449,6 +466,33 @@ class Nimbus:
             '/squall.Nimbus/UploadPackage',
             nimbus__pb2.Chunk.SerializeToString,
             nimbus__pb2.UploadLocation.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AbandonFileUpload(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/squall.Nimbus/AbandonFileUpload',
+            nimbus__pb2.UploadLocation.SerializeToString,
+            topology__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

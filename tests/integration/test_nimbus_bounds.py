@@ -175,6 +175,76 @@ def test_silent_upload_streams_are_cancelled_and_do_not_starve_nimbus(nimbus, mo
         channel.close()
 
 
+def test_trickling_upload_streams_are_capped_and_cancelled(nimbus, monkeypatch):
+    """A byte now and then keeps a stream under any silence limit: each stream must bring
+    STREAM_MIN_BYTES per STREAM_IDLE_SECS, a user holds at most 2 at once and all users a
+    quarter of the threads, so other calls (supervisors' heartbeats) always find one."""
+    import threading
+    import time
+
+    import grpc
+
+    from squall.nimbus import servicer
+    from squall.proto import nimbus_pb2 as pb
+    from squall.proto import nimbus_pb2_grpc as pb_grpc
+    monkeypatch.setattr(servicer, "STREAM_IDLE_SECS", 1.0)
+    stop = threading.Event()
+    channel = grpc.insecure_channel(nimbus.client.address)
+    stub = pb_grpc.NimbusStub(channel)
+
+    def trickle():
+        offset = 0
+        while not stop.is_set():
+            yield pb.Chunk(data=b"x", offset=offset)
+            offset += 1
+            stop.wait(0.2)  # 5 bytes a second: never silent for 1 s
+
+    t0 = time.monotonic()
+    calls = [stub.UploadPackage.future(trickle(), timeout=30) for _ in range(8)]
+    try:
+        assert nimbus.client.list() is not None  # answered while they run
+        errors = [c.exception(timeout=20) for c in calls]
+        codes = sorted(e.code().name for e in errors)
+        assert codes == ["CANCELLED"] * 2 + ["RESOURCE_EXHAUSTED"] * 6, codes
+        assert time.monotonic() - t0 < 10
+        busy = next(e for e in errors if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED)
+        assert "at most 2 per user" in busy.details(), busy.details()
+        from zk_fixtures import poll_for
+        poll_for(lambda: nimbus.package_store._uploads == {}, timeout=5,
+                 what="the cancelled streams' partial uploads dropped")
+    finally:
+        stop.set()
+        channel.close()
+
+
+def test_uploads_have_a_byte_quota_per_user_an_end_and_can_be_abandoned(nimbus):
+    """One user filled the whole inbox (8 x 256 MiB); finishing an upload again kept it from
+    ever expiring; the limit's error said to abandon uploads with no call to do it."""
+    from squall.client.errors import LimitExceeded
+    store = nimbus.package_store
+    store.inbox_max_bytes_per_user = 1000
+    a = store.begin("a.zip", 600, "alice")
+    store.append(a, 0, b"x" * 600)
+    with pytest.raises(LimitExceeded, match="alice holds 600 bytes.*per user.*AbandonFileUpload"):
+        store.begin("b.zip", 600, "alice")
+    b = store.begin("b.zip", 0, "alice")
+    with pytest.raises(LimitExceeded, match="nimbus.inbox.max.bytes.per.user"):
+        store.append(b, 0, b"y" * 500)
+    store.begin("c.zip", 600, "bob")  # another user's room is their own
+    # Finished: expires expiration.secs after its first finish, whatever is called since.
+    store.finish(a, "alice")
+    finished_at = store._uploads[a].finished_at
+    store.finish(a, "alice")
+    assert store._uploads[a].finished_at == finished_at
+    assert a in store.expire(now=finished_at + store.expiration_secs + 1)
+    # Abandoned over the API: gone at once, room back.
+    loc = nimbus.client.upload(b"z" * 900)
+    nimbus.client.abandon_upload(loc)
+    assert loc not in store._uploads
+    with pytest.raises(Exception, match="no upload at location"):
+        nimbus.client.abandon_upload(loc)
+
+
 @pytest.mark.parametrize("conf_json, why", [
     ('{"topology.message.timeout.secs": NaN}', "topology.message.timeout.secs.*finite"),
     ('{"topology.message.timeout.secs": Infinity}', "finite number"),

@@ -44,6 +44,7 @@ METHODS = [
     ("UploadChunk", "Chunk", "Empty", False, False),
     ("FinishFileUpload", "UploadLocation", "Empty", False, False),
     ("UploadPackage", "Chunk", "UploadLocation", True, False),
+    ("AbandonFileUpload", "UploadLocation", "Empty", False, False),
     ("SubmitTopology", "SubmitRequest", "SubmitResponse", False, False),
     ("KillTopology", "KillRequest", "Empty", False, False),
     ("Activate", "NameRequest", "Empty", False, False),
