@@ -90,6 +90,39 @@ def channel_credentials(conf: Mapping[str, Any]) -> grpc.ChannelCredentials:
                                         certificate_chain=cert)
 
 
+#: Every gRPC port's transport bounds (Nimbus, DRPC): a connection that has not finished its
+#: TLS and HTTP/2 handshakes within GRPC_HANDSHAKE_MS is closed, a port holds at most
+#: GRPC_MAX_CONNECTIONS at once (more are refused at accept: 20,000 idle connections took
+#: Nimbus to its descriptor limit and +900 MiB), and one without a call for GRPC_IDLE_MS is
+#: closed (clients reconnect on their next call).
+GRPC_HANDSHAKE_MS = 5000
+GRPC_MAX_CONNECTIONS = 1000
+GRPC_IDLE_MS = 600_000
+
+
+def server_options() -> list[tuple[str, Any]]:
+    """The options every gRPC server of Squall is made with (no SO_REUSEPORT: a second
+    daemon on one port must fail, not start silently)."""
+    raise_fd_limit()
+    return [("grpc.so_reuseport", 0),
+            ("grpc.server_handshake_timeout_ms", GRPC_HANDSHAKE_MS),
+            ("grpc.max_allowed_incoming_connections", GRPC_MAX_CONNECTIONS),
+            ("grpc.max_connection_idle_ms", GRPC_IDLE_MS)]
+
+
+def raise_fd_limit() -> None:
+    """The soft descriptor limit up to the hard one (at most 65,536): the connection bound,
+    not the default 1,024, is what stops a flood of connections."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
+        if soft != resource.RLIM_INFINITY and soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    except (ImportError, ValueError, OSError):
+        pass  # not permitted here: the OS's limit stands
+
+
 def server_credentials(conf: Mapping[str, Any]) -> grpc.ServerCredentials:
     """Nimbus's side: its certificate, and a client certificate required from every caller."""
     ca, cert, key = _read(conf)

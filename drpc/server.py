@@ -161,7 +161,7 @@ def serve(servicer: Any, add: Any, conf: Mapping[str, Any], host: str, port: int
     queue = int(cfg.get(conf, cfg.DRPC_QUEUE_SIZE))
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads,
                                                     thread_name_prefix=f"drpc-{name}"),
-                         options=[("grpc.so_reuseport", 0)],
+                         options=tls.server_options(),
                          maximum_concurrent_rpcs=threads + queue)
     add(servicer, server)
     try:

@@ -390,7 +390,7 @@ def serve(nimbus: Nimbus, host: str, port: int, max_workers: int = 16,
     address = f"{host}:{port}"
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers,
                                                     thread_name_prefix="nimbus-grpc"),
-                         options=[("grpc.so_reuseport", 0)],
+                         options=tls.server_options(),
                          maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
     servicer = NimbusServicer(nimbus, secure, max_workers)
     pb_grpc.add_NimbusServicer_to_server(servicer, server)

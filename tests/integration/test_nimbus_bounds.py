@@ -264,3 +264,48 @@ def test_confs_that_would_break_later_calls_are_refused_at_submit(nimbus, conf_j
         nimbus.client.submit("bad-conf", "", conf_json, topology())
     assert nimbus.cluster_state.storm_ids() == []
 
+
+
+def test_a_flood_of_idle_connections_is_bounded_and_shed(zk_conf, tmp_path, monkeypatch):
+    """20,000 connections that never spoke held Nimbus at its descriptor limit (+900 MiB):
+    a port now takes GRPC_MAX_CONNECTIONS at once and closes one that has not finished its
+    handshake within GRPC_HANDSHAKE_MS, so a real client gets through once they are shed."""
+    import socket
+
+    from squall.client import tls
+    from zk_fixtures import poll_for
+    monkeypatch.setattr(tls, "GRPC_MAX_CONNECTIONS", 50)
+    monkeypatch.setattr(tls, "GRPC_HANDSHAKE_MS", 1000)
+    conf = dict(zk_conf, **{"nimbus.grpc.port": free_port(), "storm.local.dir": str(tmp_path)})
+    n = Nimbus(conf).start()
+    server = None
+    flood = []
+    try:
+        assert n.wait_for_leadership(10)
+        server = serve(n, "127.0.0.1", conf["nimbus.grpc.port"])
+        for _ in range(300):
+            try:
+                flood.append(socket.create_connection(("127.0.0.1", conf["nimbus.grpc.port"]),
+                                                      timeout=5))
+            except OSError:
+                break  # refused at once: also bounded
+
+        def shed(s):
+            s.settimeout(0.05)
+            try:
+                return s.recv(4096) == b"" or None
+            except (ConnectionResetError, BrokenPipeError):
+                return True
+            except socket.timeout:
+                return None
+        # Every silent connection is closed by Nimbus within the handshake deadline.
+        poll_for(lambda: all(shed(s) for s in flood), timeout=10,
+                 what="the silent connections closed by Nimbus")
+        with NimbusClient(conf, timeout=5) as client:
+            assert client.list() is not None
+    finally:
+        for s in flood:
+            s.close()
+        if server is not None:
+            server.stop(grace=None).wait(5)
+        n.close(reason="test")
