@@ -61,10 +61,30 @@ class Cancelled:
 
 
 Outcome = Returned | Failed | TimedOut | ShutDown | Cancelled
+#: Functions whose last request by a spout is remembered (the oldest are forgotten first).
+MAX_FUNCTIONS = 10_000
 
 
 class ServerClosed(Exception):
     """:meth:`RequestTable.submit` after :meth:`RequestTable.close`."""
+
+
+class Unserved(Exception):
+    """:meth:`RequestTable.submit` for a function no topology asked for lately."""
+
+    def __init__(self, function: str, secs: float):
+        self.function, self.secs = function, secs
+        super().__init__(f"no topology serves {function!r}: no DRPC spout asked this server "
+                         f"for it in the last {secs:g} s; is a topology serving it running, "
+                         "with this server in its drpc.servers?")
+
+
+class TooMany(Exception):
+    """:meth:`RequestTable.submit` beyond a principal's share of waiting requests."""
+
+    def __init__(self, principal: str, limit: int):
+        super().__init__(f"{principal or 'this client'} has {limit} DRPC requests waiting, "
+                         f"its limit; retry when some return")
 
 
 @dataclass(eq=False)
@@ -75,6 +95,7 @@ class Request:
     function: str
     args: str
     created: float
+    principal: str = ""
     fetched: bool = False
     outcome: Outcome | None = None
     done: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -86,8 +107,20 @@ class RequestTable:
     #: Longest a fetch waits for a request, whatever the caller asks: it holds a thread.
     MAX_FETCH_WAIT_SECS = 1.0
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic):
+    #: A function no spout asked for this long (the server being up longer) is refused at
+    #: once rather than left to wait out drpc.request.timeout.secs: DRPC spouts ask every
+    #: server for their function continuously.
+    UNSERVED_SECS = 10.0
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic,
+                 max_per_principal: int | None = None):
         self._clock = clock
+        self._started = clock()
+        #: function -> when a spout last asked for it.
+        self._asked: dict[str, float] = {}
+        #: Waiting requests per principal, and how many one may have (None: no bound).
+        self._per_principal: dict[str, int] = {}
+        self.max_per_principal = max_per_principal
         self._lock = threading.Lock()
         #: Wakes fetches waiting for a request (any function) or for the close.
         self._arrived = threading.Condition(self._lock)
@@ -99,12 +132,22 @@ class RequestTable:
         self._closed: str | None = None
 
     # --- the client's side ---------------------------------------------------------------
-    def submit(self, function: str, args: str) -> Request:
-        """Queue a request for ``function``; raises :class:`ServerClosed` after close."""
+    def submit(self, function: str, args: str, principal: str = "") -> Request:
+        """Queue a request for ``function``; raises :class:`ServerClosed` after close,
+        :class:`Unserved` for a function no spout asked for lately, :class:`TooMany` beyond
+        the principal's share."""
         with self._lock:
             if self._closed is not None:
                 raise ServerClosed(self._closed)
-            req = Request(str(next(self._ids)), function, args, self._clock())
+            now = self._clock()
+            if now - self._started > self.UNSERVED_SECS and \
+                    now - self._asked.get(function, -1e18) > self.UNSERVED_SECS:
+                raise Unserved(function, self.UNSERVED_SECS)
+            mine = self._per_principal.get(principal, 0)
+            if self.max_per_principal is not None and mine >= self.max_per_principal:
+                raise TooMany(principal, self.max_per_principal)
+            self._per_principal[principal] = mine + 1
+            req = Request(str(next(self._ids)), function, args, now, principal=principal)
             self._requests[req.id] = req
             self._queues.setdefault(function, deque()).append(req)
             self._arrived.notify_all()
@@ -134,6 +177,9 @@ class RequestTable:
         within ``wait`` seconds (at most :data:`MAX_FETCH_WAIT_SECS`) or after close."""
         deadline = self._clock() + min(max(wait, 0.0), self.MAX_FETCH_WAIT_SECS)
         with self._lock:
+            if function not in self._asked and len(self._asked) >= MAX_FUNCTIONS:
+                self._asked.pop(min(self._asked, key=self._asked.__getitem__))
+            self._asked[function] = self._clock()
             while True:
                 q = self._queues.get(function)
                 while q:
@@ -195,7 +241,12 @@ class RequestTable:
         return True
 
     def _forget(self, req: Request) -> None:
-        self._requests.pop(req.id, None)
+        if self._requests.pop(req.id, None) is not None:
+            left = self._per_principal.get(req.principal, 1) - 1
+            if left > 0:
+                self._per_principal[req.principal] = left
+            else:
+                self._per_principal.pop(req.principal, None)
         q = self._queues.get(req.function)
         if q is None:
             return

@@ -33,7 +33,7 @@ from ..proto import drpc_pb2 as pb
 from ..proto import drpc_pb2_grpc as pb_grpc
 from .authorizer import DRPCAuthorizer
 from .requests import (Cancelled, Failed, RequestTable, Returned, ServerClosed, ShutDown,
-                       TimedOut)
+                       TimedOut, TooMany, Unserved)
 
 log = logging.getLogger("squall.drpc")
 
@@ -62,9 +62,10 @@ class _Servicer:
     def __init__(self, table: RequestTable, authz: DRPCAuthorizer, secure: bool):
         self.table, self.authz, self.secure = table, authz, secure
 
-    def _authorize(self, context: grpc.ServicerContext, verb: str, function: str) -> None:
+    def _authorize(self, context: grpc.ServicerContext, verb: str, function: str) -> str:
+        """The caller's name ('' on a plain port), once the authorizer let it through."""
         if not self.secure:
-            return
+            return ""
         principal = tls.principal_of(context)
         if principal is None:  # require_client_auth makes this unreachable; refuse anyway
             _abort(context, grpc.StatusCode.UNAUTHENTICATED,
@@ -74,6 +75,7 @@ class _Servicer:
         except PermissionDenied as e:
             log.info("%s refused: %s", verb, e)
             _abort(context, grpc.StatusCode.PERMISSION_DENIED, str(e))
+        return principal.name
 
 
 class DistributedRPCServicer(_Servicer, pb_grpc.DistributedRPCServicer):
@@ -86,12 +88,16 @@ class DistributedRPCServicer(_Servicer, pb_grpc.DistributedRPCServicer):
 
     def Execute(self, request, context):
         function = _function(context, request.function_name)
-        self._authorize(context, "execute", function)
+        principal = self._authorize(context, "execute", function)
         try:
-            req = self.table.submit(function, request.func_args)
+            req = self.table.submit(function, request.func_args, principal)
         except ServerClosed as e:
             _abort(context, grpc.StatusCode.UNAVAILABLE,
                    f"the DRPC server is shutting down ({e}); retry on another of drpc.servers")
+        except Unserved as e:
+            _abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+        except TooMany as e:
+            _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
         # A client that goes away (cancel, its own deadline) frees this thread at once.
         context.add_callback(functools.partial(self.table.cancel, req.id))
         log.debug("request %s for %s queued", req.id, function)
@@ -208,7 +214,9 @@ class DRPCServer(Daemon):
         if self.timeout <= 0:
             raise cfg.ConfigError(cfg.DRPC_REQUEST_TIMEOUT_SECS, f"must be > 0, got "
                                                                  f"{self.timeout:g}")
-        self.table = RequestTable()
+        # One principal may keep half the execute threads waiting, not all of them.
+        self.table = RequestTable(
+            max_per_principal=max(1, int(cfg.get(self.conf, cfg.DRPC_WORKER_THREADS)) // 2))
         self._servers: list[grpc.Server] = []
 
     def start_unsafe(self) -> None:

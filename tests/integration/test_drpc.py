@@ -97,6 +97,30 @@ def test_a_function_no_topology_serves_times_out_with_a_clear_error(pki, drpc):
     assert server.table.pending() == 0
 
 
+def test_once_up_a_server_refuses_a_function_no_topology_serves_at_once(pki, drpc,
+                                                                         monkeypatch):
+    """A call to a function no spout asks for no longer waits out the request timeout
+    (35 s with a 5 s request timeout, 600 s by default) holding an execute thread."""
+    import time
+
+    from squall.drpc.requests import RequestTable
+    monkeypatch.setattr(RequestTable, "UNSERVED_SECS", 0.5)
+    from zk_fixtures import poll_for
+    server = drpc(timeout=30)
+    # Up longer than UNSERVED_SECS: a spout serving the function would have asked by now.
+    poll_for(lambda: time.monotonic() - server.table._started > RequestTable.UNSERVED_SECS,
+             timeout=5, what="the server up for UNSERVED_SECS")
+    with DRPCClient("127.0.0.1", conf=client_conf(pki, "alice", server)) as client:
+        t0 = time.monotonic()
+        with pytest.raises(DRPCExecutionException) as info:
+            client.execute("nobody-serves-this", "x")
+        took = time.monotonic() - t0
+    e = info.value
+    assert took < 10 and e.function == "nobody-serves-this", (took, e)  # not the 30 s
+    assert "no DRPC spout asked this server for it" in str(e) and "drpc.servers" in str(e)
+    assert server.table.pending() == 0
+
+
 def test_a_failed_tuple_tree_fails_the_request_at_once(pki, drpc, cluster):
     server = drpc()
     builder = LinearDRPCTopologyBuilder("shout")

@@ -33,6 +33,36 @@ def test_results_are_matched_to_requests_by_id_whatever_the_order():
     assert table.pending() == 0 and table._queues == {} and table._requests == {}
 
 
+def test_a_function_no_spout_asked_for_lately_is_refused_at_once():
+    """A call to a function nobody serves waited out drpc.request.timeout.secs (600 s),
+    holding an execute thread; now it is refused once the server has been up long enough
+    for spouts to have asked."""
+    from squall.drpc.requests import Unserved
+    now = [1000.0]
+    table = RequestTable(clock=lambda: now[0])
+    table.submit("early", "x")  # just started: spouts may not have asked yet
+    now[0] += RequestTable.UNSERVED_SECS + 1
+    with pytest.raises(Unserved, match="no topology serves 'nobody'.*drpc.servers"):
+        table.submit("nobody", "x")
+    assert table.fetch("reach") is None  # a spout asks: the function is served
+    table.submit("reach", "x")
+    now[0] += RequestTable.UNSERVED_SECS + 1
+    with pytest.raises(Unserved):
+        table.submit("reach", "x")  # its spouts stopped asking
+
+
+def test_one_principal_has_a_bounded_share_of_waiting_requests():
+    from squall.drpc.requests import TooMany
+    table = RequestTable(max_per_principal=2)
+    a1, _ = table.submit("f", "1", "alice"), table.submit("f", "2", "alice")
+    with pytest.raises(TooMany, match="alice has 2 DRPC requests waiting"):
+        table.submit("f", "3", "alice")
+    table.submit("f", "1", "bob")  # others are not held back
+    table.cancel(a1.id)
+    assert table.wait(a1, 1) == Cancelled()
+    table.submit("f", "3", "alice")  # a slot came back
+
+
 def test_each_function_has_its_own_queue():
     table = RequestTable()
     a, b = table.submit("a", "1"), table.submit("b", "2")
