@@ -134,6 +134,11 @@ TOPOLOGY_MULTILANG_SERIALIZER = _key(
     "topology.multilang.serializer", str, "json",
     "Wire format to shell components: 'json' (Storm's JSON lines; "
     "org.apache.storm.multilang.JsonSerializer) or 'msgpack' (pystorm's MsgpackSerializer).")
+TOPOLOGY_SHELL_METRICS = _key(
+    "topology.shell.metrics", dict, {},
+    "A shell component's metrics by name, each 'counter', 'meter', 'histogram' or 'gauge' "
+    "(ShellBolt.register_metric); a name its child updates without registering it is a "
+    "counter.")
 TOPOLOGY_SHELLBOLT_MAX_PENDING = _key(
     "topology.shellbolt.max.pending", int, 100,
     "Most tuples queued to a shell bolt's child; execute waits (backpressure) at the bound.")

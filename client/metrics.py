@@ -29,6 +29,17 @@ from typing import Any, Callable
 from .histogram import Histogram as _Buckets
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: A user metric's name: Storm's are any string (``my-custom-shell-metric``); kept as given,
+#: exported under :func:`prometheus_name`.
+_USER_NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+
+
+def prometheus_name(name: str) -> str:
+    """``name`` as a Prometheus metric-name fragment: other characters become ``_`` and a
+    leading digit gets one (``my-custom-shell-metric`` -> ``my_custom_shell_metric``)."""
+    safe = _UNSAFE.sub("_", name)
+    return "_" + safe if safe[:1].isdigit() else safe
 #: Families Squall's own connectors export with labels of their own (``squall_kafka_lag``
 #: with ``topic`` and ``partition``): a family gauge's name must start with one of these.
 CONNECTOR_FAMILIES = ("kafka_",)
@@ -76,9 +87,9 @@ class MetricRegistry:
         self.metrics: dict[str, tuple[str, Any]] = {}
 
     def _add(self, name: str, kind: str, metric: Any) -> Any:
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise ValueError(f"metric name {name!r}: use letters, digits and underscores "
-                             "(a Prometheus name fragment)")
+        if not isinstance(name, str) or not _USER_NAME.match(name):
+            raise ValueError(f"metric name {str(name)[:80]!r}: 1 to 200 characters, no "
+                             "control characters")
         have = self.metrics.get(name)
         if have is not None:
             if have[0] != kind:
@@ -148,3 +159,48 @@ class MetricRegistry:
             else:
                 out[name] = {"type": kind, "value": m.count}
         return out
+
+
+#: The kinds a shell component's metric may be (ShellBolt.register_metric).
+SHELL_METRIC_KINDS = ("counter", "meter", "histogram", "gauge")
+
+
+class ShellMetric:
+    """A task metric a shell child updates over the multi-lang protocol (Storm's
+    ``IShellMetric.updateMetricFromRPC``): a counter or meter goes up by ``params`` (1 when
+    it sends none), a histogram records it, a gauge shows the last one."""
+
+    def __init__(self, kind: str, metric: Any):
+        self.kind, self.metric = kind, metric
+        self.last = 0.0
+
+    def update_from_rpc(self, params: Any) -> None:
+        number = isinstance(params, (int, float)) and not isinstance(params, bool)
+        if self.kind in ("counter", "meter"):
+            if params is None:
+                params = 1
+            if not isinstance(params, int) or isinstance(params, bool) or params < 0:
+                raise ValueError(f"a {self.kind} goes up by a whole number >= 0, got "
+                                 f"{str(params)[:40]}")
+            self.metric.inc(params)
+        elif not number:
+            raise ValueError(f"a {self.kind} takes a number, got {str(params)[:40]}")
+        elif self.kind == "histogram":
+            self.metric.update(params)
+        else:
+            self.last = float(params)
+
+
+def shell_metric(context: Any, name: str, kind: str) -> ShellMetric:
+    """Register ``name`` as a ``kind`` metric of the task (through its context) for a shell
+    child to update."""
+    if kind not in SHELL_METRIC_KINDS:
+        raise ValueError(f"shell metric {name!r}: kind {kind!r} is not one of "
+                         f"{', '.join(SHELL_METRIC_KINDS)}")
+    if kind == "gauge":
+        m = ShellMetric(kind, None)
+        context.register_gauge(name, lambda: m.last)
+        return m
+    register = {"counter": context.register_counter, "meter": context.register_meter,
+                "histogram": context.register_histogram}[kind]
+    return ShellMetric(kind, register(name))

@@ -136,6 +136,23 @@ class _Shell:
         """Flux's FluxShellBolt.setNamedStream."""
         self.declare_stream(name, fields)
 
+    def register_metric(self, name: str, kind: str = "counter") -> "_Shell":
+        """A metric the child updates with ``storm.rpcMetrics(name, value)`` (Storm's
+        ``registerMetric`` of an ``IShellMetric`` in a ShellBolt/ShellSpout subclass):
+        ``counter`` and ``meter`` go up by the value, ``histogram`` records it, ``gauge``
+        shows the last one. Names are Storm's, any string (``my-custom-shell-metric``);
+        Prometheus gets them with letters, digits and underscores."""
+        from .metrics import _USER_NAME, SHELL_METRIC_KINDS
+        if not isinstance(name, str) or not _USER_NAME.match(name):
+            raise InvalidTopology(f"shell metric name {str(name)[:80]!r}: 1 to 200 characters")
+        if kind not in SHELL_METRIC_KINDS:
+            raise InvalidTopology(f"shell metric {name!r}: kind {kind!r} is not one of "
+                                  f"{', '.join(SHELL_METRIC_KINDS)}")
+        self._conf.setdefault("topology.shell.metrics", {})[name] = kind
+        return self
+
+    registerMetric = register_metric
+
     def add_component_config(self, key: str, value: Any) -> None:
         """A component conf key (Flux's addComponentConfig)."""
         self._conf[key] = value

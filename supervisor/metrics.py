@@ -24,7 +24,7 @@ from prometheus_client.registry import Collector
 
 from ..client import histogram
 from ..client.contract import WorkerHeartbeat
-from ..client.metrics import CONNECTOR_FAMILIES
+from ..client.metrics import CONNECTOR_FAMILIES, prometheus_name
 
 TASK_LABELS = ["topology", "component", "task", "host", "port"]
 WORKER_LABELS = ["topology", "host", "port"]
@@ -173,8 +173,9 @@ class WorkerCollector(Collector):
         if isinstance(m, dict) and "family" in m:
             WorkerCollector._family(out, m, labels)
             return
-        if not isinstance(m, dict) or not name.isidentifier():
+        if not isinstance(m, dict):
             return
+        name = prometheus_name(name)  # Storm's names: my-custom-shell-metric
         kind = m.get("type")
         full = f"squall_user_{name}"
         make = {"counter": CounterMetricFamily, "meter": CounterMetricFamily,
@@ -184,8 +185,12 @@ class WorkerCollector(Collector):
         f = out.get(name)
         if f is None:
             f = out[name] = make(full, f"User {kind} {name}", labels=TASK_LABELS)
+            f.squall_seen = set()
         elif type(f) is not make:
             return
+        if tuple(labels) in f.squall_seen:
+            return  # two names of one task that read the same in Prometheus: the first
+        f.squall_seen.add(tuple(labels))
         try:
             if kind == "histogram":
                 b = _buckets(m.get("hist"))

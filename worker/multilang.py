@@ -125,12 +125,12 @@ def _json_default(obj: Any) -> Any:
 
 
 def _grouping_json(grouping: g.Grouping) -> dict[str, Any]:
-    # Storm's names are ours in capitals, but for its Grouping field custom_object.
-    out: dict[str, Any] = {"type": "CUSTOM_OBJECT" if grouping.kind == g.CUSTOM
-                           else grouping.kind.upper()}
-    if grouping.fields:
-        out["fields"] = list(grouping.fields)
-    return out
+    # Storm's Grouping union field names in capitals (TopologyContext.groupingToJSONableMap):
+    # ours, but a global grouping is Storm's fields grouping on no fields, and a custom one
+    # its custom_object.
+    if grouping.kind in (g.FIELDS, g.GLOBAL):
+        return {"type": "FIELDS", "fields": list(grouping.fields or ())}
+    return {"type": "CUSTOM_OBJECT" if grouping.kind == g.CUSTOM else grouping.kind.upper()}
 
 
 def context_json(ctx: TopologyContext) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from collections import deque
 from typing import Any, Mapping
 
 from ..client import config as cfg
+from ..client.metrics import shell_metric
 from ..client.components import Bolt, Spout
 from ..client.shell import serializer_name
 from ..client.topology import ComponentDef, ShellSpec
@@ -59,11 +60,13 @@ def component_object(comp: ComponentDef) -> Any:
 _HIDDEN_KEYS = ("storm.zookeeper.superACL",)
 
 
-def _handshake_conf(conf: Mapping[str, Any]) -> dict[str, Any]:
+def _handshake_conf(conf: Mapping[str, Any], topology_id: str) -> dict[str, Any]:
     """The conf the child sees: the topology's with secrets redacted, in nested maps too
     (the child is the user's code, but nothing needs our keys in a script's memory or its
-    crash dumps)."""
-    return cfg.redact(conf, _HIDDEN_KEYS)
+    crash dumps), and Storm's ``storm.id`` (the topology id)."""
+    out = cfg.redact(conf, _HIDDEN_KEYS)
+    out.setdefault("storm.id", topology_id)
+    return out
 
 
 def _input_key(tid: Any) -> str:
@@ -102,12 +105,14 @@ class _Host:
                                  label)
         self.child_log = self.proc.child_log
         self.context = context
+        self._register_metrics(conf)
         # A child that never answers the handshake is killed, so launch's read sees EOF.
         guard = threading.Timer(self.timeout, self.proc.kill)
         guard.daemon = True
         guard.start()
         try:
-            pid = self.proc.launch(_handshake_conf(conf), context_json(context),
+            pid = self.proc.launch(_handshake_conf(conf, context.topology_id),
+                                   context_json(context),
                                    context.pid_dir or os.path.join(os.getcwd(), "pids"))
         except BaseException as e:
             timed_out = not guard.is_alive()
@@ -157,15 +162,31 @@ class _Host:
     def _error(self, msg: Mapping[str, Any]) -> None:
         self.collector.report_error(f"Shell Process Exception: {msg.get('msg')}")
 
+    def _register_metrics(self, conf: Mapping[str, Any]) -> None:
+        """The metrics the component registered for its child (ShellBolt.register_metric,
+        Storm's registerMetric with an IShellMetric), so they show before the first update."""
+        self._shell_metrics: dict[str, Any] = {}
+        for name, kind in dict(conf.get(cfg.TOPOLOGY_SHELL_METRICS) or {}).items():
+            self._shell_metrics[name] = shell_metric(self.context, name, kind)
+
     def _metrics(self, msg: Mapping[str, Any]) -> None:
-        """Storm's RPC metrics: here a counter of the task named ``name`` (a child cannot
-        register metrics of its own), raised by ``params`` when it is a number, else by 1."""
+        """Storm's RPC metrics (``storm.rpcMetrics(name, params)``): the task's metric of that
+        name, registered by the component (a counter, meter, histogram or gauge) or, when it
+        registered none, a counter. Storm's names are kept as given (``my-custom-shell-
+        metric``); exported to Prometheus with letters, digits and underscores."""
         name = msg.get("name")
         if not isinstance(name, str) or not name:
             raise ShellError(f"a metrics message needs a non-empty name: {msg!r}")
-        params = msg.get("params")
-        n = params if isinstance(params, int) and not isinstance(params, bool) else 1
-        self.context.register_counter(name).inc(n)
+        metrics = getattr(self, "_shell_metrics", None)
+        if metrics is None:
+            metrics = self._shell_metrics = {}
+        metric = metrics.get(name)
+        try:
+            if metric is None:
+                metric = metrics[name] = shell_metric(self.context, name, "counter")
+            metric.update_from_rpc(msg.get("params"))
+        except (TypeError, ValueError) as e:  # the child's mistake: said, never fatal
+            self.collector.report_error(f"shell metric {name[:80]!r}: {e}")
 
     def _stop_child(self, threads: tuple[threading.Thread, ...] = ()) -> None:
         """Stop the child, wait for ``threads`` (they end on its end of input), then close
@@ -429,7 +450,7 @@ class ShellSpoutHost(_Host, Spout):
         self._watchdog.start()
 
     def next_tuple(self) -> None:
-        self._query({"command": "next"})
+        self._query({"command": "next", "id": ""})  # Storm sends the empty id
 
     def ack(self, msg_id: Any) -> None:
         self._query({"command": "ack", "id": msg_id})
@@ -438,10 +459,10 @@ class ShellSpoutHost(_Host, Spout):
         self._query({"command": "fail", "id": msg_id})
 
     def activate(self) -> None:
-        self._query({"command": "activate"})
+        self._query({"command": "activate", "id": ""})
 
     def deactivate(self) -> None:
-        self._query({"command": "deactivate"})
+        self._query({"command": "deactivate", "id": ""})
 
     def close(self) -> None:
         self._stop_child((self._watchdog,) if hasattr(self, "_watchdog") else ())

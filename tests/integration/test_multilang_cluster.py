@@ -146,6 +146,37 @@ def test_storms_sleeping_tester_spout_gets_its_acks_within_a_second(local, tmp_p
     kill_and_wait(local, "tester")
 
 
+def test_storms_metrics_testers_update_metrics_with_storms_names(local, tmp_path):
+    """Storm's tester_spout_metrics.py and tester_bolt_metrics.py, unchanged, update
+    "my-custom-shellspout-metric" and "my-custom-shell-metric" over RPC (a name with dashes
+    killed the worker): each is the task's metric under its own name, the bolt's as the
+    component registered it (Storm's registerMetric), the spout's as a counter."""
+    from cluster_helpers import worker_heartbeats
+    b = TopologyBuilder()
+    b.set_spout("tester", ShellSpout([sys.executable, "tester_spout_metrics.py"], ["word"]), 1)
+    b.set_bolt("metered", ShellBolt([sys.executable, "tester_bolt_metrics.py"], ["word"])
+               .register_metric("my-custom-shell-metric", "counter"), 1) \
+        .shuffle_grouping("tester")
+    local.submit("metrics", b.create_topology(),
+                 {"topology.workers": 1, "topology.message.timeout.secs": MESSAGE_TIMEOUT},
+                 HERE)
+
+    def metrics():
+        out = {}
+        for hb in worker_heartbeats(local):
+            for st in hb.get("tasks", {}).values():
+                for name, m in (st.get("metrics") or {}).items():
+                    out[(st["component"], name)] = m.get("value")
+        return out if out.get(("metered", "my-custom-shell-metric")) == 2 and \
+            out.get(("tester", "my-custom-shellspout-metric")) == 2 else None
+    # The spout emits two words (each after an update), the bolt updates once per word.
+    got = poll_for(metrics, timeout=MESSAGE_TIMEOUT + 10, what="both testers' metrics at 2")
+    assert ("metered", "my-custom-shell-metric") in got
+    for hb in worker_heartbeats(local):
+        assert hb["state"] == "running", hb  # no ValueError on the name killed it
+    kill_and_wait(local, "metrics")
+
+
 def test_a_shell_bolt_child_killed_mid_run_loses_no_message(local, tmp_path):
     n = 3000
     _, acked = submit_shell_word_count(local, tmp_path, "shell-kill", n,

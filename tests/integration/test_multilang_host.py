@@ -86,6 +86,7 @@ def topology():
     b.set_bolt("shell", ShellBolt(["true"], {"default": ["word"], "direct": (["n"], True)}),
                1).fields_grouping("src", ["sentence"])
     b.set_bolt("sink", ShellBolt(["true"], ["x"]), 2).direct_grouping("shell", "direct")
+    b.set_bolt("total", ShellBolt(["true"], ["t"]), 1).global_grouping("shell")
     return b.create_topology()
 
 
@@ -153,6 +154,7 @@ def test_handshake_sends_conf_without_secrets_the_context_and_a_pid_dir(tmp_path
     assert "hunter2" not in text and "t0ken" not in text  # secrets redacted, nested too
     assert setup["conf"]["app.nested"]["level"] == 3
     assert setup["conf"]["topology.subprocess.timeout.secs"] == TIMEOUT
+    assert setup["conf"]["storm.id"] == "topo-1"  # Storm's handshake conf has the topology id
     ctx = setup["context"]
     assert ctx["taskid"] == TASKS["shell"][0] and ctx["componentid"] == "shell"
     assert ctx["task->component"][str(TASKS["src"][0])] == "src"
@@ -161,7 +163,10 @@ def test_handshake_sends_conf_without_secrets_the_context_and_a_pid_dir(tmp_path
     assert ctx["source->stream->grouping"] == {
         "src": {"default": {"type": "FIELDS", "fields": ["sentence"]}}}
     assert ctx["source->stream->fields"] == {"src": {"default": ["sentence"]}}
-    assert ctx["stream->target->grouping"] == {"direct": {"sink": {"type": "DIRECT"}}}
+    # A global grouping is Storm's fields grouping on no fields (as Storm sends it).
+    assert ctx["stream->target->grouping"] == {
+        "direct": {"sink": {"type": "DIRECT"}},
+        "default": {"total": {"type": "FIELDS", "fields": []}}}
     # The child wrote its pid file where it was told, and the host knows that pid.
     assert os.listdir(setup["pidDir"]) == [str(h.proc.pid)]
     assert setup["pidDir"] == str(tmp_path / "pids")
@@ -441,7 +446,8 @@ def test_spout_string_ids_direct_emits_and_task_ids_on_request(tmp_path, hosts):
     h.ack("msg-é")
     h.fail(5)
     msgs = received(tmp_path)
-    assert msgs == [{"command": "next", }, [7, 8], {"command": "ack", "id": "msg-é"},
+    # Storm's ShellSpout sends next, activate and deactivate with an empty id.
+    assert msgs == [{"command": "next", "id": ""}, [7, 8], {"command": "ack", "id": "msg-é"},
                     {"command": "fail", "id": 5}]
 
 
@@ -452,7 +458,7 @@ def test_a_spout_childs_emits_before_its_first_command_are_taken(tmp_path, hosts
         ["read"], ["send", {"command": "sync"}]]), rec)
     h.activate()
     assert [e[1] for e in rec.emits] == [["early"]]
-    assert received(tmp_path) == [{"command": "activate"}]
+    assert received(tmp_path) == [{"command": "activate", "id": ""}]
 
 
 def test_a_spout_child_that_never_syncs_is_fatal_within_the_timeout(tmp_path, hosts):

@@ -166,3 +166,35 @@ def test_a_dead_workers_leftover_children_are_killed(tmp_path):
         time.sleep(0.05)
     else:
         pytest.fail(f"the leftover child {child} is still running")
+
+
+def test_shell_metrics_update_as_their_kind_and_refuse_nonsense():
+    from squall.client.metrics import MetricRegistry, shell_metric
+
+    class Ctx:
+        def __init__(self):
+            self.r = MetricRegistry()
+            self.register_counter, self.register_meter = self.r.counter, self.r.meter
+            self.register_histogram, self.register_gauge = self.r.histogram, self.r.gauge
+    ctx = Ctx()
+    c = shell_metric(ctx, "my-custom-shell-metric", "counter")
+    c.update_from_rpc(1)
+    c.update_from_rpc(None)  # storm.rpcMetrics(name) with no value: one more
+    c.update_from_rpc(5)
+    g = shell_metric(ctx, "depth", "gauge")
+    g.update_from_rpc(2.5)
+    h = shell_metric(ctx, "sizes", "histogram")
+    h.update_from_rpc(10)
+    snap = ctx.r.snapshot()
+    assert snap["my-custom-shell-metric"] == {"type": "counter", "value": 7}
+    assert snap["depth"] == {"type": "gauge", "value": 2.5}
+    assert snap["sizes"]["hist"]["n"] == 1
+    for metric, bad in ((c, -1), (c, "x"), (c, 1.5), (g, "x"), (h, None)):
+        with pytest.raises(ValueError):
+            metric.update_from_rpc(bad)
+    with pytest.raises(ValueError, match="kind 'timer'"):
+        shell_metric(ctx, "t", "timer")
+    with pytest.raises(InvalidTopology, match="kind 'timer'"):
+        ShellBolt(["python3", "x.py"], ["w"]).register_metric("t", "timer")
+    bolt = ShellBolt(["python3", "x.py"], ["w"]).register_metric("my-metric", "meter")
+    assert bolt.get_component_configuration() == {"topology.shell.metrics": {"my-metric": "meter"}}

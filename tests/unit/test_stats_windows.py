@@ -133,8 +133,11 @@ def test_user_metrics_registry():
     assert "broken" not in snap
     with pytest.raises(ValueError, match="already registered as a counter"):
         r.meter("words")
-    with pytest.raises(ValueError, match="Prometheus"):
-        r.counter("bad name")
+    # Storm's names are any string; control characters and empty ones are refused.
+    assert r.counter("my-custom shell.metric") is r.counter("my-custom shell.metric")
+    for bad in ("", "new\nline", "x" * 201):
+        with pytest.raises(ValueError, match="1 to 200 characters"):
+            r.counter(bad)
     with pytest.raises(ValueError, match="only goes up"):
         c.inc(-1)
 

@@ -61,3 +61,17 @@ def test_an_assigned_worker_without_a_process_is_down(tmp_path):
     fams, _ = _scrape([running], expected=[("t-1", 6700), ("t-1", 6701)])
     up = {s.labels["port"]: s.value for s in fams["squall_worker_up"].samples}
     assert up == {"6700": 1.0, "6701": 0.0}
+
+
+def test_storms_metric_names_are_exported_prometheus_safe(tmp_path):
+    """Storm's names (a shell child's "my-custom-shell-metric") keep their name in the
+    heartbeat and reach Prometheus with underscores; two names of one task that read the
+    same there give one sample, not a scrape Prometheus refuses."""
+    w = _worker(tmp_path, 6700, {"1": {"component": "tester", "metrics": {
+        "my-custom-shell-metric": {"type": "counter", "value": 2},
+        "my_custom_shell_metric": {"type": "counter", "value": 9},
+        "9lives": {"type": "gauge", "value": 1.0}}}})
+    fams, text = _scrape([w])
+    assert [s.value for s in fams["squall_user_my_custom_shell_metric"].samples
+            if s.name.endswith("_total")] == [2.0]
+    assert "squall_user__9lives" in fams
