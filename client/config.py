@@ -51,6 +51,10 @@ _NUM = (int, float)
 # --- topology --------------------------------------------------------------
 TOPOLOGY_WORKERS = _key("topology.workers", int, 1,
                         "Worker processes the topology runs in.")
+TOPOLOGY_TASKS = _key(
+    "topology.tasks", int, None,
+    "A component's task count when set in its conf (Storm's setNumTasks writes it there); "
+    "the executors run them between them. Unset: one task per executor.", nullable=True)
 TOPOLOGY_ACKER_EXECUTORS = _key(
     "topology.acker.executors", int, None,
     "Acker tasks; unset = one per worker, 0 = reliability off (spout emits are acked at once).",

@@ -316,6 +316,9 @@ class TopologyBuilder:
             streams = {s: StreamDef(f, d) for s, (f, d) in declarer.streams.items()}
             conf = dict(obj.get_component_configuration() or {})
             conf.update(comp.conf)
+            if comp.num_tasks is None and conf.get(cfg.TOPOLOGY_TASKS) is not None:
+                # Storm's component-level topology.tasks (setNumTasks, Flux's numTasks).
+                comp = replace(comp, num_tasks=conf[cfg.TOPOLOGY_TASKS])
             if isinstance(obj, StatefulBolt):
                 conf[cfg.TOPOLOGY_BOLTS_STATEFUL] = True
             if stateful and comp.kind == BOLT:

@@ -373,3 +373,24 @@ def test_component_and_stream_ids_are_bounded_and_printable():
         TopologyBuilder().set_spout("s\nx", Src())
     with pytest.raises(InvalidTopology, match="128 bytes"):
         TopologyBuilder().set_spout("x" * 200, Src())
+
+
+def test_component_level_topology_tasks_sets_the_task_count():
+    """Storm's setNumTasks writes topology.tasks into the component's conf; a component (or
+    a Flux file) that sets it there gets those tasks, over its executors (it was ignored
+    with a warning that Squall does not implement the key)."""
+    b = TopologyBuilder()
+    b.set_spout("src", Src(), 1)
+    b.set_bolt("sink", Sink(), 2).add_configuration("topology.tasks", 6).shuffle_grouping("src")
+    topo = b.create_topology()
+    assert topo.components["sink"].task_count == 6
+    assert len(assign_task_ids(topo)["sink"]) == 6
+    assert [len(ts) for c, ts in executors_of(topo, assign_task_ids(topo)) if c == "sink"] \
+        == [3, 3]
+    assert cfg.conf_warnings({"topology.tasks": 6}) == []
+    b2 = TopologyBuilder()
+    b2.set_spout("src", Src(), 1)
+    b2.set_bolt("sink", Sink(), 2).add_configuration("topology.tasks", "six") \
+        .shuffle_grouping("src")
+    with pytest.raises(InvalidTopology):
+        b2.create_topology()
