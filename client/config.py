@@ -225,6 +225,10 @@ UI_HOST = _key("ui.host", str, "127.0.0.1",
 UI_PORT = _key("ui.port", int, 8080, "Port of the UI and its REST API (squall ui).")
 LOGVIEWER_HOST = _key("logviewer.host", str, "127.0.0.1",
                       "Address the logviewer listens on; as ui.host.")
+LOGVIEWER_CLEANUP_AGE_MINS = _key(
+    "logviewer.cleanup.age.mins", _NUM, 10080,
+    "Minutes a worker log of a topology no longer running here is kept after its last "
+    "write (the supervisor deletes older ones; Storm's logviewer key).")
 LOGVIEWER_PORT = _key("logviewer.port", int, 8000,
                       "Port of the logviewer on each supervisor host (squall logviewer).")
 SQUALL_HTTP_TOKEN_FILE = _key(

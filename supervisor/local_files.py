@@ -19,7 +19,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
+import time
 import uuid
 import zipfile
 from typing import Any, Callable, Iterable, Mapping
@@ -81,10 +83,19 @@ def extract_resources(topology_dir: str, max_bytes: int = RESOURCES_MAX_BYTES,
     return n
 
 
+#: A worker log (and its rotations): ``<topology id>-<port>.log[.N]``.
+_WORKER_LOG = re.compile(r"^(?P<tid>.+)-(?P<port>\d+)\.log(\.\d+)?$")
+#: A topology whose fetch failed is tried again after this, doubling each time up to the
+#: maximum (a package that cannot be extracted, a zip bomb, was fetched every 10 s forever).
+FETCH_RETRY_SECS = 10.0
+FETCH_RETRY_MAX_SECS = 600.0
+
+
 class LocalFiles:
     """The supervisor's directory tree; not thread-safe (the supervisor's loop thread uses it)."""
 
-    def __init__(self, local_dir: str, fetch_topology: FetchTopology | None):
+    def __init__(self, local_dir: str, fetch_topology: FetchTopology | None,
+                 clock: Callable[[], float] = time.monotonic):
         self.local_dir = os.path.abspath(local_dir)
         self.stormdist = os.path.join(self.local_dir, "supervisor", "stormdist")
         self.workers_dir = os.path.join(self.local_dir, "workers")
@@ -96,6 +107,9 @@ class LocalFiles:
         for d in (os.path.join(self.local_dir, "supervisor"), self.workers_dir, self.logs_dir):
             os.chmod(d, 0o700)
         self.fetch_topology = fetch_topology
+        self._clock = clock
+        #: tid -> (failed fetches in a row, when to try again, the last error).
+        self.fetch_failures: dict[str, tuple[int, float, str]] = {}
 
     def load_id(self) -> str:
         """The supervisor's id, made once and kept, so a restart keeps its slots' owner."""
@@ -133,6 +147,9 @@ class LocalFiles:
         if self.fetch_topology is None:
             log.error("topology %s is assigned here but no fetcher is configured", tid)
             return None
+        failed = self.fetch_failures.get(tid)
+        if failed is not None and self._clock() < failed[1]:
+            return None  # backing off after a failed fetch
         # Fetch into a temporary dir and rename: a half-written dir must never look complete.
         tmp = os.path.join(self.stormdist, f".tmp-{tid}-{uuid.uuid4().hex[:8]}")
         os.makedirs(tmp)
@@ -143,10 +160,15 @@ class LocalFiles:
             extract_resources(tmp)
             shutil.rmtree(dest, ignore_errors=True)
             os.replace(tmp, dest)
-        except Exception as e:  # any fetcher failure: skip this topology, retry next round
-            log.error("topology %s: cannot fetch it: %s", tid, e)
+        except Exception as e:  # any fetcher failure: skip this topology, retry after a while
             shutil.rmtree(tmp, ignore_errors=True)
+            count = (failed[0] if failed else 0) + 1
+            delay = min(FETCH_RETRY_SECS * 2 ** (count - 1), FETCH_RETRY_MAX_SECS)
+            self.fetch_failures[tid] = (count, self._clock() + delay, f"{type(e).__name__}: {e}")
+            log.error("topology %s: cannot fetch it (%d time(s) in a row): %s; next try in "
+                      "%.0f s", tid, count, e, delay)
             return None
+        self.fetch_failures.pop(tid, None)
         log.info("topology %s: fetched into %s", tid, dest)
         return dest
 
@@ -183,10 +205,15 @@ class LocalFiles:
         write_status(wdir, status)
         return wdir
 
-    def clean(self, keep_workers: Iterable[tuple[str, int]], keep_topologies: Iterable[str]) -> None:
-        """Remove worker dirs and topology dirs nothing here uses any more."""
+    def clean(self, keep_workers: Iterable[tuple[str, int]], keep_topologies: Iterable[str],
+              log_max_age_secs: float | None = None) -> None:
+        """Remove worker dirs and topology dirs nothing here uses any more, and the worker
+        logs of topologies not kept that nothing wrote for ``log_max_age_secs`` (Storm's
+        logviewer.cleanup.age.mins)."""
         keep_w = {f"{tid}-{port}" for tid, port in keep_workers}
         keep_t = set(keep_topologies)
+        for tid in [t for t in self.fetch_failures if t not in keep_t]:
+            del self.fetch_failures[tid]  # no longer assigned here
         for name in os.listdir(self.workers_dir):
             if name not in keep_w:
                 shutil.rmtree(os.path.join(self.workers_dir, name), ignore_errors=True)
@@ -194,3 +221,19 @@ class LocalFiles:
             if name not in keep_t and not name.startswith(".tmp-"):
                 log.info("topology %s: removing its local files", name)
                 shutil.rmtree(os.path.join(self.stormdist, name), ignore_errors=True)
+        if log_max_age_secs is not None:
+            self._clean_logs(keep_t, time.time() - log_max_age_secs)
+
+    def _clean_logs(self, keep_t: set[str], before: float) -> None:
+        for name in os.listdir(self.logs_dir):
+            m = _WORKER_LOG.match(name)
+            if m is None or m.group("tid") in keep_t:
+                continue  # a daemon's log, or a running topology's
+            path = os.path.join(self.logs_dir, name)
+            try:
+                if os.lstat(path).st_mtime < before:
+                    os.unlink(path)
+                    log.info("removed %s: its topology no longer runs here and it is older "
+                             "than logviewer.cleanup.age.mins", name)
+            except OSError:
+                continue

@@ -147,6 +147,14 @@ class Outbox:
             with self._lock:
                 self._marks.pop(w.pid, None)
 
+    def supervisor_error(self, topology_id: str, text: str, now: float | None = None) -> None:
+        """An error of the supervisor's own about a topology (its package cannot be fetched
+        or extracted): shown with the topology's errors, as component ``__supervisor``."""
+        with self._lock:
+            self._errors.append(pb.WorkerError(topology_id=topology_id, error=pb.ErrorInfo(
+                component="__supervisor", error=cut_error(text),
+                time_secs=int(time.time() if now is None else now), host=self.host)))
+
     def worker_failed(self, topology_id: str, port: int, reason: str,
                       now: float | None = None) -> None:
         """A worker crashed or hung and will be launched again: every report for the next

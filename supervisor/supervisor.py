@@ -177,6 +177,8 @@ class Supervisor(Daemon):
         self.ports = sorted(int(p) for p in self.conf[cfg.SUPERVISOR_SLOTS_PORTS])
         #: The local directory tree: id, topology cache, worker dirs, logs.
         self.files = LocalFiles(self.conf[cfg.STORM_LOCAL_DIR], fetch_topology)
+        #: tid -> the failed-fetch count last reported to Nimbus.
+        self._fetch_reported: dict[str, int] = {}
         self.local_dir = self.files.local_dir
         self.id = self.files.load_id()
         self._own_state = cluster_state is None
@@ -330,7 +332,8 @@ class Supervisor(Daemon):
             self.files.clean([s.key for s in self.desired.values()] +
                              [p.spec.key for p in self.procs.values()],
                              [s.topology_id for s in self.desired.values()] +
-                             [p.spec.topology_id for p in self.procs.values()])
+                             [p.spec.topology_id for p in self.procs.values()],
+                             60 * float(cfg.get(self.conf, cfg.LOGVIEWER_CLEANUP_AGE_MINS)))
         if self.used_slots() != self._used_reported:
             try:
                 self.register()
@@ -358,6 +361,7 @@ class Supervisor(Daemon):
             levels = self.state.get_log_config(tid, watch=self._watch(paths.log_config(tid)))
             topo_dir = self.files.ensure_topology(tid)
             if topo_dir is None:
+                self._report_fetch_failure(tid)
                 continue
             conf = self.files.worker_conf(topo_dir, self.conf, storm.get("name"))
             workers = {w: sorted(ts) for w, ts in assignment.workers.items()}
@@ -375,6 +379,17 @@ class Supervisor(Daemon):
                 log_levels.write_config(self.files.write_worker_dir(a, status), levels)
                 out[port] = spec
         return out
+
+    def _report_fetch_failure(self, tid: str) -> None:
+        """Each new failed fetch of a topology's package goes to Nimbus once (squall list
+        shows it as the topology's last error)."""
+        failed = self.files.fetch_failures.get(tid)
+        if failed is None or self._fetch_reported.get(tid) == failed[0]:
+            return
+        self._fetch_reported[tid] = failed[0]
+        self.outbox.supervisor_error(tid, f"supervisor {self.id} on {self.host} cannot fetch "
+                                          f"the topology's package ({failed[2]}); tried "
+                                          f"{failed[0]} time(s), trying again later")
 
     # -- processes ----------------------------------------------------------------------
     def running(self) -> dict[int, RunningWorker]:

@@ -138,3 +138,13 @@ def test_health_names_stalled_executors_and_the_report_carries_them(tmp_path):
     out.report([w])
     stalled = send.sent[-1].worker_heartbeats[0].stalled
     assert len(stalled) == 16 and all(len(s) == 256 for s in stalled)
+
+
+def test_a_supervisors_own_error_about_a_topology_goes_with_the_report(tmp_path):
+    out = ob.Outbox("sup", "h1", send=(send := Sender()))
+    out.supervisor_error("t-1", "supervisor sup on h1 cannot fetch the topology's package "
+                                "(ValueError: zip bomb)" + "x" * 10_000, now=1700000000)
+    out.report([])
+    (e,) = send.sent[-1].errors
+    assert (e.topology_id, e.error.component, e.error.host) == ("t-1", "__supervisor", "h1")
+    assert len(e.error.error) == MAX_ERROR_CHARS and "zip bomb" in e.error.error
