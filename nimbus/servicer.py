@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 from concurrent import futures
+from typing import Any
 
 import grpc
 from google.protobuf import json_format
@@ -92,6 +93,8 @@ def _rpc(method):
         def stream(self, request, context):
             t0, code = time.perf_counter(), "OK"
             try:
+                if isinstance(request, _Undecodable):
+                    request.refuse(op)
                 yield from method(self, request, context)
             except Exception as exc:  # noqa: BLE001 - the one translation point
                 code = status_of(exc).name
@@ -104,6 +107,8 @@ def _rpc(method):
     def unary(self, request, context):
         t0, code = time.perf_counter(), "OK"
         try:
+            if isinstance(request, _Undecodable):
+                request.refuse(op)
             return method(self, request, context)
         except Exception as exc:  # noqa: BLE001 - the one translation point
             code = status_of(exc).name
@@ -120,6 +125,46 @@ def _message(cls, row: dict):
 
 def _opt(msg, field: str):
     return getattr(msg, field) if msg.HasField(field) else None
+
+
+class _Undecodable:
+    """What a request that is not a valid protobuf message decodes to: the RPC answers
+    INVALID_ARGUMENT saying so (gRPC's own answer is INTERNAL, "Exception deserializing")."""
+
+    def __init__(self, size: int, error: Exception):
+        self.size, self.error = size, error
+
+    def refuse(self, op: str) -> None:
+        raise InvalidRequest(f"{op}: the request ({self.size} bytes) is not a valid message "
+                             f"of this call ({type(self.error).__name__}); is the client "
+                             "built from this Squall's proto/nimbus.proto?")
+
+
+def _tolerant(deserialize):
+    def decode(data: bytes):
+        try:
+            return deserialize(data)
+        except Exception as e:  # noqa: BLE001 - whatever the bytes make protobuf raise
+            return _Undecodable(len(data), e)
+    return decode
+
+
+def _add_servicer(servicer: Any, server: grpc.Server) -> None:
+    """The generated registration, with every request decoded by :func:`_tolerant`."""
+    class Capture:
+        def add_generic_rpc_handlers(self, handlers) -> None:
+            pass
+
+        def add_registered_method_handlers(self, service: str, handlers: dict) -> None:
+            self.service, self.handlers = service, handlers
+
+    capture = Capture()
+    pb_grpc.add_NimbusServicer_to_server(servicer, capture)
+    handlers = {name: h._replace(request_deserializer=_tolerant(h.request_deserializer))
+                for name, h in capture.handlers.items()}
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(capture.service, handlers),))
+    server.add_registered_method_handlers(capture.service, handlers)
 
 
 class NimbusServicer(pb_grpc.NimbusServicer):
@@ -366,6 +411,8 @@ class _IdleLimit:
         got = 0
         try:
             for item in iterator:
+                if isinstance(item, _Undecodable):
+                    item.refuse("UploadPackage")
                 got += len(getattr(item, "data", b"")) or 1
                 if got >= self.min_bytes:  # enough in this window: a new one starts
                     got = 0
@@ -393,7 +440,7 @@ def serve(nimbus: Nimbus, host: str, port: int, max_workers: int = 16,
                          options=tls.server_options(),
                          maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
     servicer = NimbusServicer(nimbus, secure, max_workers)
-    pb_grpc.add_NimbusServicer_to_server(servicer, server)
+    _add_servicer(servicer, server)
     try:
         bound = (server.add_secure_port(address, tls.server_credentials(nimbus.conf)) if secure
                  else server.add_insecure_port(address))

@@ -309,3 +309,19 @@ def test_a_flood_of_idle_connections_is_bounded_and_shed(zk_conf, tmp_path, monk
         if server is not None:
             server.stop(grace=None).wait(5)
         n.close(reason="test")
+
+
+@pytest.mark.parametrize("method", ["SubmitTopology", "KillTopology", "GetTopologyInfo",
+                                    "SendSupervisorWorkerHeartbeats", "SetLogConfig"])
+def test_a_request_that_is_not_protobuf_is_invalid_argument(nimbus, method):
+    """gRPC answers INTERNAL ("Exception deserializing request") for bytes that do not
+    decode; a client's garbage is its mistake, said as such."""
+    import grpc
+    with grpc.insecure_channel(nimbus.client.address) as channel:
+        call = channel.unary_unary(f"/squall.Nimbus/{method}")  # raw bytes both ways
+        with pytest.raises(grpc.RpcError) as info:
+            call(b"\xff\xff\xff\xff garbage", timeout=10)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, info.value.details()
+    assert f"{method}: the request (" in info.value.details()
+    assert "not a valid message" in info.value.details()
+    assert nimbus.client.list() is not None
