@@ -172,6 +172,11 @@ class Stream:
     def global_(self) -> "Stream":
         return self._then("partition", self.node.fields, partitioning=("global",))
 
+    def local_or_shuffle(self) -> "Stream":
+        """Repartition to the next operations' tasks, preferring those in the same worker
+        (Storm's localOrShuffle)."""
+        return self._then("partition", self.node.fields, partitioning=("local_or_shuffle",))
+
     def group_by(self, fields: Sequence[str]) -> "GroupedStream":
         return GroupedStream(self.partition_by(fields), self._check(fields, "group_by"))
 
@@ -180,6 +185,13 @@ class Stream:
                   input_fields: Sequence[str] | None = None) -> "Stream":
         """One aggregate of each whole batch (all tuples meet in one task)."""
         return self.global_()._aggregate([], agg, output_fields, input_fields)
+
+    def partition_aggregate(self, agg: Operation, output_fields: Sequence[str],
+                            input_fields: Sequence[str] | None = None) -> "Stream":
+        """An aggregate of each partition's share of each batch, where the tuples are (no
+        repartition; Storm's partitionAggregate): every task of the operation emits its own,
+        an empty share too (the aggregator's init, completed)."""
+        return self._aggregate([], agg, output_fields, input_fields)
 
     def _aggregate(self, group: list[str], agg: Operation, output_fields: Sequence[str],
                    input_fields: Sequence[str] | None) -> "Stream":
@@ -264,6 +276,12 @@ class GroupedStream:
     def aggregate(self, agg: Operation, output_fields: Sequence[str],
                   input_fields: Sequence[str] | None = None) -> Stream:
         return self.stream._aggregate(self.group_fields, agg, output_fields, input_fields)
+
+    def partition_aggregate(self, agg: Operation, output_fields: Sequence[str],
+                            input_fields: Sequence[str] | None = None) -> Stream:
+        """Per group within each partition (Storm's GroupedStream.partitionAggregate): a
+        group's tuples share a partition already, so the same as :meth:`aggregate`."""
+        return self.aggregate(agg, output_fields, input_fields)
 
     def persistent_aggregate(self, state_factory: Any, agg: CombinerAggregator | ReducerAggregator,
                              output_fields: Sequence[str],

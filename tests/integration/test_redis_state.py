@@ -201,3 +201,17 @@ def test_main_runs_in_the_foreground_until_sigterm(redis_server):
         finally:
             if proc.poll() is None:
                 proc.kill()
+
+
+def test_multi_remove_deletes_the_hash_fields_at_the_next_txid(make, client, redis_conf):
+    state = make("transactional", "removable")
+    assert batch(state, 1, [("a",), ("b",)], [1, 2]) == [1, 2]
+    state.begin_commit(2)
+    state.multi_remove([("a",)])
+    state.commit(2)
+    assert set(stored(client, redis_conf, "removable", StateType.TRANSACTIONAL)) == \
+        {'["a"]', '["b"]'}  # txid 2 may be replayed: unset, not gone yet
+    state.begin_commit(3)
+    assert set(stored(client, redis_conf, "removable", StateType.TRANSACTIONAL)) == {'["b"]'}
+    assert state.multi_get([("a",), ("b",)]) == [None, 2]
+    state.commit(3)

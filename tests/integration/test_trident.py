@@ -73,3 +73,31 @@ def test_without_state_the_commit_completes_on_its_own_and_batches_keep_coming(
         assert totals()[:10] == [20] * 10 and set(totals()[10:]) == {0}
     finally:
         client.close()
+
+
+def test_partition_aggregate_counts_each_partitions_share_on_real_workers(
+        cluster, tmp_path, redis_server, redis_conf):
+    """Storm's partitionAggregate: each of the 2 tasks emits its own share of every batch
+    (no global count), and the shares add up to the lines."""
+    from trident_topos import partition_count
+    files, _ = write_input(tmp_path, n_files=1, lines=200)
+    key = redis_conf["trident.redis.key.prefix"] + "partials"
+    topo = partition_count(TransactionalLineFiles(files, batch_lines=20))
+    conf = dict(redis_conf, **{"topology.workers": 2, "trident.transactional.state": "memory",
+                               "topology.trident.batch.emit.interval.millis": 20,
+                               "test.redis.list": key})
+    lc = cluster(topo, conf, name="partials")
+    client = redis_server.client()
+    try:
+        def partials():
+            return [tuple(map(int, x.split(b":"))) for x in client.lrange(key, 0, -1)]
+        # Ten batches of 20 lines, then empty ones: each task's count of its share.
+        lc.wait_for(lambda: sum(n for _, n in partials()) == 200 and
+                    {i for i, _ in partials()} == {0, 1}, timeout=30,
+                    what="every line counted, by both tasks")
+        got = partials()
+        assert all(0 <= n <= 20 for _, n in got), got  # shares, never more than a batch
+        by_task = collections.Counter(i for i, _ in got)
+        assert abs(by_task[0] - by_task[1]) <= 2, by_task  # each task emits every batch
+    finally:
+        client.close()

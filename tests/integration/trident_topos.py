@@ -221,3 +221,27 @@ def stateless_count(spout):
       .aggregate(Count(), ["n"])
       .each(["n"], RecordTotals(), ["recorded"]))
     return t.build()
+
+
+def partition_count(spout):
+    """Lines per batch counted per partition (partition_aggregate on 2 tasks after a
+    local_or_shuffle): each task records its own share of every batch."""
+    from squall.client.trident.operation import Count
+    t = TridentTopology()
+    (t.new_stream("lines", spout)
+      .local_or_shuffle()
+      .partition_aggregate(Count(), ["n"]).parallelism_hint(2)
+      .each(["n"], RecordPartials(), ["recorded"]))
+    return t.build()
+
+
+class RecordPartials(RecordTotals):
+    """Appends ``<task index>:<count>`` to the Redis list: which task counted what."""
+
+    def prepare(self, conf, context):
+        super().prepare(conf, context)
+        self.index = context.this_task_index
+
+    def execute(self, tup, collector):
+        self.client.rpush(self.key, f"{self.index}:{tup[0]}")
+        collector.emit([True])

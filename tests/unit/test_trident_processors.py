@@ -535,3 +535,26 @@ def test_a_batch_bolt_lets_go_of_superseded_and_late_attempts():
     bolt.execute(Tup([[1, 0], "late"], stream))       # a straggler of attempt 0: ignored
     assert list(bolt.batch_of.values()) == [] and bolt.tuples == {}
     assert len(collector.acked) == 2 and collector.failed == []
+
+
+def test_partition_aggregate_folds_each_partitions_share_where_it_is():
+    """Storm's partitionAggregate: no repartition; each task aggregates its own share of
+    the batch and emits it (its aggregator's zero for an empty share)."""
+    t = TridentTopology()
+    out = t.new_stream("nums", spout("n")).partition_aggregate(Sum(), ["partial"])
+    assert out.node.parents[0].kind == "spout" and out.fields == ["partial"]
+    task = task_for(t, out)
+    assert values(task.batch(1, [[1], [2]])) == [[3]]
+    assert values(task.batch(2, [])) == [[0]]
+
+
+def test_partition_aggregate_and_local_or_shuffle_are_wired_without_a_global_grouping():
+    t = TridentTopology()
+    (t.new_stream("nums", spout("n")).parallelism_hint(2)
+     .local_or_shuffle().each(["n"], Big(), ["big"]).parallelism_hint(3)
+     .partition_aggregate(Count(), ["count"]))
+    topo = t.build()
+    kinds = {(c.id, i.grouping.kind) for c in topo.components.values() for i in c.inputs
+             if not i.stream.startswith(("$", "__"))}
+    assert any(k == "local_or_shuffle" for _, k in kinds), kinds
+    assert not any(k == "global" for _, k in kinds), kinds

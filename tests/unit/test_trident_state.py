@@ -295,3 +295,43 @@ def test_redis_factory_checks_its_conf_when_built():
         RedisMapState.transactional({"trident.redis.port": "6379"}, "counts")
     with pytest.raises(ValueError, match="needs a name"):
         RedisMapState.transactional(None, "")
+
+
+@pytest.mark.parametrize("kind", ["transactional", "opaque"])
+def test_multi_remove_reads_unset_at_once_and_leaves_the_store_at_the_next_txid(kind):
+    """Storm's RemovableMapState.multiRemove (its MemoryMapState's way): the keys are set to
+    null in the batch, so a replay of it sees the same, and deleted from the store when the
+    next txid begins."""
+    from squall.client.trident.state.backing import CODECS, MemoryBackingMap
+    from squall.client.trident.state.base import StateType
+    from squall.client.trident.state.map_state import OpaqueMap, TransactionalMap
+    st_type = StateType.TRANSACTIONAL if kind == "transactional" else StateType.OPAQUE
+    backing = MemoryBackingMap(CODECS[st_type])
+    state = (TransactionalMap if kind == "transactional" else OpaqueMap)(backing)
+    state.begin_commit(1)
+    state.multi_put([("a",), ("b",)], [1, 2])
+    state.commit(1)
+    state.begin_commit(2)
+    state.multi_remove([("a",)])
+    assert state.multi_get([("a",), ("b",)]) == [None, 2]
+    state.commit(2)
+    assert len(backing.store) == 2  # still there: a replay of txid 2 must read it unset
+    state.begin_commit(2)  # a replay: the transactional value is txid 2's, the opaque one
+    assert state.multi_get([("a",)]) == [None if kind == "transactional" else 1]  # prev's
+    state.multi_remove([("a",)])  # and the replay removes it again
+    state.commit(2)
+    state.begin_commit(3)
+    assert sorted(backing.store) == ['["b"]']
+    assert state.multi_get([("a",), ("b",)]) == [None, 2]
+    state.commit(3)
+
+
+def test_a_non_transactional_map_removes_at_once_and_a_cache_forgets():
+    from squall.client.trident.state.backing import CachedMap, MemoryBackingMap
+    from squall.client.trident.state.map_state import NonTransactionalMap, SnapshottableMap
+    backing = MemoryBackingMap()
+    state = SnapshottableMap(NonTransactionalMap(CachedMap(backing, 10)))
+    state.multi_put([("a",), ("b",)], [1, 2])
+    assert state.multi_get([("a",)]) == [1]  # cached
+    state.multi_remove([("a",)])
+    assert state.multi_get([("a",), ("b",)]) == [None, 2] and list(backing.store) == ['["b"]']

@@ -165,6 +165,10 @@ class BackingMap(abc.ABC, Generic[V]):
     def multi_put(self, keys: Sequence[Key], values: Sequence[V]) -> None:
         """Store ``values[i]`` under ``keys[i]``."""
 
+    def multi_remove(self, keys: Sequence[Key]) -> None:
+        """Delete the keys (Storm's ``multiRemove``); a store that cannot says so."""
+        raise StateError(f"{type(self).__name__} cannot remove keys")
+
     def close(self) -> None:
         """Release connections; the default holds none."""
 
@@ -205,6 +209,11 @@ class MemoryBackingMap(BackingMap[V]):
         # Encode all first: a value that cannot be stored leaves the map untouched.
         self.store.update(zip((encode_key(k) for k in keys), encoded))
 
+    def multi_remove(self, keys: Sequence[Key]) -> None:
+        self.put_calls += 1
+        for k in keys:
+            self.store.pop(encode_key(k), None)
+
 
 class CachedMap(BackingMap[V]):
     """An LRU cache of up to ``size`` values in front of another backing map (Storm's ``CachedMap``).
@@ -234,6 +243,11 @@ class CachedMap(BackingMap[V]):
         for i in missing:
             self._remember(encoded[i], out[i])
         return [out[i] for i in range(len(keys))]
+
+    def multi_remove(self, keys: Sequence[Key]) -> None:
+        self.delegate.multi_remove(keys)
+        for k in keys:
+            self._cache.pop(encode_key(k), None)
 
     def multi_put(self, keys: Sequence[Key], values: Sequence[V]) -> None:
         check_lengths(keys, values)

@@ -48,6 +48,11 @@ class MapState(State, Generic[V]):
     def multi_put(self, keys: Sequence[Key], values: Sequence[V]) -> None:
         """Set each key's value, whatever it was."""
 
+    def multi_remove(self, keys: Sequence[Key]) -> None:
+        """Remove the keys (Storm's ``RemovableMapState.multiRemove``): they read as unset
+        from this batch on."""
+        raise NotImplementedError(f"{type(self).__name__} cannot remove keys")
+
 
 class _BatchReads:
     """Storm's ``CachedBatchReadsMap``: what this batch wrote, served back with ``cached=True``."""
@@ -81,10 +86,24 @@ class _BatchedMap(MapState[V]):
         self._reads = _BatchReads(backing)
         #: The txid of the batch in progress; ``None`` outside a batch.
         self.current_txid: int | None = None
+        #: Keys removed by the batch of ``_removed_txid``: deleted from the store when the
+        #: next txid begins (Storm's MemoryMapState); a replay of that batch still reads
+        #: them as the unset values it wrote.
+        self._removed: list[Key] = []
+        self._removed_txid: int | None = None
 
     def begin_commit(self, txid: int | None) -> None:
+        if self._removed and (txid is None or txid != self._removed_txid):
+            self._reads.backing.multi_remove(self._removed)
+        self._removed = []  # a replay of the batch removes its keys again
         self.current_txid = txid
         self._reads.reset()
+
+    def multi_remove(self, keys: Sequence[Key]) -> None:
+        keys = list(keys)
+        self.multi_put(keys, [None] * len(keys))
+        self._removed.extend(keys)
+        self._removed_txid = self.current_txid
 
     def commit(self, txid: int | None) -> None:
         self.current_txid = None
@@ -201,6 +220,9 @@ class NonTransactionalMap(MapState[V]):
     def multi_put(self, keys: Sequence[Key], values: Sequence[V]) -> None:
         self.backing.multi_put(keys, values)
 
+    def multi_remove(self, keys: Sequence[Key]) -> None:
+        self.backing.multi_remove(keys)
+
     def close(self) -> None:
         self.backing.close()
 
@@ -234,6 +256,9 @@ class SnapshottableMap(MapState[V]):
 
     def multi_put(self, keys: Sequence[Key], values: Sequence[V]) -> None:
         self.delegate.multi_put(keys, values)
+
+    def multi_remove(self, keys: Sequence[Key]) -> None:
+        self.delegate.multi_remove(keys)
 
     def get(self) -> V | None:
         """The global value."""

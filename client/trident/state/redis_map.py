@@ -99,6 +99,12 @@ class RedisBackingMap(BackingMap):
         with self._errors("HSET"):
             self.client.hset(self.hash_key, mapping=mapping)
 
+    def multi_remove(self, keys: Sequence[Key]) -> None:
+        if not keys:
+            return
+        with self._errors("HDEL"):
+            self.client.hdel(self.hash_key, *[encode_key(k) for k in keys])
+
     def close(self) -> None:
         self.client.close()
 
