@@ -11,3 +11,4 @@ cdef class Fields:
 cdef class Tuple:
     cdef public object values, source_component, source_stream, source_task, ids, fields
     cdef public unsigned long long ack_val
+    cdef public bint acked

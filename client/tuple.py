@@ -76,7 +76,7 @@ class Tuple:
     """
 
     __slots__ = ("values", "source_component", "source_stream", "source_task", "ids",
-                 "ack_val", "fields")
+                 "ack_val", "fields", "acked")
 
     def __init__(self, values: list, source_component: str, source_stream: str,
                  source_task: int, ids: dict | None, fields: Fields = _NO_FIELDS):
@@ -89,6 +89,8 @@ class Tuple:
         #: XOR of the edge ids of tuples anchored to this one (Storm's outAckVal).
         self.ack_val = 0
         self.fields = fields
+        #: Acked already (a second ack is refused: its XOR would undo the first).
+        self.acked = False
 
     # Storm-style accessors -------------------------------------------------
     @property

@@ -90,6 +90,12 @@ def entries_from_conf(conf: Mapping[str, Any]) -> list[Entry]:
     return out
 
 
+#: Types msgpack carries as they are (int is checked for its 64 bits).
+_PLAIN = frozenset({type(None), bool, float, str, bytes, bytearray, memoryview})
+#: Nesting a value check walks (msgpack's own limit is far deeper; deeper values are rare).
+_MAX_DEPTH = 32
+
+
 class ValueTypes:
     """The encode (``default``) and decode (``ext_hook``) hooks of one topology's values."""
 
@@ -108,6 +114,33 @@ class ValueTypes:
         fallback = bool(conf.get(cfg.TOPOLOGY_FALL_BACK_ON_PICKLE, False))
         return cls(entries_from_conf(conf), pickle_out=fallback,
                    pickle_in=fallback and channel_authenticated)
+
+    def problem(self, value: Any, depth: int = 0) -> str | None:
+        """What in ``value`` another worker could not receive (``"a builtins.set"``,
+        ``"an int beyond 64 bits"``), or None when it travels: what msgpack carries, nested
+        lists and dicts of it, the registered types, anything with the pickle fallback on."""
+        t = type(value)
+        if t in _PLAIN:
+            return None
+        if t is int:
+            return None if -(1 << 63) <= value < (1 << 64) else "an int beyond 64 bits"
+        if t is list or t is tuple:
+            for x in value:
+                p = self.problem(x, depth + 1) if depth < _MAX_DEPTH else None
+                if p is not None:
+                    return p
+            return None
+        if t is dict:
+            for k, v in value.items():
+                p = self.problem(k, depth + 1) or self.problem(v, depth + 1)
+                if p is not None:
+                    return p
+            return None
+        if self.pickle_out or t in self._pack or any(isinstance(value, c) for c in self._pack):
+            return None
+        if isinstance(value, (int, float, str, bytes, list, tuple, dict)):
+            return None  # a subclass (an IntEnum, a namedtuple): msgpack takes it as its base
+        return f"a {t.__module__}.{t.__qualname__}"
 
     def _inner(self, value: Any) -> bytes:
         return msgpack.packb(value, default=self.default, use_bin_type=True)

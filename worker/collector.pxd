@@ -19,8 +19,9 @@ cdef class _Base:
     cdef public dict routes
     cdef public object task
     cdef public bint debug
+    cdef public Py_ssize_t acked_twice
 
-    @cython.locals(r=Route, single=object)
+    @cython.locals(r=Route, single=object, n="Py_ssize_t")
     cpdef tuple _resolve(self, object values, object stream, object direct_task)
 
     cpdef _send(self, object t, list values, Route r, object ids)
@@ -41,7 +42,8 @@ cdef class OutputCollector(_Base):
     cpdef list emit(self, object values, object stream=*, object anchors=*,
                     object direct_task=*, object msg_id=*)
 
-    @cython.locals(r=Route, lists=object, targets=object, e="unsigned long long")
+    @cython.locals(r=Route, lists=object, targets=object, e="unsigned long long",
+                   n="Py_ssize_t")
     cpdef list emit_anchored(self, object values, object stream, Tuple anchor,
                              object direct_task=*)
 

@@ -20,7 +20,7 @@ from zlib import crc32 as _crc32
 from typing import Any, Sequence
 
 from ..client import grouping as g
-from ..client.errors import InvalidTopology
+from ..client.errors import InvalidTopology, SerializationError
 from ..client.tuple import DEFAULT_STREAM, Fields, Tuple
 from .lineage import child_edge, message_base, spout_edge, tuple_key
 
@@ -73,6 +73,8 @@ class _Base:
         #: Edge ids derived from the message and the anchor, not drawn (worker/lineage.py):
         #: exactly-once checkpointing recognises a replayed tuple by them.
         self.lineage = ex.ws.lineage
+        #: Tuples acked a second time (refused; the first is reported).
+        self.acked_twice = 0
 
     def _route(self, stream: str) -> Route:
         r = self.routes.get(stream)
@@ -131,9 +133,28 @@ class _Base:
             else self._targets(r, values, direct_task)
         r.emitted += 1
         r.transferred += len(targets)
+        n = r.emitted
+        if n <= 64 or not n & 1023:  # a stream's first 64 tuples, then one in 1,024
+            self._check_values(r, values)
         if self.debug:
             self.ex.log_emit(self.task, stream, values, targets)
         return r, values, targets
+
+    def _check_values(self, r: Route, values: list) -> None:
+        """Raise, at the user's emit, for a value another worker could not receive (a set, a
+        datetime): with one worker it would pass as an object, with two crash the sending
+        worker blamed on __system. Checked on a sample, whatever the number of workers."""
+        problem = self.ex.ws.values.problem
+        for i, v in enumerate(values):
+            p = problem(v)
+            if p is not None:
+                names = r.fields.names
+                raise SerializationError(
+                    f"component {self.component!r} emitted on stream {r.stream!r} a value "
+                    f"another worker could not receive: field "
+                    f"{names[i] if i < len(names) else i!r} holds {p}; tuples carry None, "
+                    "bool, int (64 bits), float, str, bytes, list and dict: convert the "
+                    "value, or register a serializer for its type in topology.serializers")
 
     def _send(self, t: int, values: list, r: Route, ids: dict | None) -> None:
         """Hand one copy to task ``t``: an object to a local executor, a wire entry otherwise."""
@@ -265,6 +286,9 @@ class OutputCollector(_Base):
             targets = self._targets(r, values, direct_task)
         r.emitted += 1
         r.transferred += len(targets)
+        n = r.emitted
+        if n <= 64 or not n & 1023:  # as _resolve
+            self._check_values(r, values)
         if self.debug:
             self.ex.log_emit(self.task, stream, values, targets)
         aids = anchor.ids if self.ex.acking else None
@@ -302,6 +326,10 @@ class OutputCollector(_Base):
         if type(tup) is not Tuple:
             raise TypeError(f"component {self.component!r} acked a {type(tup).__name__}: "
                             "ack takes a Tuple it received")
+        if tup.acked:
+            self._acked_twice(tup)
+            return
+        tup.acked = True
         ids = tup.ids
         if ids:
             av = tup.ack_val
@@ -309,6 +337,17 @@ class OutputCollector(_Base):
             for root, e in ids.items():
                 pa[root] = pa.get(root, 0) ^ e ^ av
         self.stats.acked += 1
+
+    def _acked_twice(self, tup: Tuple) -> None:
+        """A second ack XORs the tuple's edges in again and its tree never completes (Storm
+        leaves it to time out, silently): refused, and said once per task."""
+        self.acked_twice += 1
+        if self.acked_twice == 1:
+            self.ex.ws.report_error(
+                self.component, self.task,
+                f"bolt {self.component!r} acked a tuple twice ({tup!r}); the second ack was "
+                "ignored (a second ack would leave the tuple's tree to time out): ack each "
+                "tuple once (a BasicBolt's are acked for it)")
 
     def fail(self, tup: Tuple) -> None:
         """Fail the tuple: its spout tuple's ``fail`` is called, without waiting for the timeout."""

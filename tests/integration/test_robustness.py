@@ -166,6 +166,43 @@ def test_a_spout_that_sleeps_gets_its_acks_and_slows_only_itself(cluster):
     assert "spout numbers: next_tuple took" not in log, log
 
 
+def test_a_tuple_acked_twice_completes_its_tree_and_the_mistake_is_reported(cluster):
+    """A bolt acking each tuple twice left 0 of 1,500 trees complete with no error: the
+    second ack is refused (its XOR would undo the first) and reported once."""
+    from topos import AckTwice
+    b = TopologyBuilder()
+    b.set_spout("numbers", NumberSpout(), 1)
+    b.set_bolt("twice", AckTwice(), 1).shuffle_grouping("numbers")
+    n = 300
+    lc = cluster(b.create_topology(), {"topology.workers": 1, "test.spout.count": n})
+    lc.wait_for(lambda: len(events_of(lc.events_dir, "numbers", "ack")) == n, timeout=30,
+                what="every tree acked")
+    assert events_of(lc.events_dir, "numbers", "fail") == []
+    errors = lambda: [e["error"] for hb in lc.heartbeats().values()  # noqa: E731
+                      for e in hb.get("errors", [])]
+    lc.wait_for(lambda: errors(), timeout=10, what="the error in the heartbeat")
+    assert len(errors()) == 1, errors()
+    assert "bolt 'twice' acked a tuple twice" in errors()[0], errors()
+
+
+def test_a_value_no_worker_could_receive_is_refused_at_the_emit_with_one_worker(cluster):
+    """A set works inside one worker and crashed the worker only when it crossed to
+    another, blamed on __system; now the emit raises in the user's code, whatever the
+    number of workers, naming component, stream, field and type."""
+    from topos import EmitsASet
+    b = TopologyBuilder()
+    b.set_spout("numbers", NumberSpout(), 1)
+    b.set_bolt("tagger", EmitsASet(), 1).shuffle_grouping("numbers")
+    b.set_bolt("sink", RecordingBolt(), 1).shuffle_grouping("tagger")
+    lc = cluster(b.create_topology(), {"topology.workers": 1, "test.spout.count": 10})
+    lc.wait_for(lambda: bool(lc.crashed()), timeout=30, what="the worker to stop on the emit")
+    text = lc.describe_exit(lc.crashed()[0]) + lc.log_tail(lc.workers[0], 400)
+    assert "user code raised" in text, text
+    assert ("component 'tagger' emitted on stream 'default' a value another worker could "
+            "not receive: field 'tags' holds a builtins.set") in text, text
+    assert "topology.serializers" in text and "__system" not in text
+
+
 def test_a_chatty_bolt_cannot_fill_the_disk_its_worker_log_rotates(cluster):
     from topos import ChattyBolt
     b = TopologyBuilder()

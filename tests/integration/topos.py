@@ -259,6 +259,32 @@ class FailAll(Bolt):
         self.collector.fail(tup)
 
 
+class AckTwice(Bolt):
+    """Acks every tuple twice (a user's mistake: the second ack used to leave every tree to
+    time out, silently)."""
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, tup):
+        self.collector.ack(tup)
+        self.collector.ack(tup)
+
+
+class EmitsASet(Bolt):
+    """Emits a set in its ``tags`` field: a value msgpack cannot carry."""
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, tup):
+        self.collector.emit([tup.values[0], {"a", "b"}], anchors=tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["n", "tags"])
+
+
 class NeverAck(Bolt):
     """Holds every tuple without acking (so its tree times out)."""
 

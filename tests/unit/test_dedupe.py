@@ -7,6 +7,8 @@ from __future__ import annotations
 import copy
 from types import SimpleNamespace
 
+from squall.client.values import PLAIN
+
 import pytest
 
 from squall.client.grouping import ShuffleRouter
@@ -61,7 +63,7 @@ class _Sink(dict):
 def _collector(cls, lineage, targets, *extra):
     sink = _Sink(targets)
     ex = SimpleNamespace(component_id="c", ws=SimpleNamespace(
-        stats={1: SimpleNamespace(routes=None)}, deliver=sink, lineage=lineage),
+        stats={1: SimpleNamespace(routes=None)}, deliver=sink, lineage=lineage, values=PLAIN),
         transfer=None, debug=False, acking=True, pending_inits=[])
     route = Route("default", Fields(["w"]), [ShuffleRouter(targets)], False, frozenset())
     return cls(ex, 1, {"default": route}, *extra), sink, ex
