@@ -28,11 +28,12 @@ from ..client.state import KeyValueState
 
 
 def retention_secs(conf: Any) -> float:
-    """``topology.state.dedupe.retention.secs``, unset: twice the message timeout."""
+    """``topology.state.dedupe.retention.secs``, unset: three times the message timeout
+    (a spout fails a tree up to twice the timeout after its emit, and its replay follows)."""
     given = conf.get(cfg.TOPOLOGY_STATE_DEDUPE_RETENTION_SECS)
     if given is not None:
         return float(given)
-    return 2 * float(conf.get(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30))
+    return 3 * float(conf.get(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30))
 
 
 class MutableState(KeyValueState):

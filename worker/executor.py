@@ -73,7 +73,12 @@ SLOW_CALLS = 3
 _SYS_FIELDS = Fields(["payload"])
 _ACKER_STREAMS = (ACKER_INIT_STREAM_ID, ACKER_ACK_STREAM_ID, ACKER_FAIL_STREAM_ID,
                   ACKER_RESET_TIMEOUT_STREAM_ID)
-_TIMEOUT_BUCKETS = 3
+#: Storm's timeouts: the spout's pending map has 2 buckets and the acker's ledger 3, both
+#: rotated every topology.message.timeout.secs (T), so the spout fails a tree between T and
+#: 2T after its emit and the acker forgets it only between 2T and 3T: the acker never drops
+#: a tree its spout still waits for.
+_SPOUT_BUCKETS = 2
+_ACKER_BUCKETS = 3
 
 
 class Executor:
@@ -520,13 +525,13 @@ class SpoutExecutor(Executor):
             spout = component_object(comp)
             if not isinstance(spout, Spout):
                 raise TypeError(f"component {self.component_id!r} is not a spout: {type(spout)}")
-            st = _SpoutTask(t, spout, PendingMap(_TIMEOUT_BUCKETS), max_pending, self.ws.stats[t])
+            st = _SpoutTask(t, spout, PendingMap(_SPOUT_BUCKETS), max_pending, self.ws.stats[t])
             st.pending.expired = self._expired_cb(st)
             if barrier_mode(self.conf) and TOPOLOGY_MASTER_ID in self.ws.component_tasks:
                 st.barrier = SpoutBarrier(self, t, spout)
             self.spouts.append(st)
             self.by_task[t] = st
-        self.add_timer(self.timeout_secs / (_TIMEOUT_BUCKETS - 1), self._rotate)
+        self.add_timer(self.timeout_secs, self._rotate)
 
     def _open(self) -> None:
         """Open every spout task (first activation)."""
@@ -713,8 +718,8 @@ class AckerExecutor(Executor):
     KIND = "acker"
 
     def setup(self) -> None:
-        self.ledgers = {t: AckerLedger(_TIMEOUT_BUCKETS) for t in self.tasks}
-        self.add_timer(self.timeout_secs / (_TIMEOUT_BUCKETS - 1), self._rotate)
+        self.ledgers = {t: AckerLedger(_ACKER_BUCKETS) for t in self.tasks}
+        self.add_timer(self.timeout_secs, self._rotate)
         self.out_acks: dict[int, list] = {}
         self.out_fails: dict[int, list] = {}
         self.out_resets: dict[int, list] = {}

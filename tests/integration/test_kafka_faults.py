@@ -22,7 +22,7 @@ from zk_fixtures import poll_for
 pytestmark = pytest.mark.integration
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TIMEOUT = 6      # topology.message.timeout.secs: a lost tree is replayed after at most 1.5x
+TIMEOUT = 6      # topology.message.timeout.secs: a lost tree is replayed after at most 2x
 COMMIT_MS = 500
 
 

@@ -201,9 +201,10 @@ def test_seen_tuples_event_table():
     assert len(seen) == 5  # 11 and 14 kept on in the newest generation too
 
 
-def test_retention_defaults_to_twice_the_message_timeout():
-    assert retention_secs({}) == 60
-    assert retention_secs({"topology.message.timeout.secs": 6}) == 12
+def test_retention_defaults_to_three_times_the_message_timeout():
+    # A spout fails a tree up to 2T after its emit (Storm's buckets); the replay follows.
+    assert retention_secs({}) == 90
+    assert retention_secs({"topology.message.timeout.secs": 6}) == 18
     assert retention_secs({"topology.state.dedupe.retention.secs": 300,
                            "topology.message.timeout.secs": 6}) == 300
 
