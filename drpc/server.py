@@ -29,6 +29,7 @@ from ..client import tls
 from ..client.daemon import Daemon
 from ..client.drpc.client import REQUEST_ID_METADATA
 from ..client.errors import PermissionDenied
+from ..client.rpc import Undecodable, add_tolerant
 from ..proto import drpc_pb2 as pb
 from ..proto import drpc_pb2_grpc as pb_grpc
 from .authorizer import DRPCAuthorizer
@@ -46,6 +47,13 @@ def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str,
     if request_id is not None:
         context.set_trailing_metadata(((REQUEST_ID_METADATA, request_id),))
     context.abort(code, message)
+
+
+def _decoded(context: grpc.ServicerContext, request: Any, op: str) -> Any:
+    """The request, or INVALID_ARGUMENT for bytes that are not a message of the call."""
+    if isinstance(request, Undecodable):
+        _abort(context, grpc.StatusCode.INVALID_ARGUMENT, request.message(op, "drpc.proto"))
+    return request
 
 
 def _function(context: grpc.ServicerContext, name: str) -> str:
@@ -87,6 +95,7 @@ class DistributedRPCServicer(_Servicer, pb_grpc.DistributedRPCServicer):
         self.timeout = timeout
 
     def Execute(self, request, context):
+        request = _decoded(context, request, "Execute")
         function = _function(context, request.function_name)
         principal = self._authorize(context, "execute", function)
         try:
@@ -132,6 +141,7 @@ class DistributedRPCInvocationsServicer(_Servicer, pb_grpc.DistributedRPCInvocat
     """``drpc.invocations.port``: topologies' FetchRequest, Result, FailRequest."""
 
     def FetchRequest(self, request, context):
+        request = _decoded(context, request, "FetchRequest")
         function = _function(context, request.function_name)
         self._authorize(context, "fetchRequest", function)
         req = self.table.fetch(function, request.wait_ms / 1000)
@@ -141,6 +151,7 @@ class DistributedRPCInvocationsServicer(_Servicer, pb_grpc.DistributedRPCInvocat
         return pb.DRPCRequest(func_args=req.args, request_id=req.id)
 
     def Result(self, request, context):
+        request = _decoded(context, request, "Result")
         function = self.table.function_of(request.request_id) or "?"
         self._authorize(context, "result", function)
         if not self.table.result(request.request_id, request.result):
@@ -148,6 +159,7 @@ class DistributedRPCInvocationsServicer(_Servicer, pb_grpc.DistributedRPCInvocat
         return pb.Done()
 
     def FailRequest(self, request, context):
+        request = _decoded(context, request, "FailRequest")
         function = self.table.function_of(request.request_id) or "?"
         self._authorize(context, "failRequest", function)
         if self.table.fail(request.request_id, request.message):
@@ -169,7 +181,7 @@ def serve(servicer: Any, add: Any, conf: Mapping[str, Any], host: str, port: int
                                                     thread_name_prefix=f"drpc-{name}"),
                          options=tls.server_options(),
                          maximum_concurrent_rpcs=threads + queue)
-    add(servicer, server)
+    add_tolerant(add, servicer, server)
     try:
         bound = (server.add_secure_port(address, tls.server_credentials(conf)) if secure
                  else server.add_insecure_port(address))

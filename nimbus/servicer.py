@@ -22,7 +22,6 @@ import logging
 import threading
 import time
 from concurrent import futures
-from typing import Any
 
 import grpc
 from google.protobuf import json_format
@@ -33,6 +32,7 @@ from ..client.cluster_state import ClusterStateError, ZooKeeperUnavailable
 from ..client.errors import (LEADER_METADATA, InvalidRequest, InvalidTopology, LimitExceeded,
                              NimbusError,
                              NimbusUnavailable, NotALeader, SquallError, Unauthenticated)
+from ..client.rpc import Undecodable, add_tolerant
 from ..client.tls import Principal
 from ..client.transitions import InvalidTransition
 from ..proto import nimbus_pb2 as pb
@@ -43,6 +43,8 @@ from .nimbus import Nimbus
 
 log = logging.getLogger("squall.nimbus.servicer")
 
+#: Requests that do not decode are named against this proto file.
+PROTO = "nimbus.proto"
 #: A streaming upload holds one of the server's threads while it lasts: one that sends less
 #: than STREAM_MIN_BYTES in STREAM_IDLE_SECS (silent, or trickling) is cancelled ...
 STREAM_IDLE_SECS = 30.0
@@ -93,8 +95,8 @@ def _rpc(method):
         def stream(self, request, context):
             t0, code = time.perf_counter(), "OK"
             try:
-                if isinstance(request, _Undecodable):
-                    request.refuse(op)
+                if isinstance(request, Undecodable):
+                    raise InvalidRequest(request.message(op, PROTO))
                 yield from method(self, request, context)
             except Exception as exc:  # noqa: BLE001 - the one translation point
                 code = status_of(exc).name
@@ -107,8 +109,8 @@ def _rpc(method):
     def unary(self, request, context):
         t0, code = time.perf_counter(), "OK"
         try:
-            if isinstance(request, _Undecodable):
-                request.refuse(op)
+            if isinstance(request, Undecodable):
+                raise InvalidRequest(request.message(op, PROTO))
             return method(self, request, context)
         except Exception as exc:  # noqa: BLE001 - the one translation point
             code = status_of(exc).name
@@ -125,46 +127,6 @@ def _message(cls, row: dict):
 
 def _opt(msg, field: str):
     return getattr(msg, field) if msg.HasField(field) else None
-
-
-class _Undecodable:
-    """What a request that is not a valid protobuf message decodes to: the RPC answers
-    INVALID_ARGUMENT saying so (gRPC's own answer is INTERNAL, "Exception deserializing")."""
-
-    def __init__(self, size: int, error: Exception):
-        self.size, self.error = size, error
-
-    def refuse(self, op: str) -> None:
-        raise InvalidRequest(f"{op}: the request ({self.size} bytes) is not a valid message "
-                             f"of this call ({type(self.error).__name__}); is the client "
-                             "built from this Squall's proto/nimbus.proto?")
-
-
-def _tolerant(deserialize):
-    def decode(data: bytes):
-        try:
-            return deserialize(data)
-        except Exception as e:  # noqa: BLE001 - whatever the bytes make protobuf raise
-            return _Undecodable(len(data), e)
-    return decode
-
-
-def _add_servicer(servicer: Any, server: grpc.Server) -> None:
-    """The generated registration, with every request decoded by :func:`_tolerant`."""
-    class Capture:
-        def add_generic_rpc_handlers(self, handlers) -> None:
-            pass
-
-        def add_registered_method_handlers(self, service: str, handlers: dict) -> None:
-            self.service, self.handlers = service, handlers
-
-    capture = Capture()
-    pb_grpc.add_NimbusServicer_to_server(servicer, capture)
-    handlers = {name: h._replace(request_deserializer=_tolerant(h.request_deserializer))
-                for name, h in capture.handlers.items()}
-    server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(capture.service, handlers),))
-    server.add_registered_method_handlers(capture.service, handlers)
 
 
 class NimbusServicer(pb_grpc.NimbusServicer):
@@ -411,8 +373,8 @@ class _IdleLimit:
         got = 0
         try:
             for item in iterator:
-                if isinstance(item, _Undecodable):
-                    item.refuse("UploadPackage")
+                if isinstance(item, Undecodable):
+                    raise InvalidRequest(item.message("UploadPackage", PROTO))
                 got += len(getattr(item, "data", b"")) or 1
                 if got >= self.min_bytes:  # enough in this window: a new one starts
                     got = 0
@@ -440,7 +402,7 @@ def serve(nimbus: Nimbus, host: str, port: int, max_workers: int = 16,
                          options=tls.server_options(),
                          maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
     servicer = NimbusServicer(nimbus, secure, max_workers)
-    _add_servicer(servicer, server)
+    add_tolerant(pb_grpc.add_NimbusServicer_to_server, servicer, server)
     try:
         bound = (server.add_secure_port(address, tls.server_credentials(nimbus.conf)) if secure
                  else server.add_insecure_port(address))

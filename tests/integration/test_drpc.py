@@ -166,3 +166,21 @@ def test_only_the_clusters_daemons_use_the_invocations_port(pki, drpc):
     finally:
         alice.close()
         supervisor.close()
+
+
+@pytest.mark.parametrize("method", ["/squall.drpc.DistributedRPC/Execute",
+                                    "/squall.drpc.DistributedRPCInvocations/FetchRequest"])
+def test_bytes_that_are_no_message_are_invalid_argument(pki, drpc, method):
+    """gRPC's own answer to undecodable bytes is INTERNAL; a client's garbage is its own
+    mistake, said as such, on both DRPC ports."""
+    import grpc
+
+    from squall.client.drpc.client import _channel
+    server = drpc()
+    port = server.port if "Invocations" not in method else server.invocations_port
+    with _channel(client_conf(pki, "supervisor", server), f"127.0.0.1:{port}") as channel:
+        with pytest.raises(grpc.RpcError) as info:
+            channel.unary_unary(method)(b"\xff\xff\xff\xff garbage", timeout=10)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, info.value.details()
+    assert "not a valid message of this call" in info.value.details()
+    assert "proto/drpc.proto" in info.value.details()
