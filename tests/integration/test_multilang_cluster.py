@@ -146,6 +146,32 @@ def test_storms_sleeping_tester_spout_gets_its_acks_within_a_second(local, tmp_p
     kill_and_wait(local, "tester")
 
 
+def test_storms_randomsentence_js_gets_its_acks_as_it_goes_not_in_bursts(local, tmp_path):
+    """Storm's randomsentence.js, unchanged, waits 0.1 s in every nextTuple: its acks came
+    in bursts every 12.8 s (128 calls a step), delivery lagging up to 26 s."""
+    from cluster_helpers import worker_heartbeats
+    events = tmp_path / "events"
+    events.mkdir()
+    b = TopologyBuilder()
+    b.set_spout("sentences", ShellSpout(["node", "randomsentence.js"], ["sentence"]), 1)
+    b.set_bolt("record", RecordingBolt(), 1).shuffle_grouping("sentences")
+    local.submit("randomsentence", b.create_topology(),
+                 {"topology.workers": 1, "test.events.dir": str(events),
+                  "topology.message.timeout.secs": MESSAGE_TIMEOUT}, HERE)
+
+    def spout():
+        for hb in worker_heartbeats(local):
+            for st in hb.get("tasks", {}).values():
+                if st.get("component") == "sentences" and st.get("acked", 0) >= 30:
+                    return st
+        return None
+    # 30 calls of 0.1 s and a stats period: bounded by the waits, not by a step of 128.
+    st = poll_for(spout, timeout=MESSAGE_TIMEOUT + 10, what="30 sentences acked")
+    assert st["failed"] == 0, st
+    assert st["complete_latency_ms"]["p99"] < 1000, st["complete_latency_ms"]
+    kill_and_wait(local, "randomsentence")
+
+
 def test_storms_metrics_testers_update_metrics_with_storms_names(local, tmp_path):
     """Storm's tester_spout_metrics.py and tester_bolt_metrics.py, unchanged, update
     "my-custom-shellspout-metric" and "my-custom-shell-metric" over RPC (a name with dashes
