@@ -120,56 +120,44 @@ def test_a_shell_word_count_acks_every_message_exactly_once(local, tmp_path):
     kill_and_wait(local, "shell-wc")
 
 
-def test_storms_sleeping_tester_spout_gets_its_acks_within_a_second(local, tmp_path):
-    """Storm's tester_spout.py, unchanged, sleeps 0.5 s in every nextTuple and emits a word:
-    each ack must reach it within a second, not after a step of 128 sleeps (64 s)."""
+def _acked_as_it_goes(local, tmp_path, name, argv, fields, acks):
+    """Run Storm's spout ``argv`` (unchanged) into a recording bolt until it has ``acks``
+    trees acked; its complete latency must stay under a second (one sleep, not a step of
+    128 of them) with nothing failed."""
     from cluster_helpers import worker_heartbeats
     events = tmp_path / "events"
     events.mkdir()
     b = TopologyBuilder()
-    b.set_spout("tester", ShellSpout([sys.executable, "tester_spout.py"], ["word"]), 1)
-    b.set_bolt("record", RecordingBolt(), 1).shuffle_grouping("tester")
-    local.submit("tester", b.create_topology(),
+    b.set_spout("spout", ShellSpout(argv, fields), 1)
+    b.set_bolt("record", RecordingBolt(), 1).shuffle_grouping("spout")
+    local.submit(name, b.create_topology(),
                  {"topology.workers": 1, "test.events.dir": str(events),
                   "topology.message.timeout.secs": MESSAGE_TIMEOUT}, HERE)
 
     def spout():
         for hb in worker_heartbeats(local):
             for st in hb.get("tasks", {}).values():
-                if st.get("component") == "tester" and st.get("acked", 0) >= 8:
+                if st.get("component") == "spout" and st.get("acked", 0) >= acks:
                     return st
         return None
-    # Eight sleeps of 0.5 s, and a stats period: bounded by the sleeps.
-    st = poll_for(spout, timeout=MESSAGE_TIMEOUT + 10, what="8 of the tester's words acked")
+    st = poll_for(spout, timeout=MESSAGE_TIMEOUT + 10, what=f"{acks} of {name}'s trees acked")
     assert st["failed"] == 0, st
     assert st["complete_latency_ms"]["p99"] < 1000, st["complete_latency_ms"]
-    kill_and_wait(local, "tester")
+    kill_and_wait(local, name)
+
+
+def test_storms_sleeping_tester_spout_gets_its_acks_within_a_second(local, tmp_path):
+    """Storm's tester_spout.py sleeps 0.5 s in every nextTuple and emits a word: each ack
+    must reach it within a second, not after a step of 128 sleeps (64 s)."""
+    _acked_as_it_goes(local, tmp_path, "tester", [sys.executable, "tester_spout.py"],
+                      ["word"], 8)
 
 
 def test_storms_randomsentence_js_gets_its_acks_as_it_goes_not_in_bursts(local, tmp_path):
-    """Storm's randomsentence.js, unchanged, waits 0.1 s in every nextTuple: its acks came
-    in bursts every 12.8 s (128 calls a step), delivery lagging up to 26 s."""
-    from cluster_helpers import worker_heartbeats
-    events = tmp_path / "events"
-    events.mkdir()
-    b = TopologyBuilder()
-    b.set_spout("sentences", ShellSpout(["node", "randomsentence.js"], ["sentence"]), 1)
-    b.set_bolt("record", RecordingBolt(), 1).shuffle_grouping("sentences")
-    local.submit("randomsentence", b.create_topology(),
-                 {"topology.workers": 1, "test.events.dir": str(events),
-                  "topology.message.timeout.secs": MESSAGE_TIMEOUT}, HERE)
-
-    def spout():
-        for hb in worker_heartbeats(local):
-            for st in hb.get("tasks", {}).values():
-                if st.get("component") == "sentences" and st.get("acked", 0) >= 30:
-                    return st
-        return None
-    # 30 calls of 0.1 s and a stats period: bounded by the waits, not by a step of 128.
-    st = poll_for(spout, timeout=MESSAGE_TIMEOUT + 10, what="30 sentences acked")
-    assert st["failed"] == 0, st
-    assert st["complete_latency_ms"]["p99"] < 1000, st["complete_latency_ms"]
-    kill_and_wait(local, "randomsentence")
+    """Storm's randomsentence.js waits 0.1 s in every nextTuple: its acks came in bursts
+    every 12.8 s (128 calls a step), delivery lagging up to 26 s."""
+    _acked_as_it_goes(local, tmp_path, "randomsentence", ["node", "randomsentence.js"],
+                      ["sentence"], 30)
 
 
 def test_storms_metrics_testers_update_metrics_with_storms_names(local, tmp_path):
