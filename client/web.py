@@ -260,8 +260,9 @@ def _guarded_manager(server: Any, name: str):
             #: Plain connections whose headers are still coming: fd -> (conn, deadline);
             #: out of the selector, looked at every 50 ms.
             self._waiting: dict[int, tuple[Any, float]] = {}
-            #: New plain connections in the selector, nothing received yet: fd -> deadline.
-            self._fresh: dict[int, float] = {}
+            #: New plain connections in the selector, nothing received yet:
+            #: fd -> (conn, deadline).
+            self._fresh: dict[int, tuple[Any, float]] = {}
             self._refused_logged = 0.0
 
         def release(self, conn: Any) -> None:
@@ -313,7 +314,7 @@ def _guarded_manager(server: Any, name: str):
             conn.last_used = _time.time()
             # Not a thread's until its first bytes come (in the selector) and all its
             # headers (peeked below).
-            self._fresh[raw.fileno()] = _time.monotonic() + HEADER_SECS
+            self._fresh[raw.fileno()] = (conn, _time.monotonic() + HEADER_SECS)
             self._selector.register(raw.fileno(), selectors.EVENT_READ, data=conn)
             return None
 
@@ -357,7 +358,7 @@ def _guarded_manager(server: Any, name: str):
                     self._selector.unregister(fd)
                     # A new connection's deadline runs from accept; a kept-alive one's
                     # from its next request's first byte.
-                    deadline = fresh.pop(fd, now + HEADER_SECS)
+                    deadline = fresh.pop(fd, (conn, now + HEADER_SECS))[1]
                     state = self._headers_in(conn)
                     if state:
                         self.server.process_conn(conn)
@@ -365,14 +366,14 @@ def _guarded_manager(server: Any, name: str):
                         conn.close()
                     else:
                         waiting[fd] = (conn, deadline)
-                for fd, deadline in list(fresh.items()):  # connected, and silent since
+                for fd, (conn, deadline) in list(fresh.items()):  # connected, silent since
                     if now >= deadline:
                         del fresh[fd]
-                        for key_fd, conn in self._selector.connections:
-                            if key_fd == fd:
-                                self._selector.unregister(fd)
-                                conn.close()
-                                break
+                        try:
+                            self._selector.unregister(fd)
+                        except KeyError:
+                            pass  # dropped already as an invalid socket
+                        conn.close()
                 # Level-triggered: a partly sent header block would wake select at once, so
                 # the waiting are looked at every 50 ms instead, off the selector.
                 for fd, (conn, deadline) in list(waiting.items()):
