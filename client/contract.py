@@ -24,6 +24,7 @@ from __future__ import annotations
 import enum
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -43,6 +44,16 @@ PACKAGE_FILE = "package.zip"         #: what the gRPC fetcher writes
 #: The package's folder of shell components' scripts, extracted beside it (Storm's
 #: resources/ in the topology jar): their children start there.
 RESOURCES_DIR = "resources"
+
+#: A worker's log in its host's log directory (written by the supervisor's launch, served by
+#: the logviewer): ``<topology id>-<port>.log``, and its rotations ``.1``, ``.2``, ...
+WORKER_LOG = re.compile(r"^(?P<tid>.+)-(?P<port>\d+)\.log(\.\d+)?$")
+
+
+def worker_log_name(topology_id: str, port: int) -> str:
+    """The file name of the log of ``topology_id``'s worker on ``port`` (see WORKER_LOG)."""
+    return f"{topology_id}-{port}.log"
+
 
 # --- worker exit codes ----------------------------------------------------------------------
 EXIT_STARTUP_FAILED = 1   #: the worker could not start (unreadable assignment, bad topology)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import time
 import uuid
@@ -28,7 +27,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..client import config as cfg
 from ..client.contract import (CONF_FILE, PACKAGE_NAMES, RESOURCES_DIR, TOPOLOGY_FILE,
-                               WorkerAssignment, WorkerStatus, write_status)
+                               WORKER_LOG, WorkerAssignment, WorkerStatus, worker_log_name,
+                               write_status)
 
 log = logging.getLogger("squall.supervisor")
 
@@ -83,8 +83,6 @@ def extract_resources(topology_dir: str, max_bytes: int = RESOURCES_MAX_BYTES,
     return n
 
 
-#: A worker log (and its rotations): ``<topology id>-<port>.log[.N]``.
-_WORKER_LOG = re.compile(r"^(?P<tid>.+)-(?P<port>\d+)\.log(\.\d+)?$")
 #: A topology whose fetch failed is tried again after this, doubling each time up to the
 #: maximum (a package that cannot be extracted, a zip bomb, was fetched every 10 s forever).
 FETCH_RETRY_SECS = 10.0
@@ -135,7 +133,7 @@ class LocalFiles:
         return os.path.join(self.workers_dir, f"{tid}-{port}")
 
     def log_path(self, tid: str, port: int) -> str:
-        return os.path.join(self.logs_dir, f"{tid}-{port}.log")
+        return os.path.join(self.logs_dir, worker_log_name(tid, port))
 
     # -- the topology cache -----------------------------------------------------------------
     def ensure_topology(self, tid: str) -> str | None:
@@ -226,7 +224,7 @@ class LocalFiles:
 
     def _clean_logs(self, keep_t: set[str], before: float) -> None:
         for name in os.listdir(self.logs_dir):
-            m = _WORKER_LOG.match(name)
+            m = WORKER_LOG.match(name)
             if m is None or m.group("tid") in keep_t:
                 continue  # a daemon's log, or a running topology's
             path = os.path.join(self.logs_dir, name)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import html
 import os
-import re
 import stat
 import time
 from typing import Iterable
@@ -26,6 +25,7 @@ from urllib.parse import quote
 
 from flask import Flask, Response, jsonify, request, send_file
 
+from ..client.contract import WORKER_LOG
 from .rest import json_error
 
 #: Bytes of a file shown by default on its page (Storm shows the last page of 51200).
@@ -36,7 +36,6 @@ MAX_LENGTH = 1024 * 1024
 MAX_MATCHES = 200
 MAX_SCAN = 64 * 1024 * 1024
 MAX_LINE = 64 * 1024
-WORKER_LOG = re.compile(r"^(?P<tid>.+)-(?P<port>\d+)\.log(\.\d+)?$")
 
 
 class BadName(ValueError):

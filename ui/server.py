@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from ..client import config as cfg
+from ..client.contract import worker_log_name
 from ..client.daemon import Daemon
 from ..client.errors import NimbusError
 from ..client.nimbus_client import NimbusClient
@@ -43,7 +44,7 @@ def log_link_maker(conf: Mapping[str, Any], scheme: str, port: int | None = None
 
     def link(tid: str, host: str, worker_port: int) -> str:
         return (f"{scheme}://{host}:{lv_port}/log?file="
-                f"{quote(f'{tid}-{worker_port}.log', safe='')}")
+                f"{quote(worker_log_name(tid, worker_port), safe='')}")
     return link
 
 
