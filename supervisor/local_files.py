@@ -93,7 +93,8 @@ class LocalFiles:
     """The supervisor's directory tree; not thread-safe (the supervisor's loop thread uses it)."""
 
     def __init__(self, local_dir: str, fetch_topology: FetchTopology | None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 on_fetch_failed: Callable[[str, int, str], Any] | None = None):
         self.local_dir = os.path.abspath(local_dir)
         self.stormdist = os.path.join(self.local_dir, "supervisor", "stormdist")
         self.workers_dir = os.path.join(self.local_dir, "workers")
@@ -108,6 +109,8 @@ class LocalFiles:
         self._clock = clock
         #: tid -> (failed fetches in a row, when to try again, the last error).
         self.fetch_failures: dict[str, tuple[int, float, str]] = {}
+        #: Told of each failed fetch: (tid, failures in a row, the error).
+        self.on_fetch_failed = on_fetch_failed
 
     def load_id(self) -> str:
         """The supervisor's id, made once and kept, so a restart keeps its slots' owner."""
@@ -165,6 +168,8 @@ class LocalFiles:
             self.fetch_failures[tid] = (count, self._clock() + delay, f"{type(e).__name__}: {e}")
             log.error("topology %s: cannot fetch it (%d time(s) in a row): %s; next try in "
                       "%.0f s", tid, count, e, delay)
+            if self.on_fetch_failed is not None:
+                self.on_fetch_failed(tid, count, self.fetch_failures[tid][2])
             return None
         self.fetch_failures.pop(tid, None)
         log.info("topology %s: fetched into %s", tid, dest)

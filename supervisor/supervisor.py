@@ -176,9 +176,8 @@ class Supervisor(Daemon):
         self.host = self.conf.get(cfg.STORM_LOCAL_HOSTNAME) or "127.0.0.1"
         self.ports = sorted(int(p) for p in self.conf[cfg.SUPERVISOR_SLOTS_PORTS])
         #: The local directory tree: id, topology cache, worker dirs, logs.
-        self.files = LocalFiles(self.conf[cfg.STORM_LOCAL_DIR], fetch_topology)
-        #: tid -> the failed-fetch count last reported to Nimbus.
-        self._fetch_reported: dict[str, int] = {}
+        self.files = LocalFiles(self.conf[cfg.STORM_LOCAL_DIR], fetch_topology,
+                                on_fetch_failed=self._fetch_failed)
         self.local_dir = self.files.local_dir
         self.id = self.files.load_id()
         self._own_state = cluster_state is None
@@ -361,7 +360,6 @@ class Supervisor(Daemon):
             levels = self.state.get_log_config(tid, watch=self._watch(paths.log_config(tid)))
             topo_dir = self.files.ensure_topology(tid)
             if topo_dir is None:
-                self._report_fetch_failure(tid)
                 continue
             conf = self.files.worker_conf(topo_dir, self.conf, storm.get("name"))
             workers = {w: sorted(ts) for w, ts in assignment.workers.items()}
@@ -380,16 +378,12 @@ class Supervisor(Daemon):
                 out[port] = spec
         return out
 
-    def _report_fetch_failure(self, tid: str) -> None:
-        """Each new failed fetch of a topology's package goes to Nimbus once (squall list
-        shows it as the topology's last error)."""
-        failed = self.files.fetch_failures.get(tid)
-        if failed is None or self._fetch_reported.get(tid) == failed[0]:
-            return
-        self._fetch_reported[tid] = failed[0]
+    def _fetch_failed(self, tid: str, count: int, why: str) -> None:
+        """Each failed fetch of a topology's package goes to Nimbus (squall list shows it as
+        the topology's last error)."""
         self.outbox.supervisor_error(tid, f"supervisor {self.id} on {self.host} cannot fetch "
-                                          f"the topology's package ({failed[2]}); tried "
-                                          f"{failed[0]} time(s), trying again later")
+                                          f"the topology's package ({why}); tried {count} "
+                                          "time(s), trying again later")
 
     # -- processes ----------------------------------------------------------------------
     def running(self) -> dict[int, RunningWorker]:

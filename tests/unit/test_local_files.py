@@ -22,14 +22,16 @@ def test_a_failing_fetch_backs_off_and_a_good_one_clears_it(tmp_path):
         with open(os.path.join(dest, TOPOLOGY_FILE), "wb") as fh:
             fh.write(b"x")
 
-    files = lf.LocalFiles(str(tmp_path), fetch, clock=lambda: now[0])
+    told = []
+    files = lf.LocalFiles(str(tmp_path), fetch, clock=lambda: now[0],
+                          on_fetch_failed=lambda *a: told.append(a))
     assert files.ensure_topology("t-1") is None
     count, due, why = files.fetch_failures["t-1"]
     assert count == 1 and due == 1000.0 + lf.FETCH_RETRY_SECS and "zip bomb" in why
     for _ in range(5):  # every supervisor round until the delay passed: no fetch
         now[0] += 1
         assert files.ensure_topology("t-1") is None
-    assert len(calls) == 1
+    assert len(calls) == 1 and [(t, n) for t, n, _ in told] == [("t-1", 1)]  # told once a try
     now[0] = due
     assert files.ensure_topology("t-1") is None  # second failure: twice the delay
     assert files.fetch_failures["t-1"][1] == due + 2 * lf.FETCH_RETRY_SECS
