@@ -191,12 +191,22 @@ class ShellMetric:
             self.last = float(params)
 
 
+def shell_metric_problem(name: Any, kind: Any) -> str | None:
+    """What is wrong with a shell metric's name or kind, or None."""
+    if not isinstance(name, str) or not _USER_NAME.match(name):
+        return f"shell metric name {str(name)[:80]!r}: 1 to 200 characters"
+    if kind not in SHELL_METRIC_KINDS:
+        return (f"shell metric {name!r}: kind {kind!r} is not one of "
+                f"{', '.join(SHELL_METRIC_KINDS)}")
+    return None
+
+
 def shell_metric(context: Any, name: str, kind: str) -> ShellMetric:
     """Register ``name`` as a ``kind`` metric of the task (through its context) for a shell
     child to update."""
-    if kind not in SHELL_METRIC_KINDS:
-        raise ValueError(f"shell metric {name!r}: kind {kind!r} is not one of "
-                         f"{', '.join(SHELL_METRIC_KINDS)}")
+    problem = shell_metric_problem(name, kind)
+    if problem is not None:
+        raise ValueError(problem)
     if kind == "gauge":
         m = ShellMetric(kind, None)
         context.register_gauge(name, lambda: m.last)

@@ -27,6 +27,7 @@ import os
 import shutil
 from typing import Any, Iterable, Mapping, Sequence
 
+from . import config as cfg
 from .components import Bolt, OutputFieldsDeclarer, Spout
 from .errors import ConfigError, InvalidTopology
 from .tuple import DEFAULT_STREAM
@@ -142,13 +143,11 @@ class _Shell:
         ``counter`` and ``meter`` go up by the value, ``histogram`` records it, ``gauge``
         shows the last one. Names are Storm's, any string (``my-custom-shell-metric``);
         Prometheus gets them with letters, digits and underscores."""
-        from .metrics import _USER_NAME, SHELL_METRIC_KINDS
-        if not isinstance(name, str) or not _USER_NAME.match(name):
-            raise InvalidTopology(f"shell metric name {str(name)[:80]!r}: 1 to 200 characters")
-        if kind not in SHELL_METRIC_KINDS:
-            raise InvalidTopology(f"shell metric {name!r}: kind {kind!r} is not one of "
-                                  f"{', '.join(SHELL_METRIC_KINDS)}")
-        self._conf.setdefault("topology.shell.metrics", {})[name] = kind
+        from .metrics import shell_metric_problem
+        problem = shell_metric_problem(name, kind)
+        if problem is not None:
+            raise InvalidTopology(problem)
+        self._conf.setdefault(cfg.TOPOLOGY_SHELL_METRICS, {})[name] = kind
         return self
 
     registerMetric = register_metric

@@ -120,13 +120,13 @@ class ValueTypes:
         ``"an int beyond 64 bits"``), or None when it travels: what msgpack carries, nested
         lists and dicts of it, the registered types, anything with the pickle fallback on."""
         t = type(value)
-        if t in _PLAIN:
+        if t in _PLAIN or depth > _MAX_DEPTH:
             return None
         if t is int:
             return None if -(1 << 63) <= value < (1 << 64) else "an int beyond 64 bits"
         if t is list or t is tuple:
             for x in value:
-                p = self.problem(x, depth + 1) if depth < _MAX_DEPTH else None
+                p = self.problem(x, depth + 1)
                 if p is not None:
                     return p
             return None

@@ -177,9 +177,7 @@ class _Host:
         name = msg.get("name")
         if not isinstance(name, str) or not name:
             raise ShellError(f"a metrics message needs a non-empty name: {msg!r}")
-        metrics = getattr(self, "_shell_metrics", None)
-        if metrics is None:
-            metrics = self._shell_metrics = {}
+        metrics = self._shell_metrics  # made at launch, before the child can send
         metric = metrics.get(name)
         try:
             if metric is None:
