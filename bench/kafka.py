@@ -70,30 +70,50 @@ def KT_pool() -> list[str]:
     return make_pool()
 
 
+def _consumer(servers: str, topic: str, partitions: int, group: str):
+    """A consumer with the spout's own properties, assigned every partition from offset 0."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from squall.connectors.kafka import KafkaSpoutConfig
+    c = Consumer(KafkaSpoutConfig(servers, topics=[topic]).consumer_props(
+        f"{group}-{uuid.uuid4().hex}", servers))
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    return c
+
+
+class _Window:
+    """The 10-90 % window of ``n`` records, marked once per consume batch (not per record:
+    the loops it times must pay nothing for it)."""
+
+    def __init__(self, n: int):
+        self.n, self.t10, self.t90 = n, None, None
+
+    def mark(self, got: int) -> None:
+        if self.t10 is None and got >= 0.1 * self.n:
+            self.t10 = time.perf_counter()
+        if self.t90 is None and got >= 0.9 * self.n:
+            self.t90 = time.perf_counter()
+
+    def rate(self) -> float:
+        return 0.8 * self.n / (self.t90 - self.t10)
+
+
 def bare_consumer(servers: str, topic: str, n: int, partitions: int) -> float:
     """Records/s of a plain consume loop over every partition of ``topic``, with the
     spout's own consumer properties, between 10 % and 90 % of the records (as the spout's
     rate is taken)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    from squall.connectors.kafka import KafkaSpoutConfig
-    group = f"bare-{uuid.uuid4().hex}"
-    c = Consumer(KafkaSpoutConfig(servers, topics=[topic]).consumer_props(group, servers))
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    c = _consumer(servers, topic, partitions, "bare")
+    window = _Window(n)
     got = 0
     size = 0
-    t10 = t90 = None
     while got < n:
         for m in c.consume(500, 1.0):
             if m.error() is None:
                 size += len(m.value())
                 got += 1
-        if t10 is None and got >= 0.1 * n:
-            t10 = time.perf_counter()
-        if t90 is None and got >= 0.9 * n:
-            t90 = time.perf_counter()
+        window.mark(got)
     c.close()
-    return 0.8 * n / (t90 - t10)
+    return window.rate()
 
 
 class _NoAck:
@@ -107,21 +127,16 @@ def floor_consumer(servers: str, topic: str, n: int, partitions: int) -> float:
     translator's five fields, build the Tuple, call the sink's ``execute`` (its ack a no-op)
     and mark the offset emitted and acked (the spout's offset tracking). No routing, queue,
     pending map, acker or spout callback: an upper bound for any runtime's spout + sink."""
-    from confluent_kafka import Consumer, TopicPartition
-
     from squall.client.tuple import Fields, Tuple
-    from squall.connectors.kafka import KafkaSpoutConfig
     from squall.connectors.kafka.offsets import PartitionOffsets
-    group = f"floor-{uuid.uuid4().hex}"
-    c = Consumer(KafkaSpoutConfig(servers, topics=[topic]).consumer_props(group, servers))
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    c = _consumer(servers, topic, partitions, "floor")
+    window = _Window(n)
     fields = Fields(["topic", "partition", "offset", "key", "value"])
     sink = KT.AckSink()
     sink.prepare({}, None, _NoAck())
     execute = sink.execute
     offsets = [PartitionOffsets(0) for _ in range(partitions)]
     got = 0
-    t10 = t90 = None
     while got < n:
         for m in c.consume(500, 1.0):
             if m.error() is None:
@@ -132,12 +147,9 @@ def floor_consumer(servers: str, topic: str, n: int, partitions: int) -> float:
                               None, fields))
                 track.acked(off)
                 got += 1
-        if t10 is None and got >= 0.1 * n:
-            t10 = time.perf_counter()
-        if t90 is None and got >= 0.9 * n:
-            t90 = time.perf_counter()
+        window.mark(got)
     c.close()
-    return 0.8 * n / (t90 - t10)
+    return window.rate()
 
 
 def run_static(name: str, builder, conf: dict, target: float, series_fn, timeout: float) -> dict:
