@@ -108,10 +108,15 @@ def run_supervisor(conf: Mapping[str, Any], echo: Echo,
     with connecting(conf, echo):
         sup = Supervisor(conf, fetch_topology=grpc_fetcher(conf))
     reason = "error"
+    # A stopped daemon leaves its workers running for a restarted one to take back, as Storm's.
+    sup.stop_workers_on_close = False
     try:
         sup.start()
+        workers = (f"its workers run on {sup.adopt_secs:g} s for a restarted supervisor to take "
+                   "them back (squall kill_workers stops them)" if sup.adopt_secs > 0
+                   else "its workers exit with it")
         echo(f"supervisor {sup.id} on {sup.host} running, slots {sup.ports}, local dir "
-             f"{sup.local_dir}; Ctrl-C stops it and its workers")
+             f"{sup.local_dir}; Ctrl-C stops it, {workers}")
         signum = wait()
         reason = f"signal-{signum}"
         echo(f"supervisor stopping ({reason})")

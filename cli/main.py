@@ -159,10 +159,29 @@ def nimbus(config_path: str | None, conf_pairs: tuple[str, ...], insecure: bool)
 @config_option
 @conf_option
 def supervisor(config_path: str | None, conf_pairs: tuple[str, ...]) -> None:
-    """Run a supervisor (workers on supervisor.slots.ports) until SIGINT or SIGTERM."""
+    """Run a supervisor (workers on supervisor.slots.ports) until SIGINT or SIGTERM.
+
+    Its workers outlive it by supervisor.worker.adopt.secs, so a supervisor restarted
+    within that time takes them back running; `squall kill_workers` stops them now."""
     from . import daemons
     daemons.daemon_logging()
     _run(daemons.run_supervisor, _conf(config_path, conf_pairs), echo=_echo_err)
+
+
+@cli.command(name="kill_workers")
+@config_option
+@conf_option
+def kill_workers(config_path: str | None, conf_pairs: tuple[str, ...]) -> None:
+    """Stop every worker running on this host (under storm.local.dir), as Storm's `storm
+    kill_workers`: SIGTERM, then SIGKILL after supervisor.worker.shutdown.sleep.secs. Run it
+    after stopping the supervisor, whose workers otherwise run on for
+    supervisor.worker.adopt.secs. A supervisor still running launches them again."""
+    from ..supervisor.supervisor import kill_workers as kill
+    lines = kill(_conf(config_path, conf_pairs))
+    for line in lines:
+        click.echo(line)
+    if not lines:
+        click.echo("no worker running here")
 
 
 @cli.command()

@@ -195,6 +195,12 @@ SUPERVISOR_WORKER_START_TIMEOUT_SECS = _key(
 SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS = _key(
     "supervisor.worker.shutdown.sleep.secs", _NUM, 3,
     "Seconds a supervisor waits after SIGTERM before it SIGKILLs a worker.")
+SUPERVISOR_WORKER_ADOPT_SECS = _key(
+    "supervisor.worker.adopt.secs", _NUM, 10,
+    "Seconds a worker keeps running after its supervisor is gone (killed, restarted by its "
+    "service manager), for the restarted supervisor to take it back; then it exits. Keep it "
+    "under nimbus.task.timeout.secs: a worker still running when Nimbus moves its tasks "
+    "runs them twice until it exits. 0: workers exit with their supervisor ('squall local').")
 
 # --- the ZooKeeper client (client/zk_cluster_state.py) ----------------------------------
 STORM_ZOOKEEPER_SESSION_TIMEOUT = _key(

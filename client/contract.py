@@ -11,6 +11,8 @@ One typed home for each, with to/from JSON and a format version, used by both si
 * :class:`WorkerStatus` -- the worker's ``status`` file (ACTIVE / INACTIVE / KILLED).
 * :class:`WorkerHeartbeat` -- the worker's ``heartbeat.json``: written by the worker every
   ``topology.stats.freq.secs``, read by the supervisor and the harnesses.
+* :class:`SupervisorMark` -- the worker's ``supervisor.json``: which supervisor process looks
+  after it (written at launch, and again by a restarted supervisor taking it back).
 * The file names of a worker directory and of a topology directory, the worker's exit
   codes, and the atomic writes both sides rely on (a reader never sees half a file).
 
@@ -35,6 +37,7 @@ from .errors import SquallError
 ASSIGNMENT_FILE = "assignment.json"  #: :class:`WorkerAssignment`, read by the worker
 STATUS_FILE = "status"               #: :class:`WorkerStatus`, read by the worker (by mtime)
 HEARTBEAT_FILE = "heartbeat.json"    #: :class:`WorkerHeartbeat`, written by the worker
+SUPERVISOR_FILE = "supervisor.json"  #: :class:`SupervisorMark`: the supervisor the worker follows
 #: A topology directory (one per topology on a supervisor, filled by the fetcher):
 TOPOLOGY_FILE = "topology.pb"        #: the serialized user StormTopology
 CONF_FILE = "conf.json"              #: the topology conf as Nimbus stored it
@@ -398,6 +401,58 @@ def write_status(worker_dir: str, status: WorkerStatus) -> bool:
         return False
     write_text_atomic(os.path.join(worker_dir, STATUS_FILE), status.value + "\n")
     return True
+
+
+def process_start_time(pid: int) -> str | None:
+    """A process's start time (clock ticks since boot, from ``/proc``), which tells it from a
+    later process given the same pid; None if there is no such process or it has exited
+    and waits to be reaped (a zombie). Linux."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return None if fields[0] in (b"Z", b"X") else fields[19].decode()
+    except (OSError, IndexError):
+        return None
+
+
+@dataclass(frozen=True)
+class SupervisorMark:
+    """A worker's ``supervisor.json``: the supervisor process (pid and start time) that looks
+    after the worker. A worker whose supervisor is gone keeps running for
+    ``supervisor.worker.adopt.secs`` and exits unless a restarted supervisor writes its own
+    mark meanwhile (Storm's workers likewise outlive a supervisor restart)."""
+
+    pid: int
+    start_time: str
+    supervisor_id: str = ""
+
+    VERSION = 1
+
+    @classmethod
+    def of_this_process(cls, supervisor_id: str) -> "SupervisorMark":
+        return cls(os.getpid(), process_start_time(os.getpid()) or "", supervisor_id)
+
+    def alive(self) -> bool:
+        """The process this mark names still runs (not a later one with its pid)."""
+        return bool(self.start_time) and process_start_time(self.pid) == self.start_time
+
+    def write(self, worker_dir: str) -> None:
+        write_json_atomic(os.path.join(worker_dir, SUPERVISOR_FILE),
+                          {"version": self.VERSION, "pid": self.pid,
+                           "start_time": self.start_time, "supervisor_id": self.supervisor_id})
+
+    @classmethod
+    def read(cls, worker_dir: str) -> "SupervisorMark | None":
+        """The mark, or None when missing or unreadable (a newer version included)."""
+        def build(d):
+            _check_version(SUPERVISOR_FILE, d, cls.VERSION)
+            return cls(int(d["pid"]), str(d["start_time"]), str(d.get("supervisor_id", "")))
+
+        try:
+            return _parse(SUPERVISOR_FILE, read_json(os.path.join(worker_dir, SUPERVISOR_FILE)),
+                          build)
+        except ContractError:
+            return None
 
 
 # --- atomic files ----------------------------------------------------------------------------

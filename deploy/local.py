@@ -49,6 +49,8 @@ Echo = Callable[[str], None]
 LOCAL_DAEMON_CONF = {
     cfg.NIMBUS_MONITOR_FREQ_SECS: 1,
     cfg.SUPERVISOR_HEARTBEAT_FREQUENCY_SECS: 1,
+    # Nothing restarts the supervisor of a local cluster: its workers go with it.
+    cfg.SUPERVISOR_WORKER_ADOPT_SECS: 0,
 }
 
 

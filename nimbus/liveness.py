@@ -7,8 +7,9 @@ not matter), and answers two questions for the scheduler:
 
 * which supervisors are live: registered (their ephemeral node exists), less those that
   reported before but not for ``nimbus.task.timeout.secs``;
-* which slots of an assignment are dead: their supervisor is gone or no longer offers the
-  port, or the slot was assigned more than ``nimbus.task.launch.secs`` ago and no newer
+* which slots of an assignment are dead: their supervisor is gone (for longer than one
+  monitor round: a restarted supervisor replaces the node its earlier session left, and
+  that gap is no lost host) or no longer offers the port, or the slot was assigned more than ``nimbus.task.launch.secs`` ago and no newer
   heartbeat arrived for ``nimbus.task.timeout.secs`` (counted at the earliest from the
   assignment and from when this Nimbus began to lead, since heartbeats are not persisted).
 
@@ -35,6 +36,10 @@ class Liveness:
     def __init__(self, conf: Mapping[str, Any], now: float):
         self.task_timeout_secs = float(cfg.get(conf, cfg.NIMBUS_TASK_TIMEOUT_SECS))
         self.task_launch_secs = float(cfg.get(conf, cfg.NIMBUS_TASK_LAUNCH_SECS))
+        #: How long a supervisor may be missing from /supervisors before its slots are dead.
+        self.missing_grace_secs = float(cfg.get(conf, cfg.NIMBUS_MONITOR_FREQ_SECS))
+        #: supervisor id -> when it was first seen missing (while an assignment names it).
+        self.missing_since: dict[str, float] = {}
         #: (supervisor id, topology id, port) -> (received, WorkerHeartbeat message);
         #: ``received`` is when a heartbeat with a newer ``time_secs`` arrived.
         self.heartbeats: dict[tuple[str, str, int], tuple[float, Any]] = {}
@@ -125,10 +130,16 @@ class Liveness:
         """Slots of ``record`` whose supervisor is gone or whose worker's heartbeats timed out."""
         dead = set()
         with self._lock:
+            for sid in [s for s in self.missing_since if s in supervisors]:
+                del self.missing_since[sid]
             for hp, sid in record.slots.items():
                 host, port = host_port(hp)
                 info = supervisors.get(sid)
-                if info is None or port not in info.slots:
+                if info is None:
+                    if now - self.missing_since.setdefault(sid, now) >= self.missing_grace_secs:
+                        dead.add(Slot(sid, host, port))
+                    continue
+                if port not in info.slots:
                     dead.add(Slot(sid, host, port))
                     continue
                 assigned = float(record.start_times.get(hp, now))

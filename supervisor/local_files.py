@@ -138,6 +138,15 @@ class LocalFiles:
     def log_path(self, tid: str, port: int) -> str:
         return os.path.join(self.logs_dir, worker_log_name(tid, port))
 
+    def worker_dirs(self) -> list[tuple[str, int, str]]:
+        """(topology id, port, directory) of every worker directory present."""
+        out = []
+        for name in sorted(os.listdir(self.workers_dir)):
+            tid, _, port = name.rpartition("-")
+            if tid and port.isdigit():
+                out.append((tid, int(port), os.path.join(self.workers_dir, name)))
+        return out
+
     # -- the topology cache -----------------------------------------------------------------
     def ensure_topology(self, tid: str) -> str | None:
         """The topology's local dir, fetched first if missing; None if the fetch failed (it

@@ -34,7 +34,8 @@ from ..client import config as cfg
 from ..client import log_levels
 from ..client.cluster_state import ClusterState, ClusterStateError, Paths, WatchEvent
 from ..client.contract import (HEARTBEAT_FILE, Assignment, ContractError, SupervisorInfo,
-                               WorkerAssignment, WorkerHeartbeat, WorkerStatus)
+                               SupervisorMark, WorkerAssignment, WorkerHeartbeat, WorkerStatus,
+                               process_start_time)
 from ..client.daemon import Daemon
 from .local_files import FetchTopology, LocalFiles
 from .metrics import SupervisorMetrics
@@ -52,7 +53,9 @@ class WorkerEvent:
     """A worker launched (``exit_code`` None) or gone (its exit code), for observers such as
     ``squall local``, which shows pids and stops on a crash."""
 
-    kind: str  # "launched", "exited" (on its own) or "stopped" (by this supervisor)
+    #: "launched", "adopted" (taken back after a restart), "exited" (on its own) or
+    #: "stopped" (by this supervisor)
+    kind: str
     topology_id: str
     port: int
     pid: int
@@ -63,8 +66,8 @@ class WorkerEvent:
 
 def spawn_worker(cmd: list, env: dict, stdout: Any, stderr: Any) -> subprocess.Popen:
     """Start a worker in a session of its own: a Ctrl-C meant for the supervisor's terminal
-    must not hit workers directly (the supervisor stops them, and they exit with it,
-    --exit-with-parent), and its process group is what :func:`kill_leftovers` ends."""
+    must not hit workers directly (the supervisor stops them, or they outlive it to be taken
+    back, worker/supervision.py), and its process group is what :func:`kill_leftovers` ends."""
     proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, env=env, start_new_session=True)
     proc.own_group = True  # type: ignore[attr-defined]  # its pid is its process group's id
     return proc
@@ -76,11 +79,81 @@ def default_spawn(cmd: list, log_path: str, env: dict) -> subprocess.Popen:
         return spawn_worker(cmd, env, logf, subprocess.STDOUT)
 
 
+class AdoptedProcess:
+    """A worker an earlier process of this supervisor launched, taken back after a restart.
+
+    It is not this process's child: it cannot be waited for and its exit code is unknown
+    (its new parent reaps it). It is followed by pid and start time, so a later process
+    given the same pid is never taken for it or signalled. Popen's interface, as far as
+    the supervisor uses it.
+    """
+
+    def __init__(self, pid: int, start_time: str):
+        self.pid = pid
+        self.start_time = start_time
+        self.returncode: int | None = None  # never known
+        #: It has exited (poll() found it gone).
+        self.gone = False
+        try:
+            self.own_group = os.getpgid(pid) == pid  # launched by spawn_worker
+        except ProcessLookupError:
+            self.own_group, self.gone = False, True
+
+    def poll(self) -> None:
+        if not self.gone and process_start_time(self.pid) != self.start_time:
+            self.gone = True
+        return None
+
+    def wait(self, timeout: float | None = None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None and not self.gone:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout or 0.0)
+            time.sleep(0.02)
+        return None
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None and not self.gone:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        try:
+            self.send_signal(signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def exited(proc: Any) -> bool:
+    """The process has exited (a child reaped by poll(), or an adopted one gone)."""
+    return proc.poll() is not None or getattr(proc, "gone", False)
+
+
+def worker_process(worker_dir: str) -> tuple[int, str] | None:
+    """(pid, start time) of the worker process running in ``worker_dir``: the pid its
+    heartbeat names, if that process is a Squall worker of this very directory (a later
+    process given the pid is not); None when none runs."""
+    hb = WorkerHeartbeat.read(worker_dir)
+    if hb is None:
+        return None
+    start = process_start_time(hb.pid)
+    try:
+        with open(f"/proc/{hb.pid}/cmdline", "rb") as fh:
+            args = fh.read().split(b"\0")
+        i = args.index(b"--worker-dir")
+        ours = os.path.realpath(os.fsdecode(args[i + 1])) == os.path.realpath(worker_dir)
+    except (OSError, ValueError, IndexError):
+        return None
+    if start is None or b"squall.worker" not in args or not ours \
+            or process_start_time(hb.pid) != start:
+        return None
+    return hb.pid, start
+
+
 def kill_leftovers(proc: subprocess.Popen) -> None:
     """After a worker exited: SIGKILL what is left of its process group (shell components'
     children, a Spark JVM) so nothing of a dead worker runs on. Only for workers started in
     a group of their own (spawn_worker): no other process is in that group."""
-    if getattr(proc, "own_group", False) and proc.returncode is not None:
+    if getattr(proc, "own_group", False) and exited(proc):
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -126,6 +199,14 @@ class _Proc:
         return self.spec.tasks
 
 
+def worker_spec(a: WorkerAssignment) -> WorkerSpec:
+    """The spec of the worker ``a`` describes: restarted when its own tasks, conf or code
+    change; a new peer map travels in assignment.json, which the worker follows (as it
+    does its status) without a restart."""
+    return WorkerSpec.of(a.topology_id, a.port, a.tasks, payload=a,
+                         version_data={k: v for k, v in a.to_json().items() if k != "workers"})
+
+
 def worker_hash_seed(topology_id: str, conf: Mapping[str, Any]) -> str:
     """PYTHONHASHSEED for a topology's workers: one value for all of them and every
     restart, so a bolt iterating a set of strings emits in the same order when a message
@@ -147,6 +228,31 @@ def worker_environment(topology_id: str, conf: Mapping[str, Any]) -> dict[str, s
     env["PYTHONHASHSEED"] = worker_hash_seed(topology_id, conf)
     env.update({str(k): str(v) for k, v in (conf.get(cfg.TOPOLOGY_ENVIRONMENT) or {}).items()})
     return env
+
+
+def kill_workers(conf: Mapping[str, Any]) -> list[str]:
+    """Stop every worker running under this host's ``storm.local.dir`` (Storm's ``storm
+    kill_workers``), with or without its supervisor: SIGTERM, SIGKILL after
+    ``supervisor.worker.shutdown.sleep.secs``. Returns a line per worker stopped."""
+    conf = cfg.layered(conf)
+    files = LocalFiles(conf[cfg.STORM_LOCAL_DIR], None)
+    found = [(tid, port, AdoptedProcess(*pw)) for tid, port, wdir in files.worker_dirs()
+             if (pw := worker_process(wdir)) is not None]
+    for _, _, proc in found:
+        proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + float(conf[cfg.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS])
+    out = []
+    for tid, port, proc in found:
+        how = "stopped"
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            how = "killed (it ignored SIGTERM)"
+        kill_leftovers(proc)  # type: ignore[arg-type]
+        out.append(f"worker of topology {tid} on port {port} (pid {proc.pid}): {how}")
+    return out
 
 
 class Supervisor(Daemon):
@@ -192,6 +298,11 @@ class Supervisor(Daemon):
         self.hb_timeout = float(self.conf[cfg.SUPERVISOR_WORKER_TIMEOUT_SECS])
         self.start_timeout = float(self.conf[cfg.SUPERVISOR_WORKER_START_TIMEOUT_SECS])
         self.kill_grace = float(self.conf[cfg.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS])
+        #: > 0: workers outlive this process that long, for a restarted one to take them
+        #: back (worker/supervision.py); 0: they exit with it.
+        self.adopt_secs = max(0.0, float(self.conf[cfg.SUPERVISOR_WORKER_ADOPT_SECS]))
+        #: close() stops the workers (False: leaves them to be taken back, adopt_secs > 0).
+        self.stop_workers_on_close = True
         self.heartbeat_secs = float(self.conf[cfg.SUPERVISOR_HEARTBEAT_FREQUENCY_SECS])
         #: Worker heartbeats and errors to Nimbus; ``send_heartbeats`` default: gRPC.
         #: Prometheus: this supervisor's metrics and its workers' (supervisor/metrics.py).
@@ -258,7 +369,9 @@ class Supervisor(Daemon):
 
     # -- the loop ---------------------------------------------------------------------
     def start_unsafe(self) -> None:
-        """Register and start the sync loop and the heartbeat thread."""
+        """Take back the workers an earlier run left, register, and start the sync loop and
+        the heartbeat thread."""
+        self.adopt()
         self.register()
         self._dirty.set()
         self._thread = threading.Thread(target=self._run, name=f"supervisor-{self.id[:8]}",
@@ -369,13 +482,8 @@ class Supervisor(Daemon):
                 a = WorkerAssignment(tid, wid, self.host, port, workers, conf,
                                      code_paths=self.files.code_paths(topo_dir),
                                      executors=assignment.executors_on(wid))
-                # Restart when its own tasks, conf or code change; a new peer map travels in
-                # assignment.json, which the worker follows (as status does) without a restart.
-                spec = WorkerSpec.of(tid, port, workers[wid], payload=a,
-                                     version_data={k: v for k, v in a.to_json().items()
-                                                   if k != "workers"})
                 log_levels.write_config(self.files.write_worker_dir(a, status), levels)
-                out[port] = spec
+                out[port] = worker_spec(a)
         return out
 
     def _fetch_failed(self, tid: str, count: int, why: str) -> None:
@@ -397,6 +505,33 @@ class Supervisor(Daemon):
                 hb.time if hb else None, hb.state.value if hb else "starting")
         return out
 
+    def adopt(self) -> None:
+        """Take back the workers an earlier process of this supervisor left running on its
+        slots (Storm's supervisor does the same after a restart): each is followed by pid as
+        if launched now, and judged by the first sync like any other (kept if still assigned
+        with the same version and heartbeating, else stopped). Until a sync reads the
+        assignments they count as desired, so a ZooKeeper that is away kills none."""
+        for tid, port, wdir in self.files.worker_dirs():
+            found = worker_process(wdir) if port in self.ports else None
+            if found is None or port in self.procs:
+                continue
+            try:
+                spec = worker_spec(WorkerAssignment.read(wdir))
+            except (OSError, ContractError) as e:
+                log.warning("supervisor %s: worker pid %d in %s runs on, but its assignment "
+                            "is unreadable (%s); stopping it", self.id, found[0], wdir, e)
+                self._terminate([AdoptedProcess(*found)])
+                continue
+            SupervisorMark.of_this_process(self.id).write(wdir)
+            now = self.clock()
+            self.procs[port] = _Proc(spec, AdoptedProcess(*found), now,
+                                     self.files.log_path(tid, port), wdir)
+            self.desired[port] = spec
+            self.policy.on_launch(spec.key, now, spec.version)
+            log.info("supervisor %s: took back worker of topology %s on port %d: pid %d, "
+                     "tasks %s", self.id, tid, port, found[0], list(spec.tasks))
+            self._notify("adopted", self.procs[port])
+
     def launch(self, spec: WorkerSpec) -> None:
         tid, port = spec.key
         wdir = self.files.worker_dir(tid, port)
@@ -404,8 +539,11 @@ class Supervisor(Daemon):
             os.unlink(os.path.join(wdir, HEARTBEAT_FILE))
         except FileNotFoundError:
             pass
+        SupervisorMark.of_this_process(self.id).write(wdir)
+        follow = (["--adopt-secs", f"{self.adopt_secs:g}"] if self.adopt_secs > 0
+                  else ["--exit-with-parent"])
         cmd = [sys.executable, "-m", "squall.worker", "--topology-dir",
-               self.files.topology_dir(tid), "--worker-dir", wdir, "--exit-with-parent"]
+               self.files.topology_dir(tid), "--worker-dir", wdir, *follow]
         env = worker_environment(tid, spec.payload.conf)
         log_path = self.files.log_path(tid, port)
         now = self.clock()
@@ -446,7 +584,7 @@ class Supervisor(Daemon):
     def _terminate(self, procs: list) -> list[int | None]:
         """SIGTERM every process, wait up to the grace period, then SIGKILL; returns exit codes."""
         for proc in procs:
-            if proc.poll() is None:
+            if not exited(proc):
                 try:
                     proc.send_signal(signal.SIGTERM)
                 except ProcessLookupError:
@@ -468,9 +606,9 @@ class Supervisor(Daemon):
         """Collect workers that exited on their own and schedule their restart (with backoff)."""
         for port, p in list(self.procs.items()):
             # Popen.poll waits for this pid only: children we did not launch are never reaped.
-            code = p.proc.poll()
-            if code is None:
+            if not exited(p.proc):
                 continue
+            code = p.proc.poll()  # None for a worker taken back: its exit code is unknown
             kill_leftovers(p.proc)
             del self.procs[port]
             self.outbox.worker_exited(p)
@@ -483,9 +621,16 @@ class Supervisor(Daemon):
 
     # -- shutdown -----------------------------------------------------------------------
     def close_unsafe(self, reason: str) -> None:
-        """Stop the loop and every worker this supervisor launched, then unregister."""
-        log.info("supervisor %s closing (%s): stopping %d worker(s)", self.id, reason,
-                 len(self.procs))
+        """Stop the loop and, unless they are left to be taken back
+        (``stop_workers_on_close``), every worker this supervisor runs; then unregister."""
+        leave = not self.stop_workers_on_close and self.adopt_secs > 0
+        if leave:
+            log.info("supervisor %s closing (%s): its %d worker(s) run on for %g s, for a "
+                     "restarted supervisor to take them back", self.id, reason,
+                     len(self.procs), self.adopt_secs)
+        else:
+            log.info("supervisor %s closing (%s): stopping %d worker(s)", self.id, reason,
+                     len(self.procs))
         self._stopping.set()
         self._wake.set()
         if self._thread is not None:
@@ -495,7 +640,8 @@ class Supervisor(Daemon):
         self.outbox.close()
         if self._metrics_server is not None:
             self._metrics_server.stop()
-        self._terminate([p.proc for p in self.procs.values()])
+        if not leave:
+            self._terminate([p.proc for p in self.procs.values()])
         self.procs.clear()
         try:
             if self._own_state:

@@ -28,6 +28,7 @@ import msgpack
 
 from ..client import grouping as g
 from ..client.context import TopologyContext
+from ..client.contract import process_start_time
 from ..client.shell import MSGPACK, extend_path
 
 #: Lines of a child's stderr kept for the error that ends the worker.
@@ -215,7 +216,7 @@ class ShellProcess:
             raise ShellError(f"the child's first message must be {{\"pid\": N}}, got {reply!r}"
                              + self.info())
         self.pid = reply["pid"]
-        self._pid_started = _start_time(self.pid)
+        self._pid_started = process_start_time(self.pid)
         return self.pid
 
     def write(self, msg: Any) -> None:
@@ -322,19 +323,9 @@ class ShellProcess:
         pid = self.pid
         if not pid or self.proc is None or pid == self.proc.pid:
             return
-        if _start_time(pid) != self._pid_started:  # gone, and the pid maybe reused
+        if process_start_time(pid) != self._pid_started:  # gone, and the pid maybe reused
             return
         try:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-
-
-def _start_time(pid: int) -> str | None:
-    """A process's start time (clock ticks since boot), to tell it from a later one with
-    the same pid; None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
-        return None

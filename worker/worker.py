@@ -47,6 +47,7 @@ from .frame import Codec
 from .logfile import bound_log
 from .loop import EventLoop
 from .state import WorkerState
+from .supervision import SupervisorWatch
 from .topology_master import upstream_spouts
 
 log = logging.getLogger("squall.worker")
@@ -79,10 +80,12 @@ class Worker:
         sys.exit(w.run())
     """
 
-    def __init__(self, topology_dir: str, worker_dir: str, parent_pid: int | None = None):
+    def __init__(self, topology_dir: str, worker_dir: str,
+                 supervision: SupervisorWatch | None = None):
         self.topology_dir = topology_dir
         self.worker_dir = worker_dir
-        self.parent_pid = parent_pid
+        #: Whether it still has a supervisor (None: nobody watched, as in tests).
+        self.supervision = supervision
         self.assignment = WorkerAssignment.read(worker_dir)
         for p in reversed(self.assignment.code_paths):
             if p not in sys.path:
@@ -176,9 +179,10 @@ class Worker:
                 return self._die()
             if self._stop_reason is not None:
                 return self._shutdown()
-            if self.parent_pid is not None and os.getppid() != self.parent_pid:
-                log.error("worker %s: the process that launched it (pid %d) is gone; exiting",
-                          self.ws.worker_id, self.parent_pid)
+            orphaned = self.supervision.check() if self.supervision is not None else None
+            if orphaned is not None:
+                log.error("worker %s: %s; exiting", self.ws.worker_id, orphaned)
+                self._stop_reason = orphaned
                 self._shutdown()
                 return EXIT_PARENT_GONE
             self._read_status()
@@ -492,8 +496,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="holds assignment.json; heartbeat.json is written here")
     p.add_argument("--exit-with-parent", action="store_true",
                    help="exit when the launching process dies")
+    p.add_argument("--adopt-secs", type=float, default=None, metavar="SECS",
+                   help="follow the supervisor named in the worker dir's supervisor.json; "
+                        "once it is gone, run on SECS seconds for a restarted one to take "
+                        "this worker back, then exit")
     a = p.parse_args(argv)
-    parent = os.getppid() if a.exit_with_parent else None
+    supervision = None
+    if a.adopt_secs is not None:
+        supervision = SupervisorWatch(a.worker_dir, os.getppid(), max(0.0, a.adopt_secs))
+    elif a.exit_with_parent:
+        supervision = SupervisorWatch(a.worker_dir, os.getppid(), None)
     try:
         assignment = WorkerAssignment.read(a.worker_dir)
         tid, conf = assignment.topology_id, assignment.conf
@@ -506,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO, stream=sys.stderr,
         format=f"%(asctime)s %(levelname)s [{tid} pid={os.getpid()}] %(name)s: %(message)s")
     try:
-        worker = Worker(a.topology_dir, a.worker_dir, parent)
+        worker = Worker(a.topology_dir, a.worker_dir, supervision)
     except Exception as exc:
         log.exception("worker failed to start: %s", exc)
         finish()

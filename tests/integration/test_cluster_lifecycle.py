@@ -2,7 +2,9 @@
 as processes, via :class:`test_cli_cluster.Cluster`): `squall kill -w` drains in-flight trees and
 then removes every trace of it, also when Nimbus is killed -9 during the wait; refused
 submissions print one line and write nothing; a worker killed -9 is restarted by its supervisor
-and a supervisor killed -9 mid-run has its workers moved, both losing no message.
+and a supervisor killed -9 mid-run has its workers moved, both losing no message; a supervisor
+killed -9 and started again takes its running worker back (the worker never stops), and a
+worker whose supervisor does not come back exits on its own.
 
 Timings (kill -> removal, failover) are printed; run with ``-s`` to see them.
 """
@@ -10,6 +12,7 @@ Timings (kill -> removal, failover) are printed; run with ``-s`` to see them.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import select
 import shutil
@@ -507,3 +510,67 @@ def test_supervisor_kill9_loses_no_message(failover_cluster, tmp_path):
           f"submit; failover (kill -> assignment moved) {failover:.2f} s; all {MESSAGES} ids "
           f"acked {done - t_kill:.2f} s after the kill ({len(evs)} acks, {len(fails)} fails "
           f"recorded)")
+
+
+# --- 5. supervisor restarted: its running workers taken back -------------------------------
+ADOPT_SECS = 8
+
+
+@pytest.fixture
+def adopt_cluster(tmp_path, zk_conf):
+    """As failover_cluster, with Nimbus's task timeout above the workers' wait for their
+    supervisor (as the defaults are: 30 > 10), so a restart is not mistaken for a lost host."""
+    yield from started(Cluster(tmp_path, zk_conf, {
+        "nimbus.monitor.freq.secs": MONITOR, "nimbus.task.timeout.secs": 3 * ADOPT_SECS,
+        "nimbus.task.launch.secs": 10, "supervisor.heartbeat.frequency.secs": 0.5,
+        "supervisor.monitor.frequency.secs": 1, "supervisor.worker.adopt.secs": ADOPT_SECS}))
+
+
+def test_supervisor_restart_takes_its_running_worker_back(adopt_cluster, tmp_path):
+    c = adopt_cluster
+    _, acked, events = run_numbered(c, tmp_path)
+    (worker,) = worker_pids(c.sup_dirs[0])
+    sup = c.procs["supervisor1"]
+    sup.kill()  # kill -9: as a crash or a service manager's restart would
+    sup.wait()
+    t_kill = time.monotonic()
+    at_kill = len(acked())
+    # Without its supervisor the worker runs on: acks keep coming through both workers.
+    poll_for(lambda: len(acked()) > at_kill + 100, timeout=ADOPT_SECS / 2,
+             what="acks while the supervisor is down\n" + c.logs())
+    assert alive(worker)
+    c.start_daemon("supervisor1", "supervisor", "-c", f"storm.local.dir={c.sup_dirs[0]}",
+                   "-c", f"supervisor.slots.ports={json.dumps(c.sup_ports[0])}",
+                   "-c", "storm.local.hostname=127.0.0.1")
+    log = c.tmp / "supervisor1.log"
+    poll_for(lambda: "took back worker of topology" in log.read_text(), timeout=ADOPT_SECS,
+             what="the restarted supervisor taking its worker back\n" + c.logs())
+    taken = time.monotonic() - t_kill
+    wait_all_acked(c, acked)
+    # The same process ran throughout: never stopped, never launched again, nothing failed.
+    assert alive(worker) and worker_pids(c.sup_dirs[0]) == {worker}
+    restarted_log = log.read_text().split("took back worker", 1)[1]
+    assert "launched worker" not in restarted_log, c.logs()
+    assert events_of(str(events), "numbers", "fail") == []
+    # Nimbus kept it where it was: its heartbeats arrive through the new supervisor process.
+    assert len(glob.glob(str(c.sup_dirs[1] / "workers" / "*" / "assignment.json"))) == 1
+    print(f"\nsupervisor kill -9 at {at_kill}/{MESSAGES} acked; restarted and took its worker "
+          f"back {taken:.2f} s after the kill; all {MESSAGES} ids acked, none failed")
+
+
+def test_worker_exits_when_its_supervisor_does_not_come_back(adopt_cluster, tmp_path):
+    c = adopt_cluster
+    run_numbered(c, tmp_path)
+    (worker,) = worker_pids(c.sup_dirs[0])
+    sup = c.procs["supervisor1"]
+    sup.kill()
+    sup.wait()
+    t_kill = time.monotonic()
+    # Its wait, a read of its supervisor.json a second, and its shutdown (at most 5 s).
+    poll_for(lambda: not alive(worker), timeout=ADOPT_SECS + 1 + 5 + 2,
+             what="the orphaned worker exiting\n" + c.logs())
+    gone = time.monotonic() - t_kill
+    assert gone >= ADOPT_SECS - 0.5, f"exited {gone:.1f} s after its supervisor, before its wait"
+    wlog = "".join(p.read_text() for p in (c.sup_dirs[0] / "logs").glob("numbered-*.log"))
+    assert "none took it back (supervisor.worker.adopt.secs 8)" in wlog, wlog[-3000:]
+    print(f"\norphaned worker exited {gone:.2f} s after its supervisor's kill -9")

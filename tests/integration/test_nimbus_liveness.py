@@ -108,7 +108,9 @@ def test_lost_supervisor_moves_its_executors(nimbus, cluster_state):
         t0 = time.monotonic()
         after = poll_for(lambda: (lambda r: r if set(r["slots"].values()) == {"sup-2"} else None)(
             cluster_state.get_assignment(tid)[0]), timeout=5, what="moved to sup-2")
-        assert time.monotonic() - t0 <= MONITOR + 1.0
+        # Missing for one monitor round (a restarting supervisor's node is replaced, not
+        # lost), found so at the next: two rounds.
+        assert time.monotonic() - t0 <= 2 * MONITOR + 1.0
         for hp, tasks in kept.items():
             assert after["workers"][hp] == tasks
         assert sorted(t for ts in after["workers"].values() for t in ts) == \

@@ -9,12 +9,11 @@ import signal
 
 import pytest
 
+from squall.client.contract import SupervisorMark
 from squall.client.memory_cluster_state import InMemoryClusterState, MemoryStore
 from squall.supervisor.reconcile import RestartPolicy
 from squall.supervisor.supervisor import Supervisor
-
-T = "wc-1-1700000000"
-HOST = "127.0.0.1"
+from supervisor_fixtures import HOST, T, Clock, assign, fetch
 
 
 class FakeProc:
@@ -45,21 +44,6 @@ class FakeProc:
         self.returncode = code
 
 
-class Clock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-
-def fetch(tid, dest):
-    with open(os.path.join(dest, "topology.pb"), "wb") as fh:
-        fh.write(b"not read by fakes")
-    with open(os.path.join(dest, "conf.json"), "w") as fh:
-        json.dump({"topology.workers": 3, "test.key": tid}, fh)
-
-
 @pytest.fixture
 def env(tmp_path):
     store = MemoryStore()
@@ -82,14 +66,6 @@ def env(tmp_path):
     yield sup, nimbus, spawned, clock
     sup.close("test over")
     sup.policy.validate_state()
-
-
-def assign(nimbus, sup_id, tid=T, status="active", workers=None):
-    workers = workers or {f"{HOST}:6700": [1, 2], f"{HOST}:6701": [3], "10.0.0.9:6700": [4, 5]}
-    slots = {w: (sup_id if w.startswith(HOST) else "other-sup") for w in workers}
-    nimbus.set_storm(tid, {"name": "wc", "status": status})
-    nimbus.set_assignment(tid, {"topology_id": tid, "workers": workers, "slots": slots,
-                                "executors": [], "start_times": {}, "version": 1})
 
 
 def alive(spawned):
@@ -117,8 +93,11 @@ def test_assignment_appears_launches_only_its_own_ports(env):
     assert sorted(sup.procs) == [6700, 6701]
     assert nimbus.supervisors()[sup.id]["used_slots"] == [6700, 6701]
     wdir = sup.files.worker_dir(T, 6700)
-    assert spawned[0].cmd[-5:] == ["--topology-dir", os.path.join(sup.files.stormdist, T),
-                                   "--worker-dir", wdir, "--exit-with-parent"]
+    # The worker follows this supervisor (supervisor.json) and outlives it by adopt.secs.
+    assert spawned[0].cmd[-6:] == ["--topology-dir", os.path.join(sup.files.stormdist, T),
+                                   "--worker-dir", wdir, "--adopt-secs", "10"]
+    mark = SupervisorMark.read(wdir)
+    assert (mark.pid, mark.supervisor_id) == (os.getpid(), sup.id) and mark.alive()
     assert spawned[0].log_path == sup.files.log_path(T, 6700) != spawned[1].log_path
     with open(os.path.join(wdir, "assignment.json")) as fh:
         a = json.load(fh)
@@ -229,8 +208,8 @@ def test_hung_worker_is_killed_as_failed(env, tmp_path):
     assign(nimbus, sup.id)
     sup.sync()
     for p in spawned:
-        with open(os.path.join(sup.files.worker_dir(T, int(p.cmd[-2].rsplit("-", 1)[1])),
-                               "heartbeat.json"), "w") as fh:
+        with open(os.path.join(p.cmd[p.cmd.index("--worker-dir") + 1], "heartbeat.json"),
+                  "w") as fh:
             json.dump({"pid": p.pid, "time": clock.now, "state": "running"}, fh)
     clock.now += 6.0
     sup.sync(full=False)
