@@ -29,7 +29,7 @@ from urllib.parse import quote, unquote
 from . import config as cfg
 from .contract import cut_error
 # The errors are part of this interface; they live with the others in errors.py.
-from .errors import (NO_NODE, ClusterStateError, NodeTooLarge, NotFound,  # noqa: F401
+from .errors import (NO_NODE, ClusterStateError, NodeTooLarge, NotAllowed, NotFound,  # noqa: F401
                      VersionConflict, ZooKeeperUnavailable)
 
 log = logging.getLogger("squall.cluster_state")
@@ -74,12 +74,18 @@ class Paths:
     ``/nimbuses/<host:port>``      ephemeral: one per running Nimbus
     ``/logconfigs/<id>``           the topology's dynamic log levels (set_log_level)
     ``/leader-lock``               kazoo ``Election`` for the Nimbus leader
-    ``<transactional root>/<state id>/<path>``  Trident's transactional state (JSON values;
-                                   ``transactional.zookeeper.root``, default ``/transactional``)
+    ``<transactional root>/<namespace>/<state id>/<path>``  Trident's transactional state
+                                   (JSON values; ``transactional.zookeeper.root``, default
+                                   ``/transactional``), one namespace per topology name and
+                                   owner (:func:`tx_namespace`), made by Nimbus
     Names are URL-quoted into one path segment (``/`` cannot split them).
     With ``storm.zookeeper.auth.payload`` (``zk_auth.py``) every node is the cluster's digest
-    only, except below the transactional root: it lets each recorded topology CREATE, and a
-    topology's states are its own digest's and the cluster's.
+    only, except a topology's namespace and what is below it: its own digest's and the
+    cluster's. A topology creates nothing outside its namespace, so it can neither take
+    another's state id nor litter the transactional root.
+    A conf without ``topology.name`` (a daemon, a test) reads and writes states directly
+    under the transactional root, as every topology did before namespaces
+    (:meth:`ClusterState.tx_migrate` moves such states into a namespace).
     """
 
     STORMS, ASSIGNMENTS, SUPERVISORS = "/storms", "/assignments", "/supervisors"
@@ -87,10 +93,13 @@ class Paths:
     LOGCONFIGS = "/logconfigs"
     SUBTREES = (STORMS, ASSIGNMENTS, SUPERVISORS, ERRORS, NIMBUSES, LOGCONFIGS)
 
-    def __init__(self, root: str = "/squall", transactional_root: str = "/transactional"):
+    def __init__(self, root: str = "/squall", transactional_root: str = "/transactional",
+                 tx_namespace: str | None = None):
         #: The root without a trailing slash ('' for ``/``).
         self.root = "/" + root.strip("/") if root.strip("/") else ""
         self.transactional_root = self.root + "/" + transactional_root.strip("/")
+        #: Where this process's transactional states live (None: the root itself).
+        self.tx_base = self.transactional_root + (f"/{tx_namespace}" if tx_namespace else "")
 
     def dir(self, subtree: str) -> str:
         return self.root + subtree
@@ -120,10 +129,30 @@ class Paths:
     def leader_lock(self) -> str:
         return self.root + self.LEADER_LOCK
 
-    def transactional(self, state_id: str, path: str = "") -> str:
-        """A path below a transactional state id (``path``'s slashes separate segments)."""
+    def transactional(self, state_id: str, path: str = "", base: str | None = None) -> str:
+        """A path below a transactional state id (``path``'s slashes separate segments), in
+        this process's namespace or below ``base``."""
         parts = [p for p in path.split("/") if p]
-        return self.transactional_root + "".join("/" + _segment(n) for n in [state_id, *parts])
+        return (self.tx_base if base is None else base) + \
+            "".join("/" + _segment(n) for n in [state_id, *parts])
+
+    def tx_namespace_dir(self, name: str, owner: str = "") -> str:
+        return self.transactional_root + "/" + tx_namespace(name, owner)
+
+
+def tx_namespace(name: str, owner: str = "") -> str:
+    """The node holding the transactional states of topology ``name`` of ``owner``:
+    ``!<owner>!<name>``, each part %-quoted entirely, so no state id (whose quoting leaves
+    no ``!``) and no other pair of names can give the same node."""
+    return f"!{quote(owner, safe='')}!{quote(name, safe='')}"
+
+
+def conf_tx_namespace(conf: Mapping[str, Any]) -> str | None:
+    """The namespace of the topology a worker's conf belongs to; None without a name."""
+    name = conf.get(cfg.TOPOLOGY_NAME)
+    if not name:
+        return None
+    return tx_namespace(str(name), str(conf.get(cfg.TOPOLOGY_SUBMITTER_USER) or ""))
 
 
 def encode(value: Any) -> bytes:
@@ -163,7 +192,8 @@ class ClusterState(abc.ABC):
     def __init__(self, conf: Mapping[str, Any] | None = None):
         self.conf = dict(conf or {})
         self.paths = Paths(cfg.get(self.conf, cfg.STORM_ZOOKEEPER_ROOT),
-                           cfg.get(self.conf, cfg.TRANSACTIONAL_ZOOKEEPER_ROOT))
+                           cfg.get(self.conf, cfg.TRANSACTIONAL_ZOOKEEPER_ROOT),
+                           conf_tx_namespace(self.conf))
         self._suspended = False
         self._listeners: list[Callable[[str], Any]] = []
 
@@ -199,13 +229,9 @@ class ClusterState(abc.ABC):
         """Release the connection; this instance's ephemeral nodes disappear."""
 
     def _allow_topology(self, name: str, owner: str) -> None:
-        """Let the workers of topology ``name`` of ``owner`` create their states under the
-        transactional root (with ACLs, a ZooKeeper grant to their identity; nothing to do
-        otherwise)."""
-
-    def _disallow_topology(self, name: str, owner: str) -> None:
-        """Undo :meth:`_allow_topology` (its states keep their own ACLs: a resubmission by the
-        same owner under the same name is granted again and reads them)."""
+        """Make the namespace where the workers of topology ``name`` of ``owner`` keep their
+        transactional states (with ACLs, the cluster's and their identity's alone; nothing
+        to do otherwise: they create it as they write)."""
 
     # --- connection state ---
     @property
@@ -240,17 +266,11 @@ class ClusterState(abc.ABC):
         return [unquote(n) for n in self._children(self.paths.dir(Paths.STORMS), watch)]
 
     def remove_storm(self, storm_id: str) -> None:
-        """Remove the topology's status, assignment and errors together (one transaction);
-        then its workers' grant on the transactional root goes, unless another live topology
-        has the same name and owner (so grants do not pile up)."""
-        base = self.get_storm(storm_id)
+        """Remove the topology's status, assignment and errors together (one transaction).
+        Its transactional states stay: its owner resubmitting it under its name resumes them
+        (nobody else can reach them: zk_auth.py)."""
         self._delete_trees([self.paths.errors(storm_id), self.paths.log_config(storm_id),
                             self.paths.assignment(storm_id), self.paths.storm(storm_id)])
-        if base and base.get("name"):
-            key = (str(base["name"]), str(base.get("owner") or ""))
-            others = (self.get_storm(t) for t in self.storm_ids())
-            if not any(o and (o.get("name"), str(o.get("owner") or "")) == key for o in others):
-                self._disallow_topology(*key)
 
     # --- dynamic log levels (set_log_level) ---
     def set_log_config(self, storm_id: str, config: Mapping[str, Any]) -> None:
@@ -356,6 +376,38 @@ class ClusterState(abc.ABC):
     def tx_delete(self, state_id: str, path: str) -> None:
         """Remove ``path`` and its children; nothing happens if it is gone."""
         self._delete_trees([self.paths.transactional(state_id, path)])
+
+    def tx_migrate(self, state_id: str) -> bool:
+        """Move state ``state_id`` left directly under the transactional root (before
+        namespaces) into this process's namespace, unless the namespace has it already;
+        True if something moved. A legacy state this identity may not read is another
+        topology's: left alone. One that it may not delete (a locked ZooKeeper: Nimbus
+        moves those, zk_cluster_state.py) stays behind, copied."""
+        legacy = self.paths.transactional(state_id, base=self.paths.transactional_root)
+        new = self.paths.transactional(state_id)
+        if legacy == new:
+            return False
+        try:
+            if self._read(new, None) is not None or self._read(legacy, None) is None:
+                return False
+            self._copy_tree(legacy, new)
+        except NotAllowed:
+            return False
+        try:
+            self._delete_trees([legacy])
+        except NotAllowed:
+            pass
+        log.info("transactional state %s moved from %s to %s", state_id, legacy, new)
+        return True
+
+    def _copy_tree(self, src: str, dst: str) -> None:
+        """Copy the node ``src`` and its descendants to ``dst`` (parents first)."""
+        found = self._read(src, None)
+        if found is None:
+            return
+        self._write(dst, found[0], None)
+        for child in self._children(src, None):
+            self._copy_tree(f"{src}/{child}", f"{dst}/{child}")
 
     def tx_delete_soon(self, state_id: str, path: str) -> None:
         """Remove the leaf ``path`` without waiting for the answer: for values nothing reads

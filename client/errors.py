@@ -94,6 +94,11 @@ class NotFound(ClusterStateError):
     """The node an operation needs does not exist."""
 
 
+class NotAllowed(ClusterStateError):
+    """The node's ACL does not let this client's identity do that (a topology's workers
+    reach only their own transactional state)."""
+
+
 class NodeTooLarge(ClusterStateError):
     """A write larger than a node may hold; refused before it is sent. Permanent for that
     data: ZooKeeper answers an oversized request by dropping the whole session."""

@@ -17,6 +17,7 @@ import logging
 import queue
 import threading
 from typing import Any, Callable, Iterator, Mapping
+from urllib.parse import unquote
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (BadVersionError, ConnectionClosedError, ConnectionLoss,
@@ -29,7 +30,7 @@ from kazoo.security import ACL, Permissions
 
 from . import config as cfg
 from . import zk_auth
-from .cluster_state import (NO_NODE, ClusterState, ClusterStateError,
+from .cluster_state import (NO_NODE, ClusterState, ClusterStateError, NotAllowed,
                             NotFound, Paths, VersionConflict, Watch, WatchEvent, ZooKeeperUnavailable,
                             check_node_size, connect_string)
 
@@ -75,7 +76,7 @@ class KazooClusterState(ClusterState):
         c = self.conf
         #: Who this client is in ZooKeeper (ConfigError now for a bad payload or scheme).
         self.identity = zk_auth.identity(c)
-        self._allowed: set[str] = set()  # topologies granted on the transactional root
+        self._allowed: set[tuple[str, str]] = set()  # topologies whose namespace is made
         #: The ensemble tried, ``host:port,...``.
         self.address = connect_string(c)
         self.connect_timeout = (connect_timeout if connect_timeout is not None
@@ -127,6 +128,7 @@ class KazooClusterState(ClusterState):
                 self._retry.copy()(lambda p: self._sync(self._client.ensure_path_async(p)), path)
             if self.identity.kind == "cluster":
                 self._retry.copy()(self._lock_open_tree)
+                self._retry.copy()(self._retire_root_grants)
 
     @contextlib.contextmanager
     def _translate(self, op: str, path: str | None) -> Iterator[None]:
@@ -141,7 +143,7 @@ class KazooClusterState(ClusterState):
         except BadVersionError as e:
             raise VersionConflict(path or "?", None, op) from e
         except NoAuthError as e:
-            raise ClusterStateError(
+            raise NotAllowed(
                 f"{what}: not allowed by the node's ACL for this client's identity "
                 f"({self.identity.kind}; see {cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD})", op, path) from e
         except self._client.handler.timeout_exception as e:
@@ -289,41 +291,42 @@ class KazooClusterState(ClusterState):
 
     # --- ACLs ---
     def _allow_topology(self, name: str, owner: str) -> None:
-        if self.identity.kind == "cluster" and (name, owner) not in self._allowed:
-            self._set_grant(name, owner, True)
-            self._allowed.add((name, owner))
-
-    def _disallow_topology(self, name: str, owner: str) -> None:
-        if self.identity.kind == "cluster":
-            self._set_grant(name, owner, False)
-            self._allowed.discard((name, owner))
-
-    def _set_grant(self, name: str, owner: str, present: bool) -> None:
-        """Add or remove a topology's grant on the transactional root: a read-modify-write
-        at the ACL version read (another Nimbus may be changing it too), retried on a
-        conflict."""
-        z, path = self._client, self.paths.transactional_root
-        grant = zk_auth.topology_acl(self.identity.payload, name, owner)
+        """Make topology ``name`` of ``owner`` its namespace below the transactional root:
+        the cluster's and its own digest, ALL; nothing for anyone else. It creates its states
+        there and nowhere else (it holds no grant on the root)."""
+        if self.identity.kind != "cluster" or (name, owner) in self._allowed:
+            return
+        path = self.paths.tx_namespace_dir(name, owner)
+        acl = list(self.identity.acl) + [zk_auth.topology_acl(self.identity.payload, name, owner,
+                                                              Permissions.ALL)]
 
         def attempt():
-            if present:
-                self._sync(z.ensure_path_async(path))
             try:
-                acls, stat = self._sync(z.get_acls_async(path))
-            except NoNodeError:
-                if present:
-                    raise
-                return  # removing: nothing to take the grant from
-            if (grant in acls) == present:
-                return
-            changed = list(acls) + [grant] if present else [a for a in acls if a != grant]
-            try:
-                self._sync(z.set_acls_async(path, changed, version=stat.aversion))
-            except BadVersionError:
-                raise ForceRetryError() from None
-            if present:
-                log.info("topology %s may create transactional state in %s", name, path)
-        self._call("allow" if present else "disallow", path, attempt)
+                self._sync(self._client.create_async(path, b"", acl=acl, makepath=True))
+                log.info("topology %s: its transactional state goes in %s", name, path)
+            except NodeExistsError:
+                pass  # a resubmission: its states are there
+        self._call("allow", path, attempt)
+        self._allowed.add((name, owner))
+
+    def _retire_root_grants(self) -> None:
+        """Before namespaces, each live topology had CREATE on the transactional root itself
+        (and could take another's state id, finding 10 of issue 23): give each its namespace,
+        then leave the root to the cluster alone. Their workers move their states over as
+        they open them (ClusterState.tx_migrate)."""
+        z, root = self._client, self.paths.transactional_root
+        acls, stat = self._sync(z.get_acls_async(root))
+        if all(a in self.identity.acl for a in acls):
+            return
+        for base in map(self.get_storm, self.storm_ids()):
+            if base and base.get("name"):
+                self._allow_topology(str(base["name"]), str(base.get("owner") or ""))
+        try:
+            self._sync(z.set_acls_async(root, list(self.identity.acl), version=stat.aversion))
+        except BadVersionError:
+            raise ForceRetryError() from None
+        log.info("%s: %d topology grant(s) on the root replaced by per-topology namespaces",
+                 root, len(acls) - len(self.identity.acl))
 
     def _lock_open_tree(self) -> None:
         """Lock the nodes a cluster left open while it ran without auth (an upgrade).
@@ -341,15 +344,19 @@ class KazooClusterState(ClusterState):
         names = sorted({(s["name"], str(s.get("owner") or ""))
                         for s in map(self.get_storm, self.storm_ids()) if s and s.get("name")})
         payload = self.identity.payload
-        tx_root = acl + [zk_auth.topology_acl(payload, n, o) for n, o in names]
         tx_states = acl + [zk_auth.topology_acl(payload, n, o, Permissions.ALL)
                            for n, o in names]
         locked: list[str] = []
 
         def lock(path: str, own: list[ACL]) -> None:
             below = own
+            parent, _, name = path.rpartition("/")
             if path == p.transactional_root:
-                own, below = tx_root, tx_states
+                below = tx_states  # states of before namespaces: whose is not recorded
+            elif parent == p.transactional_root and name.startswith("!"):
+                owner, _, topology = name[1:].partition("!")  # a namespace: its topology's
+                own = below = acl + [zk_auth.topology_acl(payload, unquote(topology),
+                                                          unquote(owner), Permissions.ALL)]
             try:
                 for child in self._sync(z.get_children_async(path)):
                     lock(path + "/" + child, below)
@@ -361,6 +368,8 @@ class KazooClusterState(ClusterState):
 
         for top in tops:
             lock(top, acl)
+        for n, o in names:  # each live topology's namespace, for its states from now on
+            self._allow_topology(n, o)
         log.warning("%d ZooKeeper nodes were open to anyone (the cluster ran without %s); "
                     "locked them: %s%s. Transactional states among them are shared by the "
                     "live topologies %s", len(locked), cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD,

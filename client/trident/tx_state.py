@@ -176,4 +176,9 @@ def make_tx_state(state_id: str, conf: Mapping[str, Any]) -> TransactionalState:
             del _shared[key]
         entry[0].close()
 
+    try:
+        entry[0].tx_migrate(state_id)  # a state of before per-topology namespaces
+    except BaseException:
+        release()
+        raise
     return TransactionalState(entry[0], state_id, on_close=release)

@@ -26,6 +26,7 @@ import time
 import psutil
 import pytest
 
+from squall.client import config as cfg
 from squall.client.trident.line_files import OpaqueLineFiles, TransactionalLineFiles
 from squall.client.trident.state.redis_map import RedisMapState
 from squall.client.trident.tx_state import make_tx_state
@@ -291,10 +292,17 @@ def trident_cluster(tmp_path, zk_conf, redis_conf):
 
 @pytest.fixture
 def zk_tx_state(zk_conf):
-    """The topology's transactional state in ZooKeeper (the spout's id: ``lines``)."""
-    st = make_tx_state("lines", zk_conf)
-    yield st
-    st.close()
+    """``zk_tx_state(name)``: topology ``name``'s transactional state in ZooKeeper (the
+    spout's id: ``lines``; its namespace: that name, submitted by the CLI's user)."""
+    made = []
+
+    def state(name: str):
+        made.append(make_tx_state("lines", dict(zk_conf, **{
+            cfg.TOPOLOGY_NAME: name, cfg.TOPOLOGY_SUBMITTER_USER: "tester"})))
+        return made[-1]
+    yield state
+    for st in made:
+        st.close()
 
 
 # The file's slowest tests (~12-15 s each, under the 30 s mark): a real cluster (Nimbus, two
@@ -308,6 +316,7 @@ def test_worker_and_coordinator_kill9_still_count_exactly_once(trident_cluster, 
                                                               redis_conf, observe, zk_tx_state,
                                                               state_type):
     c = trident_cluster
+    zk_tx_state = zk_tx_state("trident-" + state_type)
     input_dir = tmp_path / "input"
     input_dir.mkdir()
     files, expected = write_input(input_dir, n_files=4, lines=400)  # 80 batches of 5 lines a file

@@ -1,6 +1,7 @@
 """Locked ZooKeeper: with storm.zookeeper.auth.payload every node Squall makes carries digest
 ACLs; an anonymous client can neither read nor write, a topology reaches only its own
-transactional state, the cluster identity reaches everything."""
+transactional state, in a namespace Nimbus made for it (it creates nothing elsewhere), the
+cluster identity reaches everything."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import time
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
-from kazoo.security import OPEN_ACL_UNSAFE
+from kazoo.security import OPEN_ACL_UNSAFE, Permissions
 
 from squall.client import config as cfg
 from squall.client import zk_auth
 from squall.client.cluster_state import ClusterStateError, Paths
 from squall.client.errors import ConfigError
+from squall.client.trident.tx_state import make_tx_state
 from squall.client.zk_cluster_state import KazooClusterState
 from zk_fixtures import TEST_SESSION_TIMEOUT
 
@@ -38,11 +40,24 @@ def raw(zookeeper):
         z.close()
 
 
+def worker_conf(zk_conf, name: str, owner: str = "") -> dict:
+    """What a worker of topology ``name`` of ``owner`` has: the inherited keys (its own
+    ZooKeeper identity, not the cluster's) and its topology's name and owner."""
+    conf = dict(cfg.worker_inherited(zk_conf, name, owner),
+                **{cfg.TOPOLOGY_NAME: name, cfg.TOPOLOGY_SUBMITTER_USER: owner})
+    assert cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD not in conf
+    return conf
+
+
 def worker_state(zk_conf, name: str, owner: str = "") -> KazooClusterState:
     """The cluster state a worker of topology ``name`` of ``owner`` opens for Trident."""
-    conf = cfg.worker_inherited(zk_conf, name, owner)
-    assert cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD not in conf
-    return KazooClusterState(conf)
+    return KazooClusterState(worker_conf(zk_conf, name, owner))
+
+
+def cluster_view(zk_conf, name: str, owner: str = "") -> KazooClusterState:
+    """The cluster identity looking at topology ``name`` of ``owner``'s states."""
+    return KazooClusterState(dict(zk_conf, **{cfg.TOPOLOGY_NAME: name,
+                                              cfg.TOPOLOGY_SUBMITTER_USER: owner}))
 
 
 def assert_locked(z: KazooClient, path: str, parent_locked: bool = True) -> None:
@@ -73,22 +88,27 @@ def test_every_node_of_the_daemons_is_locked_to_the_cluster(cluster_state, zk_co
     assert election.lock.acquire(timeout=10)
     try:
         [ballot] = s._client.get_children(p.leader_lock)
+        namespace = p.tx_namespace_dir("wc")
         nodes = [p.root, p.storm("wc-1"), p.assignment("wc-1"), p.supervisor("sup-1"),
                  p.nimbus("127.0.0.1:6627"), p.errors("wc-1"), p.errors("wc-1", "split"),
                  p.leader_lock, f"{p.leader_lock}/{ballot}", p.transactional_root,
-                 p.transactional("wc-spout"), p.transactional("wc-spout", "meta/1")]
+                 p.transactional("wc-spout"), p.transactional("wc-spout", "meta/1"), namespace]
         nodes += [p.dir(t) for t in Paths.SUBTREES]
         anonymous = raw()
         for path in nodes:
             assert_locked(anonymous, path, path != p.root)  # the root's parent is not ours
-        # Every node below the root, whoever made it, carries the cluster's digest and no world.
-        cluster_id = zk_auth.digest_id(zk_conf[cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD])
+        # Every node below the root, whoever made it, carries the cluster's digest and no world;
+        # a topology's namespace its own digest's too, and no other topology's.
+        payload = zk_conf[cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD]
+        cluster_id = zk_auth.digest_id(payload)
+        wc_id = zk_auth.digest_id(zk_auth.topology_payload(payload, "wc"))
         todo, seen = [p.root], 0
         while todo:
             path = todo.pop()
             acls, _ = s._client.get_acls(path)
-            assert [(a.id.scheme, a.id.id) for a in acls if a.perms == 31] == \
-                [("digest", cluster_id)], path
+            expected = [("digest", cluster_id)] + ([("digest", wc_id)] if path == namespace
+                                                   else [])
+            assert [(a.id.scheme, a.id.id) for a in acls if a.perms == 31] == expected, path
             assert all(a.id.scheme == "digest" for a in acls), path
             todo += [f"{path}/{c}" for c in s._client.get_children(path)]
             seen += 1
@@ -98,7 +118,7 @@ def test_every_node_of_the_daemons_is_locked_to_the_cluster(cluster_state, zk_co
 
 
 def test_a_topology_reaches_its_own_transactional_state_only(cluster_state, zk_conf, raw):
-    cluster_state.set_storm("wc-1", {"name": "wc"})        # Nimbus persists: the grants
+    cluster_state.set_storm("wc-1", {"name": "wc"})        # Nimbus persists: the namespaces
     cluster_state.set_storm("other-1", {"name": "other"})
     cluster_state.set_assignment("wc-1", {"executors": {}})
     wc, other = worker_state(zk_conf, "wc"), worker_state(zk_conf, "other")
@@ -110,37 +130,43 @@ def test_a_topology_reaches_its_own_transactional_state_only(cluster_state, zk_c
         assert wc.tx_children("wc-spout", "meta") == ["1", "2"]
         wc.tx_delete("wc-spout", "meta/2")
         other.tx_set("other-spout", "currtx", 7)
+        # The same state id in two topologies is two states: none can take another's first.
+        other.tx_set("wc-spout", "meta/1", {"offset": 0})
+        assert wc.tx_get("wc-spout", "meta/1") == {"offset": 3}
 
         # The cluster identity reads and cleans up everything (superACL on a topology's nodes).
-        assert cluster_state.tx_get("wc-spout", "meta/1") == {"offset": 3}
-        assert cluster_state.tx_get("other-spout", "currtx") == 7
-        # No topology reads or writes another's state, nor the daemons' nodes.
-        for op in (lambda: other.tx_get("wc-spout", "meta/1"),
-                   lambda: other.tx_set("wc-spout", "meta/1", {"offset": 0}),
-                   lambda: other.tx_delete("wc-spout", "meta"),
-                   lambda: other.tx_set("wc-spout", "meta/9", {}),
-                   lambda: wc.tx_get("other-spout", "currtx"),
-                   lambda: wc.get_assignment("wc-1"),
+        with cluster_view(zk_conf, "wc") as c:
+            assert c.tx_get("wc-spout", "meta/1") == {"offset": 3}
+        with cluster_view(zk_conf, "other") as c:
+            assert c.tx_get("other-spout", "currtx") == 7
+        # No topology reads or writes the daemons' nodes.
+        for op in (lambda: wc.get_assignment("wc-1"),
                    lambda: wc.set_assignment("wc-1", {"executors": {"evil": 1}}),
                    lambda: wc.storm_ids()):
             with pytest.raises(ClusterStateError, match="not allowed"):
                 op()
-        # The same with a plain client holding the topology's payload.
+        # A plain client holding the topology's payload reaches its namespace and nothing else:
+        # not another's, and it creates nothing on the transactional root (issue 23, finding 10:
+        # it could take another topology's state id there, or litter it with open nodes).
         wc_payload = zk_auth.topology_payload(zk_conf[cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD], "wc")
-        z, p = raw(wc_payload), cluster_state.paths
+        z, p = raw(wc_payload), wc.paths
         assert z.get(p.transactional("wc-spout", "meta/1"))[0] == b'{"offset":3}'
         z.set(p.transactional("wc-spout", "meta/1"), b'{"offset":4}')
-        with pytest.raises(NoAuthError):  # it creates its states there, but lists no one's
-            z.get_children(p.transactional_root)
-        for path in (p.assignment("wc-1"), p.dir(Paths.ASSIGNMENTS),
-                     p.transactional("other-spout", "currtx")):
+        theirs = other.paths.transactional("other-spout", "currtx")
+        for path in (p.assignment("wc-1"), p.dir(Paths.ASSIGNMENTS), theirs):
             with pytest.raises(NoAuthError):
                 z.get(path)
             with pytest.raises(NoAuthError):
                 z.set(path, b"{}")
+        with pytest.raises(NoAuthError):
+            z.get_children(p.transactional_root)
+        for path in (p.transactional_root + "/other-spout", p.tx_namespace_dir("third"),
+                     other.paths.transactional("wc-spout", "x"), p.transactional_root + "/open"):
+            with pytest.raises(NoAuthError):
+                z.create(path, b"x", acl=OPEN_ACL_UNSAFE)
         anonymous = raw()
-        for path in (p.transactional("wc-spout"), p.transactional("wc-spout", "meta/1"),
-                     p.transactional("other-spout", "currtx")):
+        for path in (p.transactional("wc-spout"), p.transactional("wc-spout", "meta/1"), theirs,
+                     p.tx_namespace_dir("wc")):
             assert_locked(anonymous, path)
     finally:
         wc.close()
@@ -197,6 +223,7 @@ def test_a_tree_left_open_is_locked_at_the_next_start(zk_conf, raw, caplog):
         with pytest.raises(ClusterStateError, match="not allowed"):
             before.get_assignment("wc-1")  # an old daemon left running is locked out too
     with worker_state(zk_conf, "wc") as w:  # the running topology resumes from its state
+        assert w.tx_migrate("wc-spout")  # as make_tx_state does: into its namespace
         assert w.tx_get("wc-spout", "meta/1") == {"offset": 3}
         w.tx_set("wc-spout", "meta/2", {"offset": 4})
     caplog.clear()
@@ -215,23 +242,54 @@ def test_a_daemon_with_another_password_fails_at_start(cluster_state, zk_conf):
 def test_another_owners_topology_of_the_same_name_cannot_read_the_old_state(zk_conf,
                                                                               cluster_state, raw):
     """Alice's "etl" is killed; Bob submits an "etl" of his own: its workers do not get
-    Alice's Trident state (the identity is an HMAC of owner and name), and the root's grant
-    for Alice's went with her topology."""
+    Alice's Trident state (the identity is an HMAC of owner and name, the namespace is
+    Alice's), and Alice resubmitting hers resumes it."""
     cluster_state.set_storm("etl-1", {"name": "etl", "owner": "alice"})
     with worker_state(zk_conf, "etl", "alice") as w:
         w.tx_set("etl-spout", "meta/1", {"offset": 7})
-    root = cluster_state.paths.transactional_root
-    alice = zk_auth.topology_acl(zk_conf[cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD], "etl", "alice")
-    z = raw(zk_conf[cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD])
-    assert alice in z.get_acls(root)[0]
+        alices = w.paths.transactional("etl-spout", "meta/1")
     cluster_state.remove_storm("etl-1")
-    assert alice not in z.get_acls(root)[0]  # grants do not pile up
     cluster_state.set_storm("etl-2", {"name": "etl", "owner": "bob"})
     with worker_state(zk_conf, "etl", "bob") as w:
-        with pytest.raises(ClusterStateError, match="not allowed"):
-            w.tx_get("etl-spout", "meta/1")
-        with pytest.raises(ClusterStateError, match="not allowed"):
-            w.tx_set("etl-spout", "meta/2", {"offset": 0})
+        assert w.tx_get("etl-spout", "meta/1") is None  # its own namespace: empty
+        w.tx_set("etl-spout", "meta/2", {"offset": 0})
+    bob = raw(zk_auth.topology_payload(zk_conf[cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD], "etl", "bob"))
+    with pytest.raises(NoAuthError):
+        bob.get(alices)
+    with pytest.raises(NoAuthError):
+        bob.set(alices, b"{}")
     cluster_state.set_storm("etl-3", {"name": "etl", "owner": "alice"})  # alice resubmits
     with worker_state(zk_conf, "etl", "alice") as w:
         assert w.tx_get("etl-spout", "meta/1") == {"offset": 7}
+        assert w.tx_get("etl-spout", "meta/2") is None
+
+
+def test_states_of_before_namespaces_move_into_their_topologys(zk_conf, raw, cluster_state):
+    """A cluster upgraded from per-root grants: a topology's states left on the root (its
+    digest's) move into its namespace when its workers open them (make_tx_state), txids
+    and all; another topology's are left alone; the root loses the old grants."""
+    payload = zk_conf[cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD]
+    p, z = cluster_state.paths, raw(payload)
+    grant = zk_auth.topology_acl(payload, "wc")
+    acls, _ = z.get_acls(p.transactional_root)
+    z.set_acls(p.transactional_root, acls + [grant, zk_auth.topology_acl(payload, "other")])
+    own = cluster_state.identity.acl
+    for name, sid in (("wc", "wc-spout"), ("other", "other-spout")):  # as the old workers did
+        acl = list(own) + [zk_auth.topology_acl(payload, name, perms=Permissions.ALL)]
+        z.create(f"{p.transactional_root}/{sid}/currtx", b"41", acl=acl, makepath=True)
+    cluster_state.set_storm("wc-1", {"name": "wc"})
+    cluster_state.set_storm("other-1", {"name": "other"})
+    with KazooClusterState(zk_conf) as restarted:  # the upgraded Nimbus
+        assert restarted.identity.kind == "cluster"
+    assert z.get_acls(p.transactional_root)[0] == list(own)  # no grant left on the root
+    conf = worker_conf(zk_conf, "wc")
+    st = make_tx_state("wc-spout", conf)
+    try:
+        assert st.get_data("currtx") == 41
+        assert make_tx_state("other-spout", conf).get_data("currtx") is None  # not its own
+    finally:
+        st.close()
+    with cluster_view(zk_conf, "wc") as c:
+        assert c.tx_get("wc-spout", "currtx") == 41
+    # The copy on the root stays (a topology may not delete there), readable by its owner only.
+    assert z.get(f"{p.transactional_root}/wc-spout/currtx")[0] == b"41"

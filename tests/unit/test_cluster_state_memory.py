@@ -7,7 +7,8 @@ import threading
 import pytest
 
 from squall.client.cluster_state import (MAX_ERRORS_PER_COMPONENT, NO_NODE, ClusterStateError,
-                                         InMemoryClusterState, Paths, VersionConflict, WatchEvent)
+                                         InMemoryClusterState, Paths, VersionConflict, WatchEvent,
+                                         tx_namespace)
 from squall.client.memory_cluster_state import MemoryStore
 
 ASSIGNMENT = {"executor_node_port": {"1-2": ["sup-1", 6700]}, "node_host": {"sup-1": "h1"}}
@@ -171,6 +172,32 @@ def test_paths_quote_names_into_one_segment():
     assert Paths("/").storm("x") == "/storms/x"
     with pytest.raises(ValueError):
         paths.storm("..")
+
+
+def test_each_topology_keeps_its_transactional_states_in_a_namespace_of_its_own(store):
+    # Owner and name quoted whole: no two pairs, and no state id, give the same node.
+    assert tx_namespace("c", "a@b") != tx_namespace("b@c", "a")
+    assert tx_namespace("wc", "alice") == "!alice!wc" and "!" not in Paths().transactional("!x")
+    alice = InMemoryClusterState({"topology.name": "etl", "topology.submitter.user": "alice"},
+                                 store=store)
+    bob = InMemoryClusterState({"topology.name": "etl", "topology.submitter.user": "bob"},
+                               store=store)
+    alice.tx_set("lines", "currtx", 5)
+    assert bob.tx_get("lines", "currtx") is None  # one txid name, two states
+    assert alice.paths.transactional("lines") == "/squall/transactional/!alice!etl/lines"
+
+
+def test_a_state_of_before_namespaces_moves_into_its_topologys_when_opened(store):
+    daemon = InMemoryClusterState(store=store)  # no topology name: the root, as before
+    daemon.tx_set("lines", "meta/7", {"offset": 70})
+    worker = InMemoryClusterState({"topology.name": "wc"}, store=store)
+    assert worker.tx_migrate("lines")
+    assert worker.tx_get("lines", "meta/7") == {"offset": 70}
+    assert daemon.tx_get("lines", "meta/7") is None  # moved, not copied (it may delete here)
+    daemon.tx_set("lines", "meta/7", {"offset": 1})  # a later one on the root is not taken:
+    assert not worker.tx_migrate("lines")             # the namespace has its own
+    assert worker.tx_get("lines", "meta/7") == {"offset": 70}
+    assert not daemon.tx_migrate("lines")  # nowhere to move to
 
 
 def test_context_manager_closes(store):
