@@ -188,34 +188,38 @@ class ReturnResults(Bolt):
 
     def execute(self, tup: Tuple) -> None:
         result, info = tup.values[0], tup.values[1]
-        if info is None:
+        if info is None or self.deliver(str(result), info):
             self.collector.ack(tup)
-            return
+        else:
+            self.collector.fail(tup)
+
+    def deliver(self, result: str, info: str) -> bool:
+        """Send ``result`` to the server the return ``info`` names (retried); False when it
+        cannot be delivered (logged)."""
         try:
             ret = json.loads(info)
             server, rid = (str(ret["host"]), int(ret["port"])), str(ret["id"])
         except (ValueError, TypeError, KeyError) as e:
             log.error("ReturnResults: bad return info %r: %s", info, e)
-            self.collector.fail(tup)
-            return
+            return False
         client = self._clients.get(server)
         if client is None:
             client = self._clients[server] = DRPCInvocationsClient(self._conf, *server)
         for attempt in range(1, MAX_RETRIES + 1):
             try:
-                client.result(rid, str(result))
-                self.collector.ack(tup)
-                return
+                client.result(rid, result)
+                return True
             except PermissionDenied as e:
                 log.error("ReturnResults: not allowed to return results to %s: %s",
                           client.address, e)
-                self.collector.report_error(e)
-                break
+                if self.collector is not None:
+                    self.collector.report_error(e)
+                return False
             except DRPCExecutionException as e:
                 if attempt == MAX_RETRIES:
                     log.error("ReturnResults: cannot return request %s's result to %s: %s",
                               rid, client.address, e)
-        self.collector.fail(tup)
+        return False
 
     def cleanup(self) -> None:
         for c in self._clients.values():

@@ -75,6 +75,13 @@ class Filter(Operation):
         raise NotImplementedError
 
 
+class FilterNull(Filter):
+    """Storm's builtin: drops tuples with a None among the fields it reads."""
+
+    def is_keep(self, tup: TridentTuple) -> bool:
+        return all(v is not None for v in tup.values)
+
+
 class MapFunction(Operation):
     """Replaces the tuple's values with ``execute(tuple)`` (a list of values)."""
 

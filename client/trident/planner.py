@@ -21,6 +21,7 @@ from typing import Any
 from ..topology import Topology, TopologyBuilder
 from .attempt import BATCH_STREAM, COMMIT_STREAM, SUCCESS_STREAM, coord_stream, \
     master_coordinator, spout_coordinator
+from .drpc import THREADED, DRPCTridentSpout
 from .processors import Subtopology
 from .runtime import BatchBolt, MasterBatchCoordinatorSpout, SpoutBatch, SpoutCoordinatorBolt
 from .stream import Node, TridentTopology
@@ -50,7 +51,30 @@ def _batch_groups(nodes: list[Node]) -> dict[int, str]:
 
 
 def _starts_component(n: Node) -> bool:
-    return n.kind in ("spout", "partition", "merge") or any(p.kind == "spout" for p in n.parents)
+    return n.kind in ("spout", "partition", "merge", "drpc_return") or \
+        any(p.kind == "spout" for p in n.parents)
+
+
+def _end_drpc_streams(tt: TridentTopology, nodes: list[Node]) -> list[Node]:
+    """``nodes`` with a return node after each DRPC stream (Storm's ``completeDRPC``): it
+    reads the spout's return info and the output of the last operation added to the
+    spout's part of the graph (everything connected to it)."""
+    from .drpc import DRPCTridentSpout, ReturnBatch
+    out = list(nodes)
+    for spout in [n for n in nodes if isinstance(n.op, DRPCTridentSpout)]:
+        linked, changed = {spout.id}, True
+        while changed:  # grow the connected part until it stops growing
+            changed = False
+            for n in nodes:
+                ids = {n.id, *(p.id for p in n.parents)}
+                if ids & linked and not ids <= linked:
+                    linked |= ids
+                    changed = True
+        last = max((n for n in nodes if n.id in linked), key=lambda n: n.id)
+        # Not added to the graph: building twice must not end the stream twice.
+        out.append(Node(next(tt._ids), "drpc_return", [spout, last], [], op=ReturnBatch(),
+                        partitioning=("global",)))
+    return out
 
 
 def _label(group: list[Node]) -> str:
@@ -58,6 +82,8 @@ def _label(group: list[Node]) -> str:
     # A partial aggregate is plumbing; it always shares its parent's component, so some
     # other node names it.
     kinds = [n.kind for n in group if not n.partial]
+    if "drpc_return" in kinds:
+        return "return"
     for k in ("persist", "aggregate", "query"):
         if k in kinds:
             return k
@@ -68,7 +94,7 @@ def build_topology(tt: TridentTopology) -> Topology:
     # A repartition nothing reads does nothing but move tuples (a group_by whose
     # persistent_aggregate folded its batches before a repartition of its own): dropped.
     read = {id(p) for n in tt.nodes for p in n.parents}
-    nodes = [n for n in tt.nodes if n.kind != "partition" or id(n) in read]
+    nodes = _end_drpc_streams(tt, [n for n in tt.nodes if n.kind != "partition" or id(n) in read])
     if not any(n.kind == "spout" for n in nodes):
         from ..errors import InvalidTopology
         raise InvalidTopology("a Trident topology needs at least one new_stream")
@@ -96,7 +122,8 @@ def build_topology(tt: TridentTopology) -> Topology:
             stream = f"s{p.id}"
             outputs[src][stream] = list(p.fields)
             exits[src][p.id] = stream
-            entries[dst].setdefault(stream, []).append(n.id)
+            if n.id not in entries[dst].setdefault(stream, []):  # a return node may read
+                entries[dst][stream].append(n.id)            # one stream as both parents
             if (src, stream) not in {(s, st) for s, st, _ in inputs[dst]}:
                 inputs[dst].append((src, stream, n))
     for n in nodes:  # a spout's stream exists even if nothing reads it
@@ -116,9 +143,11 @@ def build_topology(tt: TridentTopology) -> Topology:
         bg = batch_group[head.id]
         mbc = master_coordinator(bg)
         parallelism = max((n.parallelism for n in group if n.parallelism), default=1)
-        if head.kind == "partition" and head.partitioning[0] == "global":
+        if head.kind in ("partition", "drpc_return") and head.partitioning[0] == "global":
             parallelism = 1  # one task sees the whole batch; others would only add empty rows
         if head.kind == "spout":
+            if isinstance(head.op, DRPCTridentSpout):
+                parallelism = 1  # one request a batch: one task takes them
             coord = spout_coordinator(comp)
             b.set_bolt(coord, SpoutCoordinatorBolt(head.txid, head.op), 1) \
                 .global_grouping(mbc, BATCH_STREAM).global_grouping(mbc, SUCCESS_STREAM)
@@ -134,7 +163,7 @@ def build_topology(tt: TridentTopology) -> Topology:
         sub = Subtopology(group, entries[comp], exits[comp])
         d = b.set_bolt(comp, BatchBolt(sub, bg, upstream, committer, outputs[comp]), parallelism)
         for src, stream, n in inputs[comp]:
-            part = n.partitioning if n.kind == "partition" else ()
+            part = n.partitioning if n.kind in ("partition", "drpc_return") else ()
             if part and part[0] == "fields":
                 d.fields_grouping(src, part[1], stream)
             elif part and part[0] == "global":
@@ -147,4 +176,6 @@ def build_topology(tt: TridentTopology) -> Topology:
             d.direct_grouping(src, coord_stream(bg))
         if committer:
             d.all_grouping(mbc, COMMIT_STREAM)
+        if any(n.kind == "drpc_return" for n in group):
+            d.add_configurations(THREADED)  # its calls to DRPC servers block
     return b.create_topology()

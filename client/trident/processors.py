@@ -81,14 +81,19 @@ class Subtopology:
 
     def init_batch(self, batch: Any) -> dict[int, Any]:
         """Per node, what it accumulates during the batch."""
-        return {n.id: ({} if n.kind == "aggregate" else []) for n in self.nodes
-                if n.kind in ("aggregate", "persist", "query")}
+        return {n.id: ({} if n.kind == "aggregate" else ([], []) if n.kind == "drpc_return"
+                       else []) for n in self.nodes
+                if n.kind in ("aggregate", "persist", "query", "drpc_return")}
 
     def execute(self, state: dict[int, Any], tup: Any, out: Any) -> None:
         self._state = state
         values = tup.values[1:]  # without the batch id
         for nid in self.entries.get(tup.source_stream, ()):
-            self.process(self.by_id[nid], out.batch, values)
+            node = self.by_id[nid]
+            if node.kind == "drpc_return":
+                self._to_return(node, tup.source_stream, values)
+            else:
+                self.process(node, out.batch, values)
 
     def finish_batch(self, state: dict[int, Any], out: Any) -> None:
         self._state = state
@@ -106,6 +111,8 @@ class Subtopology:
                 st.commit(out.batch.txid)
             elif n.kind == "query":
                 self._query(n, state[n.id], out.batch)
+            elif n.kind == "drpc_return":
+                n.op.complete(*state[n.id], _Out(self, n, out.batch))
 
     def cleanup(self) -> None:
         for n in self.nodes:
@@ -171,6 +178,16 @@ class Subtopology:
         stream = self.exits.get(node.id)
         if stream is not None:
             self.out.emit_to(stream, values)
+
+    def _to_return(self, node: Node, stream: str, values: list[Any]) -> None:
+        """A DRPC stream's end: its spout's tuple brings the request's return info, its
+        last operation's the results (one stream may be both)."""
+        infos, results = self._state[node.id]
+        spout, last = node.parents
+        if stream == f"s{spout.id}":
+            infos.append(values[spout.fields.index("return-info")])
+        if stream == f"s{last.id}":
+            results.append(list(values))
 
     def _query(self, node: Node, tuples: list[TridentTuple], batch: Any) -> None:
         inputs = [TridentTuple(t.select(node.input_fields), node.input_fields) for t in tuples]

@@ -31,7 +31,9 @@ class Node:
     """One operation of the graph; ``fields`` are the fields of the stream it outputs."""
 
     id: int
-    kind: str  # spout each filter map flat_map project partition aggregate persist query merge
+    #: spout each filter map flat_map project partition aggregate persist query merge, and
+    #: drpc_return (the planner's end of a DRPC stream: parents the spout and the last node)
+    kind: str
     parents: list["Node"]
     fields: list[str]
     op: Any = None
@@ -75,6 +77,15 @@ class TridentTopology:
                                   "or PartitionedSpout")
         self._txids.add(txid)
         return Stream(self, self._add("spout", [], spout.output_fields(), op=spout, txid=txid))
+
+    def new_drpc_stream(self, function: str, servers: Sequence[str] | None = None,
+                        port: int | None = None) -> "Stream":
+        """A stream of the DRPC requests for ``function`` (Storm's ``newDRPCStream``), fields
+        ``args`` and ``return-info``, one request a batch: what the stream's last operation
+        outputs for a request goes back to its client as a JSON list of value lists
+        (``[["the", 12]]``). Servers: ``servers`` or ``drpc.servers``, as DRPCSpout's."""
+        from .drpc import DRPCTridentSpout
+        return self.new_stream(f"drpc-{function}", DRPCTridentSpout(function, servers, port))
 
     def merge(self, *streams: "Stream", output_fields: Sequence[str] | None = None) -> "Stream":
         """One stream of the tuples of all ``streams``, named ``output_fields`` (default: the
@@ -282,6 +293,13 @@ class GroupedStream:
         """Per group within each partition (Storm's GroupedStream.partitionAggregate): a
         group's tuples share a partition already, so the same as :meth:`aggregate`."""
         return self.aggregate(agg, output_fields, input_fields)
+
+    def state_query(self, state: "TridentState", input_fields: Sequence[str], query: Any,
+                    function_fields: Sequence[str]) -> Stream:
+        """Storm's GroupedStream.stateQuery: the query on the stream partitioned by the
+        group fields, so each key is read by one task."""
+        return self.stream.partition_by(self.group_fields).state_query(
+            state, input_fields, query, function_fields)
 
     def persistent_aggregate(self, state_factory: Any, agg: CombinerAggregator | ReducerAggregator,
                              output_fields: Sequence[str],

@@ -184,3 +184,43 @@ def test_bytes_that_are_no_message_are_invalid_argument(pki, drpc, method):
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, info.value.details()
     assert "not a valid message of this call" in info.value.details()
     assert "proto/drpc.proto" in info.value.details()
+
+
+def test_trident_drpc_stream_sums_the_word_counts_it_queries(pki, drpc, cluster, tmp_path,
+                                                              redis_conf):
+    """Storm's TridentWordCount: a Trident word count into Redis, and new_drpc_stream("words")
+    summing the stored counts of its argument's words; the answer is the JSON list of the
+    stream's last tuples, one request a batch, many clients at once."""
+    import json
+
+    from squall.client.trident.line_files import TransactionalLineFiles
+    from squall.client.trident.state.redis_map import RedisMapState
+    from test_trident import write_input
+    from trident_topos import word_count_drpc
+
+    server = drpc()
+    files, expected = write_input(tmp_path)
+    topo = word_count_drpc(TransactionalLineFiles(files, batch_lines=50),
+                           RedisMapState.transactional(None, "counts"))
+    conf = dict(redis_conf, **client_conf(pki, "supervisor", server), **{
+        "topology.workers": 2, "trident.transactional.state": "memory",
+        "topology.trident.batch.emit.interval.millis": 20})
+    lc = cluster(topo, conf, name="trident-drpc")
+    final = json.dumps([[expected["w1"] + expected["common"]]])
+    with DRPCClient("127.0.0.1", conf=client_conf(pki, "alice", server)) as client:
+        # The counts grow batch by batch until every line is counted.
+        lc.wait_for(lambda: client.execute("words", "w1 common nosuchword") == final,
+                    timeout=TIMEOUT, what=f"the DRPC answer {final}")
+        assert client.execute("words", "nosuchword") == json.dumps([[0]])  # a sum of nothing
+        asked = [f"w{i} w{i + 1}" for i in range(10)]
+        got: dict[int, str] = {}
+
+        def ask(i: int) -> None:
+            got[i] = client.execute("words", asked[i])
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(asked))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(TIMEOUT)
+        assert got == {i: json.dumps([[sum(expected[w] for w in q.split())]])
+                       for i, q in enumerate(asked)}

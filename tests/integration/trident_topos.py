@@ -21,6 +21,25 @@ def word_count(spout, state_factory, parallelism=2):
     return t.build()
 
 
+def word_count_drpc(spout, state_factory):
+    """Storm's TridentWordCount: the word count, and a DRPC function ``words`` that sums the
+    counts of the words of its argument (a query of the counts' state)."""
+    from squall.client.trident.operation import FilterNull, Sum
+    from squall.client.trident.persist import MapGet
+    t = TridentTopology()
+    counts = (t.new_stream("lines", spout)
+              .each(["line"], Split(), ["word"])
+              .group_by(["word"])
+              .persistent_aggregate(state_factory, Count(), ["count"]))
+    (t.new_drpc_stream("words")
+      .each(["args"], Split(), ["word"])
+      .group_by(["word"])
+      .state_query(counts, ["word"], MapGet(), ["count"])
+      .each(["count"], FilterNull())
+      .aggregate(Sum(), ["sum"], ["count"]))
+    return t.build()
+
+
 # --- fault injection and observation for tests/integration/test_trident_exactly_once.py ----------
 # Everything below records into Redis lists named ``<trident.redis.key.prefix><name>`` (the
 # topology conf's Redis), so a test on real worker processes reads back what user code saw.
