@@ -88,6 +88,15 @@ else
   apt_install redis-server
 fi
 
+# --- Ruby (Debian package): Storm's own tester_spout.rb runs unchanged in the multi-lang
+# tests (tests/integration/resources/, with Storm's storm.rb) ---------------------------
+if command -v ruby >/dev/null 2>&1; then
+  log "ruby present ($(command -v ruby))"
+else
+  log "installing ruby with apt-get (Storm's Ruby multi-lang spout in the tests)"
+  apt_install ruby
+fi
+
 # --- Java (Spark 4 needs 17 or newer; ZooKeeper's package usually brings one) --
 java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1; }
 if command -v java >/dev/null 2>&1 && [[ "$(java_major)" -ge 17 ]]; then

@@ -153,6 +153,11 @@ def test_storms_sleeping_tester_spout_gets_its_acks_within_a_second(local, tmp_p
                       ["word"], 8)
 
 
+def test_storms_sleeping_tester_spout_rb_gets_its_acks_within_a_second(local, tmp_path):
+    """The same spout in Ruby, on Storm's storm.rb (its Ruby multi-lang adapter), unchanged."""
+    _acked_as_it_goes(local, tmp_path, "tester-rb", ["ruby", "tester_spout.rb"], ["word"], 8)
+
+
 def test_storms_randomsentence_js_gets_its_acks_as_it_goes_not_in_bursts(local, tmp_path):
     """Storm's randomsentence.js waits 0.1 s in every nextTuple: its acks came in bursts
     every 12.8 s (128 calls a step), delivery lagging up to 26 s."""
