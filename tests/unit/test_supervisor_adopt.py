@@ -96,6 +96,15 @@ def crash(sup):
     sup.close("kill -9")
 
 
+def crashed(supervisor, nimbus):
+    """A supervisor that launched the assignment's two workers, then crashed."""
+    first = supervisor()
+    assign(nimbus, first.id)
+    first.sync()
+    crash(first)
+    return first
+
+
 def test_a_restarted_supervisor_takes_its_running_workers_back(two_runs):
     supervisor, nimbus, workers = two_runs
     first = supervisor()
@@ -124,10 +133,7 @@ def test_a_restarted_supervisor_takes_its_running_workers_back(two_runs):
 
 def test_a_taken_back_worker_that_dies_is_reaped_and_relaunched(two_runs):
     supervisor, nimbus, workers = two_runs
-    first = supervisor()
-    assign(nimbus, first.id)
-    first.sync()
-    crash(first)
+    crashed(supervisor, nimbus)
     second = supervisor()
     second.adopt()
     victim = workers.procs[0]
@@ -144,10 +150,7 @@ def test_a_taken_back_worker_that_dies_is_reaped_and_relaunched(two_runs):
 
 def test_a_taken_back_worker_no_longer_assigned_is_stopped(two_runs):
     supervisor, nimbus, workers = two_runs
-    first = supervisor()
-    assign(nimbus, first.id)
-    first.sync()
-    crash(first)
+    first = crashed(supervisor, nimbus)
     # While the supervisor was away, the topology was rebalanced: port 6701 is no longer its.
     assign(nimbus, first.id, workers={f"{HOST}:6700": [1, 2, 3], "10.0.0.9:6700": [4, 5]})
     second = supervisor()
@@ -161,10 +164,7 @@ def test_a_taken_back_worker_no_longer_assigned_is_stopped(two_runs):
 
 def test_only_a_live_worker_of_that_very_directory_is_taken_back(two_runs, tmp_path):
     supervisor, nimbus, workers = two_runs
-    first = supervisor()
-    assign(nimbus, first.id)
-    first.sync()
-    crash(first)
+    first = crashed(supervisor, nimbus)
     a, b = (first.files.worker_dir(T, port) for port in (6700, 6701))
     workers.procs[0].kill()
     workers.procs[0].wait()
@@ -203,10 +203,7 @@ def test_adopted_process_follows_a_pid_it_did_not_launch():
 
 def test_kill_workers_stops_what_a_stopped_supervisor_left(two_runs):
     supervisor, nimbus, workers = two_runs
-    first = supervisor()
-    assign(nimbus, first.id)
-    first.sync()
-    crash(first)
+    first = crashed(supervisor, nimbus)
     lines = kill_workers(first.conf)
     assert sorted(lines) == sorted(
         f"worker of topology {T} on port {port} (pid {p.pid}): stopped"
