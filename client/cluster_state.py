@@ -381,8 +381,9 @@ class ClusterState(abc.ABC):
         """Move state ``state_id`` left directly under the transactional root (before
         namespaces) into this process's namespace, unless the namespace has it already;
         True if something moved. A legacy state this identity may not read is another
-        topology's: left alone. One that it may not delete (a locked ZooKeeper: Nimbus
-        moves those, zk_cluster_state.py) stays behind, copied."""
+        topology's: left alone. One it may not delete (in a locked ZooKeeper a topology
+        has no DELETE on the root) stays behind, copied, readable by its owner and the
+        cluster only."""
         legacy = self.paths.transactional(state_id, base=self.paths.transactional_root)
         new = self.paths.transactional(state_id)
         if legacy == new:

@@ -9,9 +9,10 @@ not matter), and answers two questions for the scheduler:
   reported before but not for ``nimbus.task.timeout.secs``;
 * which slots of an assignment are dead: their supervisor is gone (for longer than one
   monitor round: a restarted supervisor replaces the node its earlier session left, and
-  that gap is no lost host) or no longer offers the port, or the slot was assigned more than ``nimbus.task.launch.secs`` ago and no newer
-  heartbeat arrived for ``nimbus.task.timeout.secs`` (counted at the earliest from the
-  assignment and from when this Nimbus began to lead, since heartbeats are not persisted).
+  that gap is no lost host) or no longer offers the port, or the slot was assigned more
+  than ``nimbus.task.launch.secs`` ago and no newer heartbeat arrived for
+  ``nimbus.task.timeout.secs`` (counted at the earliest from the assignment and from when
+  this Nimbus began to lead, since heartbeats are not persisted).
 
 Thread-safe: the gRPC threads record, the leader's loop asks.
 """

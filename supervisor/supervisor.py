@@ -100,20 +100,21 @@ class AdoptedProcess:
             self.own_group, self.gone = False, True
 
     def poll(self) -> None:
+        """Always None (the exit code is unknown); sets :attr:`gone` once it has exited."""
         if not self.gone and process_start_time(self.pid) != self.start_time:
             self.gone = True
         return None
 
     def wait(self, timeout: float | None = None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None and not self.gone:
+        while not exited(self):
             if deadline is not None and time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout or 0.0)
             time.sleep(0.02)
         return None
 
     def send_signal(self, sig: int) -> None:
-        if self.poll() is None and not self.gone:
+        if not exited(self):
             os.kill(self.pid, sig)
 
     def kill(self) -> None:

@@ -16,13 +16,10 @@ threads, servers, TLS); a DRPC stream's spout runs one task.
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any, Mapping, Sequence
 
 from .. import config as cfg
 from .spout import BatchCoordinator, Emitter, TridentSpout
-
-log = logging.getLogger("squall.drpc")
 
 #: The fields of a DRPC stream (Storm's).
 DRPC_FIELDS = ["args", "return-info"]
