@@ -88,14 +88,17 @@ else
   apt_install redis-server
 fi
 
-# --- Ruby (Debian package): Storm's own tester_spout.rb runs unchanged in the multi-lang
-# tests (tests/integration/resources/, with Storm's storm.rb) ---------------------------
-if command -v ruby >/dev/null 2>&1; then
-  log "ruby present ($(command -v ruby))"
-else
-  log "installing ruby with apt-get (Storm's Ruby multi-lang spout in the tests)"
-  apt_install ruby
-fi
+# --- Ruby and Node.js (Debian packages): Storm's own multi-lang components run unchanged in
+# the tests (tests/integration/resources/: tester_spout.rb on storm.rb, randomsentence.js
+# and splitsentence.js on storm.js) ------------------------------------------------------
+for tool in ruby:ruby node:nodejs; do
+  if command -v "${tool%%:*}" >/dev/null 2>&1; then
+    log "${tool%%:*} present ($(command -v "${tool%%:*}"))"
+  else
+    log "installing ${tool#*:} with apt-get (Storm's multi-lang components in the tests)"
+    apt_install "${tool#*:}"
+  fi
+done
 
 # --- Java (Spark 4 needs 17 or newer; ZooKeeper's package usually brings one) --
 java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1; }
