@@ -530,6 +530,7 @@ def test_supervisor_restart_takes_its_running_worker_back(adopt_cluster, tmp_pat
     c = adopt_cluster
     _, acked, events = run_numbered(c, tmp_path)
     (worker,) = worker_pids(c.sup_dirs[0])
+    c.worker_pids.add(worker)  # no child of the restarted supervisor: stopped by pid at the end
     sup = c.procs["supervisor1"]
     sup.kill()  # kill -9: as a crash or a service manager's restart would
     sup.wait()
@@ -562,6 +563,7 @@ def test_worker_exits_when_its_supervisor_does_not_come_back(adopt_cluster, tmp_
     c = adopt_cluster
     run_numbered(c, tmp_path)
     (worker,) = worker_pids(c.sup_dirs[0])
+    c.worker_pids.add(worker)
     sup = c.procs["supervisor1"]
     sup.kill()
     sup.wait()
