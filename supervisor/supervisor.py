@@ -231,6 +231,31 @@ def worker_environment(topology_id: str, conf: Mapping[str, Any]) -> dict[str, s
     return env
 
 
+def terminate(procs: list, grace: float,
+              on_sigkill: Callable[[Any], None] | None = None) -> list[int | None]:
+    """SIGTERM every process, wait up to ``grace`` seconds for all, then SIGKILL those left
+    (``on_sigkill(proc)`` for each) and what is left of every process group; returns the
+    exit codes (None: unknown, a worker taken back)."""
+    for proc in procs:
+        if not exited(proc):
+            try:
+                proc.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + grace
+    codes = []
+    for proc in procs:
+        try:
+            codes.append(proc.wait(timeout=max(0.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if on_sigkill is not None:
+                on_sigkill(proc)
+            proc.kill()
+            codes.append(proc.wait())
+        kill_leftovers(proc)
+    return codes
+
+
 def kill_workers(conf: Mapping[str, Any]) -> list[str]:
     """Stop every worker running under this host's ``storm.local.dir`` (Storm's ``storm
     kill_workers``), with or without its supervisor: SIGTERM, SIGKILL after
@@ -239,21 +264,13 @@ def kill_workers(conf: Mapping[str, Any]) -> list[str]:
     files = LocalFiles(conf[cfg.STORM_LOCAL_DIR], None)
     found = [(tid, port, AdoptedProcess(*pw)) for tid, port, wdir in files.worker_dirs()
              if (pw := worker_process(wdir)) is not None]
-    for _, _, proc in found:
-        proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + float(conf[cfg.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS])
-    out = []
-    for tid, port, proc in found:
-        how = "stopped"
-        try:
-            proc.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            how = "killed (it ignored SIGTERM)"
-        kill_leftovers(proc)  # type: ignore[arg-type]
-        out.append(f"worker of topology {tid} on port {port} (pid {proc.pid}): {how}")
-    return out
+    killed: set[int] = set()
+    terminate([proc for _, _, proc in found],
+              float(conf[cfg.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS]),
+              lambda proc: killed.add(proc.pid))
+    return [f"worker of topology {tid} on port {port} (pid {proc.pid}): "
+            f"{'killed (it ignored SIGTERM)' if proc.pid in killed else 'stopped'}"
+            for tid, port, proc in found]
 
 
 class Supervisor(Daemon):
@@ -583,25 +600,10 @@ class Supervisor(Daemon):
                         inst.pid, p.log_path, log_tail(p.log_path))
 
     def _terminate(self, procs: list) -> list[int | None]:
-        """SIGTERM every process, wait up to the grace period, then SIGKILL; returns exit codes."""
-        for proc in procs:
-            if not exited(proc):
-                try:
-                    proc.send_signal(signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        deadline = time.monotonic() + self.kill_grace
-        codes = []
-        for proc in procs:
-            try:
-                codes.append(proc.wait(timeout=max(0.0, deadline - time.monotonic())))
-            except subprocess.TimeoutExpired:
-                log.warning("supervisor %s: worker pid %d ignored SIGTERM for %gs: SIGKILL",
-                            self.id, proc.pid, self.kill_grace)
-                proc.kill()
-                codes.append(proc.wait())
-            kill_leftovers(proc)
-        return codes
+        """:func:`terminate` with this supervisor's grace period; a SIGKILL is logged."""
+        return terminate(procs, self.kill_grace, lambda proc: log.warning(
+            "supervisor %s: worker pid %d ignored SIGTERM for %gs: SIGKILL", self.id, proc.pid,
+            self.kill_grace))
 
     def reap(self) -> None:
         """Collect workers that exited on their own and schedule their restart (with backoff)."""
