@@ -24,7 +24,7 @@ from .attempt import BATCH_STREAM, COMMIT_STREAM, SUCCESS_STREAM, coord_stream, 
 from .drpc import THREADED, DRPCTridentSpout
 from .processors import Subtopology
 from .runtime import BatchBolt, MasterBatchCoordinatorSpout, SpoutBatch, SpoutCoordinatorBolt
-from .stream import Node, TridentTopology
+from .stream import Node, TridentTopology, stream_of
 
 
 def _batch_groups(nodes: list[Node]) -> dict[int, str]:
@@ -119,7 +119,7 @@ def build_topology(tt: TridentTopology) -> Topology:
             src, dst = comp_of[p.id], comp_of[n.id]
             if src == dst:
                 continue
-            stream = f"s{p.id}"
+            stream = stream_of(p)
             outputs[src][stream] = list(p.fields)
             exits[src][p.id] = stream
             if n.id not in entries[dst].setdefault(stream, []):  # a return node may read
@@ -128,7 +128,7 @@ def build_topology(tt: TridentTopology) -> Topology:
                 inputs[dst].append((src, stream, n))
     for n in nodes:  # a spout's stream exists even if nothing reads it
         if n.kind == "spout":
-            outputs[comp_of[n.id]].setdefault(f"s{n.id}", list(n.fields))
+            outputs[comp_of[n.id]].setdefault(stream_of(n), list(n.fields))
 
     b = TopologyBuilder()
     spouts_by_group: dict[str, dict[str, Any]] = {}
@@ -151,7 +151,7 @@ def build_topology(tt: TridentTopology) -> Topology:
             coord = spout_coordinator(comp)
             b.set_bolt(coord, SpoutCoordinatorBolt(head.txid, head.op), 1) \
                 .global_grouping(mbc, BATCH_STREAM).global_grouping(mbc, SUCCESS_STREAM)
-            d = b.set_bolt(comp, BatchBolt(SpoutBatch(head.txid, head.op, f"s{head.id}"), bg,
+            d = b.set_bolt(comp, BatchBolt(SpoutBatch(head.txid, head.op, stream_of(head)), bg,
                                            [], False, outputs[comp]), parallelism)
             d.all_grouping(coord, BATCH_STREAM).all_grouping(mbc, SUCCESS_STREAM)
             d.add_configurations(head.op.component_configuration() or {})

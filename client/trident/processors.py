@@ -16,7 +16,7 @@ import copy
 from typing import Any, Mapping, Sequence
 
 from .operation import TridentTuple, as_aggregator
-from .stream import Node
+from .stream import Node, stream_of
 
 
 class _Out:
@@ -184,9 +184,9 @@ class Subtopology:
         last operation's the results (one stream may be both)."""
         infos, results = self._state[node.id]
         spout, last = node.parents
-        if stream == f"s{spout.id}":
+        if stream == stream_of(spout):
             infos.append(values[spout.fields.index("return-info")])
-        if stream == f"s{last.id}":
+        if stream == stream_of(last):
             results.append(list(values))
 
     def _query(self, node: Node, tuples: list[TridentTuple], batch: Any) -> None:

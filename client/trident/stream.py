@@ -52,6 +52,11 @@ class Node:
     partial: bool = False
 
 
+def stream_of(node: Node) -> str:
+    """The stream a node's output travels on between components (planner.py)."""
+    return f"s{node.id}"
+
+
 class TridentTopology:
     def __init__(self) -> None:
         self.nodes: list[Node] = []
