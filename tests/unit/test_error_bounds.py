@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 
 import pytest
 
@@ -16,6 +15,7 @@ from squall.client.contract import (MAX_ERROR_CHARS, HeartbeatState, WorkerHeart
                                     cut_error)
 from squall.client.cluster_state import InMemoryClusterState
 from squall.supervisor import outbox as ob
+from outbox_fixtures import Sender, W
 
 
 def test_cut_error_keeps_short_texts_and_says_how_long_a_long_one_was():
@@ -26,26 +26,6 @@ def test_cut_error_keeps_short_texts_and_says_how_long_a_long_one_was():
     assert cut.startswith("ValueError: xxx")
     assert cut.endswith("[cut: 1,000,012 characters in all; the worker's log has the whole text]")
     assert cut_error(cut) == cut  # cut again by the next hop: unchanged
-
-
-@dataclass
-class W:
-    topology_id: str
-    port: int
-    pid: int
-    worker_dir: str
-    tasks: tuple
-
-
-class Sender:
-    def __init__(self):
-        self.sent, self.fail = [], False
-
-    def __call__(self, msg):
-        if self.fail:
-            raise ConnectionError("Nimbus away")
-        assert msg.ByteSize() <= ob.MAX_REPORT_BYTES
-        self.sent.append(msg)
 
 
 def worker(tmp_path, port, errors):
@@ -62,7 +42,7 @@ def test_a_workers_megabyte_errors_are_cut_and_the_report_fits(tmp_path):
     errors = [{"time": 1000.0 + i, "component": "c" * 100_000, "task": 1,
                "error": f"ValueError: {i} " + "x" * 1_000_000} for i in range(20)]
     w = worker(tmp_path, 6700, errors)
-    out = ob.Outbox("sup", "h", send=(send := Sender()))
+    out = ob.Outbox("sup", "h", send=(send := Sender(ob.MAX_REPORT_BYTES)))
     out.report([w])
     msg = send.sent[-1]
     assert len(msg.errors) == 20
@@ -76,7 +56,7 @@ def test_errors_past_the_reports_bound_are_dropped_not_sent_again(tmp_path, monk
     monkeypatch.setattr(ob, "MAX_REPORT_BYTES", 50_000)
     w = worker(tmp_path, 6700, [{"time": 1000.0 + i, "component": "c", "task": 1,
                                  "error": f"E{i:02d} " + "x" * 5000} for i in range(20)])
-    out = ob.Outbox("sup", "h", send=(send := Sender()))
+    out = ob.Outbox("sup", "h", send=(send := Sender(ob.MAX_REPORT_BYTES)))
     send.fail = True
     out.report([w])  # Nimbus away: what the report held waits for the next one
     kept = len(out.unsent_errors)
@@ -100,7 +80,7 @@ def test_a_heartbeat_too_big_for_the_report_is_left_out_and_the_others_go(tmp_pa
     with open(os.path.join(big.worker_dir, "heartbeat.json"), "w") as fh:
         json.dump(hb, fh)
     small = worker(tmp_path, 6701, [])
-    out = ob.Outbox("sup", "h", send=(send := Sender()))
+    out = ob.Outbox("sup", "h", send=(send := Sender(ob.MAX_REPORT_BYTES)))
     out.report([big, small])
     assert [hb.port for hb in send.sent[-1].worker_heartbeats] == [6701]
 
@@ -134,14 +114,14 @@ def test_health_names_stalled_executors_and_the_report_carries_them(tmp_path):
     hb.stalled = [f"spout s{i}: next_tuple has not returned for 1 s" + "x" * 1000
                   for i in range(40)]
     hb.write(w.worker_dir)
-    out = ob.Outbox("sup", "h", send=(send := Sender()))
+    out = ob.Outbox("sup", "h", send=(send := Sender(ob.MAX_REPORT_BYTES)))
     out.report([w])
     stalled = send.sent[-1].worker_heartbeats[0].stalled
     assert len(stalled) == 16 and all(len(s) == 256 for s in stalled)
 
 
 def test_a_supervisors_own_error_about_a_topology_goes_with_the_report(tmp_path):
-    out = ob.Outbox("sup", "h1", send=(send := Sender()))
+    out = ob.Outbox("sup", "h1", send=(send := Sender(ob.MAX_REPORT_BYTES)))
     out.supervisor_error("t-1", "supervisor sup on h1 cannot fetch the topology's package "
                                 "(ValueError: zip bomb)" + "x" * 10_000, now=1700000000)
     out.report([])

@@ -3,21 +3,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from squall.client.contract import Assignment, HeartbeatState, WorkerHeartbeat
 from squall.nimbus.liveness import Liveness
 from squall.proto import nimbus_pb2 as pb
 from squall.supervisor.outbox import FULL_STATS_EVERY, Outbox
-
-
-@dataclass
-class W:
-    topology_id: str
-    port: int
-    pid: int
-    worker_dir: str
-    tasks: tuple
+from outbox_fixtures import Sender, W
 
 
 def task(component, executed):
@@ -28,16 +18,6 @@ def write(w: W, summary: dict | None, tasks: dict) -> None:
     WorkerHeartbeat(time=1000.0, pid=w.pid, state=HeartbeatState.RUNNING, topology_id="t-1",
                     worker_id=f"h:{w.port}", tasks=tasks, stats_via_master=True,
                     topology_summary=summary or {}).write(w.worker_dir)
-
-
-class Sender:
-    def __init__(self):
-        self.sent, self.fail = [], False
-
-    def __call__(self, msg):
-        if self.fail:
-            raise ConnectionError("Nimbus away")
-        self.sent.append(msg)
 
 
 def stats_of(msg) -> dict[tuple[str, int], int]:
