@@ -93,6 +93,11 @@ class Executor:
     #: What kind of component it runs, and which user code its step calls (for ``stalled``).
     KIND = "component"
     STEP_CALLS = "its step"
+    #: On the shared loop, send through a Transfer of its own rather than the loop's: such
+    #: an executor can leave the loop's thread at any moment, even in the middle of a call
+    #: into user code that does not return (EventLoop.rescue), without the loop and it ever
+    #: touching one Transfer from two threads.
+    OWN_TRANSFER = False
 
     def __init__(self, ws: WorkerState, component_id: str, tasks: list[int],
                  loop: Any = None):
@@ -114,8 +119,11 @@ class Executor:
             self.transfer = Transfer(ws)
             self.waker: Any = ThreadWaker()
         else:
-            self.transfer = loop.transfer
+            self.transfer = Transfer(ws) if self.OWN_TRANSFER else loop.transfer
             self.waker = loop
+        #: Set by the loop when this executor's call into user code kept the loop's thread
+        #: too long: that thread becomes this executor's own once the call returns.
+        self.rescued = False
         cap = int(self.conf[cfg.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE])
         self.queue = InQueue(cap, float(self.conf[cfg.BACKPRESSURE_HIGH_WATERMARK]),
                              float(self.conf[cfg.BACKPRESSURE_LOW_WATERMARK]), ws.bp,
@@ -172,22 +180,19 @@ class Executor:
                 self.stopped.set()
 
     def move_to_thread(self) -> None:
-        """A shared executor (set up, its loop's transfer flushed) goes on running on a
-        thread of its own, with its own Transfer; called on the loop's thread once the
-        loop no longer runs it."""
-        self.transfer = Transfer(self.ws)
-        self.waker = ThreadWaker()
-        self.queue.waker = self.waker
-        for collector in self.collectors():
-            collector.transfer = self.transfer
-        self.threaded = True
+        """A shared executor with a Transfer of its own (OWN_TRANSFER) goes on running on a
+        thread of its own; called on the loop's thread once the loop no longer runs it."""
+        self.leave_loop()
         self.thread = threading.Thread(target=self.run, args=(True,), name=self.name,
                                        daemon=True)
         self.thread.start()
 
-    def collectors(self) -> list:
-        """The output collectors of this executor's tasks (they hold its transfer)."""
-        return []
+    def leave_loop(self) -> None:
+        """From now on this executor sleeps and wakes on its own thread, not the loop's."""
+        assert self.OWN_TRANSFER, self.name  # the loop's Transfer stays with the loop
+        self.waker = ThreadWaker()
+        self.queue.waker = self.waker
+        self.threaded = True
 
     def stop(self) -> None:
         self.stop_requested = True
@@ -502,6 +507,7 @@ class SpoutExecutor(Executor):
 
     KIND = "spout"
     STEP_CALLS = "ack or fail"
+    OWN_TRANSFER = True
 
     def setup(self) -> None:
         comp = self.ws.topology.components[self.component_id]
@@ -627,9 +633,6 @@ class SpoutExecutor(Executor):
                         "itself (topology.executor.threaded: true starts it there)",
                         self.ws.topology_id, self.component_id, took * 1000, SLOW_CALLS,
                         SLOW_CALL_SECS * 1000)
-
-    def collectors(self) -> list:
-        return [st.collector for st in self.spouts if st.collector is not None]
 
     def idle_timeout(self) -> float:
         if not self.activated or self.ws.bp.throttled or \

@@ -12,9 +12,11 @@ pipe that executors on their own threads (``topology.executor.threaded``)
 write to when they hand it tuples.
 
 User code that blocks here blocks the worker's other shared executors (the
-topology slows down; nothing is lost): give such components their own thread.
-A spout whose ``next_tuple`` keeps sleeping is moved to a thread of its own by the loop
-(``SpoutExecutor.wants_thread``); a bolt that blocks must ask for one.
+topology slows down; nothing is lost): a bolt that blocks must ask for a thread
+of its own (``topology.executor.threaded``). Spouts need not: a spout whose
+``next_tuple`` keeps sleeping is moved to a thread of its own between calls
+(``SpoutExecutor.wants_thread``), and one whose call does not return at all keeps
+the loop's thread while the loop goes on on a new one (:meth:`EventLoop.rescue`).
 """
 
 from __future__ import annotations
@@ -35,12 +37,16 @@ log = logging.getLogger("squall.worker.loop")
 
 #: Frames taken from the socket per round.
 FRAMES_PER_ROUND = 64
+#: A spout's step (next_tuple, ack, fail, open...) holding the loop's thread longer than
+#: this leaves the thread to it: the loop goes on on a new one (EventLoop.rescue). Three
+#: slow calls of SLOW_CALL_SECS move a sleeping spout sooner, between its calls.
+RESCUE_SECS = 0.25
 
 
 class EventLoop:
     """Runs shared executors and the receiver on one thread.
 
-    Thread-safety: ``wake`` and ``stop`` may be called from any thread;
+    Thread-safety: ``wake``, ``stop`` and ``rescue`` may be called from any thread;
     everything else runs on the loop's thread.
     """
 
@@ -55,8 +61,10 @@ class EventLoop:
         os.set_blocking(self._rfd, False)
         os.set_blocking(self._wfd, False)
         self._stop = False
-        #: An executor waits to move to a thread of its own (see _move_slow_executors).
-        self._moving = False
+        #: The movable executor (OWN_TRANSFER) whose step runs now, under _lock: rescue and
+        #: the loop's thread agree through it on which of them owns the loop.
+        self.current: Any = None
+        self._lock = threading.Lock()
         self.stopped = threading.Event()
         self.thread: threading.Thread | None = None
 
@@ -75,6 +83,34 @@ class EventLoop:
         self.thread = threading.Thread(target=self.run, name="event-loop", daemon=True)
         self.thread.start()
 
+    def rescue(self, now: float) -> Any:
+        """Any thread (the worker's main loop): when the step running on the loop's thread
+        is a movable executor's (a spout) and has been in user code longer than RESCUE_SECS
+        by ``now`` (perf_counter), the loop goes on on a new thread without it, and the old
+        thread becomes that executor's own once its call returns. Returns the executor
+        rescued from, or None.
+
+        A spout blocked in a call that never returns (a socket read without a timeout)
+        cannot be moved off the thread it blocks: the loop moves instead. The spout sends
+        through a Transfer of its own, so the two threads share nothing but thread-safe
+        queues."""
+        with self._lock:
+            ex = self.current
+            since = ex.calling if ex is not None else 0.0
+            if not since or now - since < RESCUE_SECS:
+                return None
+            self.current = None
+            ex.rescued = True
+            self.executors = [e for e in self.executors if e is not ex]
+            self.thread = threading.Thread(target=self.run, args=(True,), name="event-loop",
+                                           daemon=True)
+            self.thread.start()
+        log.warning("topology=%s %s: %s has not returned for %.1f s; the worker's other "
+                    "executors go on on a new thread, and it keeps this one (set "
+                    "topology.executor.threaded: true to start it on a thread of its own)",
+                    self.ws.topology_id, ex.name, ex.phase, now - since)
+        return ex
+
     # -- the loop ---------------------------------------------------------------------
     def _guarded(self, ex: Any, fn: Any, *args: Any) -> Any:
         try:
@@ -83,29 +119,45 @@ class EventLoop:
             self.ws.die(ex.component_id, ex.tasks[0], exc)
             raise _Died() from exc
 
-    def run(self) -> None:
+    def run(self, resumed: bool = False) -> None:
+        """The loop's thread: set up (unless ``resumed`` after a rescue), loop, tear down."""
         try:
-            for ex in self.executors:
-                self._guarded(ex, ex.setup)
+            if not resumed:
+                for ex in self.executors:
+                    self._guarded(ex, ex.setup)
             self._loop()
             for ex in self.executors:
                 self._guarded(ex, ex.teardown)
+        except _Rescued as r:
+            # The loop runs on another thread now; this one is the rescued executor's.
+            r.executor.leave_loop()
+            r.executor.thread = threading.current_thread()
+            r.executor.run(True)
+            return
         except _Died:
             pass
         except BaseException as exc:  # a bug of ours: still report it, never hang
             self.ws.die("__system", -1, exc)
+        if self.thread is not None and self.thread is not threading.current_thread():
+            return  # rescued from a call that then raised: the loop is another thread's
+        try:
+            for transfer in self._transfers():
+                transfer.close()
+            self.receiver.close()
         finally:
-            try:
-                self.transfer.close()
-                self.receiver.close()
-            finally:
-                self.stopped.set()
+            self.stopped.set()
+
+    def _transfers(self) -> list[Transfer]:
+        """The loop's Transfer and those of its executors that have their own."""
+        return [self.transfer] + [e.transfer for e in self.executors
+                                  if e.transfer is not self.transfer]
 
     def _loop(self) -> None:
         executors = self.executors
-        transfer = self.transfer
+        transfers = self._transfers()
         drain = self.receiver.drain
-        flush_every = transfer.flush_interval
+        flush_every = self.transfer.flush_interval
+        lock = self._lock
         poller = zmq.Poller()
         poller.register(self.receiver.sock, zmq.POLLIN)
         poller.register(self._rfd, zmq.POLLIN)
@@ -115,7 +167,18 @@ class EventLoop:
                 ex = None
                 done = drain(FRAMES_PER_ROUND)
                 for ex in executors:
-                    done += ex.run_once()
+                    if ex.OWN_TRANSFER:
+                        self.current = ex
+                        try:
+                            done += ex.run_once()
+                        finally:
+                            with lock:
+                                self.current = None
+                                rescued = ex.rescued
+                        if rescued:
+                            raise _Rescued(ex)
+                    else:
+                        done += ex.run_once()
                 now = time.monotonic()
                 due = float("inf")
                 for ex in executors:
@@ -124,15 +187,20 @@ class EventLoop:
                             ex.fire_timers(now)
                         due = min(due, ex.next_due())
                 ex = None  # a failure from here on is the transfer's, not an executor's
-                if self._moving or any(getattr(e, "wants_thread", False) for e in executors):
+                if any(getattr(e, "wants_thread", False) for e in executors):
                     self._move_slow_executors()
+                    transfers = self._transfers()
                 if done:
-                    if now - transfer.last_flush >= flush_every:
-                        transfer.flush()
+                    for transfer in transfers:
+                        if now - transfer.last_flush >= flush_every:
+                            transfer.flush()
                     continue
-                transfer.flush()
+                blocked = False
+                for transfer in transfers:
+                    transfer.flush()
+                    blocked = blocked or bool(transfer.blocked)
                 idle = min((e.idle_timeout() for e in executors), default=1.0)
-                if transfer.blocked:
+                if blocked:
                     idle = min(idle, 0.001)
                 timeout = max(0.0, min(idle, due - now))
                 self.sleeping = True
@@ -143,6 +211,8 @@ class EventLoop:
                     os.read(self._rfd, 4096)
                 except BlockingIOError:
                     pass
+        except _Rescued:
+            raise
         except BaseException as exc:
             # Blame the executor whose step raised; anything else (sending a frame whose
             # values cannot be serialized) is reported as the worker's own.
@@ -152,19 +222,13 @@ class EventLoop:
                 self.ws.die("__system", -1, exc)
             raise _Died() from exc
 
-
     def _move_slow_executors(self) -> None:
         """Executors whose user code sleeps (a spout's slow next_tuple) leave the loop for a
-        thread of their own, once what they sent through the loop's transfer is out: their
-        tuples to a peer keep their order."""
-        transfer = self.transfer
-        transfer.flush()
-        if transfer.buffered or transfer.blocked:
-            self._moving = True  # a peer is slow: try again next round
-            return
-        self._moving = False
+        thread of their own, taking their own Transfer (and so their tuples' order) along;
+        what they sent before moving went out with their Transfer's flush on this thread."""
         for ex in [e for e in self.executors if getattr(e, "wants_thread", False)]:
             ex.wants_thread = False
+            ex.transfer.flush()
             self.executors.remove(ex)
             ex.move_to_thread()
             log.info("topology=%s %s runs on a thread of its own from now on",
@@ -173,3 +237,11 @@ class EventLoop:
 
 class _Died(Exception):
     """User code raised inside the loop; already reported through ``WorkerState.die``."""
+
+
+class _Rescued(Exception):
+    """The loop went on on another thread (EventLoop.rescue): this one is ``executor``'s."""
+
+    def __init__(self, executor: Any):
+        super().__init__(executor.name)
+        self.executor = executor

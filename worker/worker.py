@@ -187,6 +187,8 @@ class Worker:
                 return EXIT_PARENT_GONE
             self._read_status()
             self._read_assignment()
+            if self.loop is not None:
+                self.loop.rescue(perf_counter())  # a spout stuck in a call frees the loop
             self._handshake()
             self._broadcast_backpressure()
             self._share_load()

@@ -166,6 +166,50 @@ def test_a_spout_that_sleeps_gets_its_acks_and_slows_only_itself(cluster):
     assert "spout numbers: next_tuple took" not in log, log
 
 
+def test_a_spout_stuck_in_its_first_next_tuple_leaves_the_worker_to_the_rest(cluster):
+    """A spout whose very first next_tuple never returns held the worker's shared loop for
+    good (it cannot be moved between calls: there is no next call): the loop goes on on a
+    new thread, and the fast pipeline in the same worker gets all its acks."""
+    from topos import StuckSpout
+    b = TopologyBuilder()
+    b.set_spout("stuck", StuckSpout(), 1)
+    b.set_bolt("stuck-sink", RecordingBolt(), 1).shuffle_grouping("stuck")
+    b.set_spout("numbers", NumberSpout(), 1).add_configuration("test.spout.count", 3000)
+    b.set_bolt("sink", RecordingBolt(), 1).shuffle_grouping("numbers")
+    lc = cluster(b.create_topology(), {"topology.workers": 1})
+    lc.wait_for(lambda: len(events_of(lc.events_dir, "numbers", "ack")) == 3000, timeout=30,
+                what="the fast spout's acks")
+    assert events_of(lc.events_dir, "numbers", "fail") == []
+    log = lc.log_tail(lc.workers[0], lines=100_000)
+    assert "executor[stuck:" in log and "the worker's other executors go on on a new thread" \
+        in log, log
+
+
+def test_a_spout_stuck_for_a_while_goes_on_on_its_own_thread(cluster):
+    """A spout whose first next_tuple takes 2 s (a connection that takes its time) keeps the
+    thread it blocked, on its own: once it returns, its tuples are emitted and each acked
+    within a second of its emit; nothing of the rest of the worker failed meanwhile."""
+    from topos import StuckSpout
+    b = TopologyBuilder()
+    b.set_spout("stuck", StuckSpout(), 1).add_configuration("test.block.secs", 2) \
+        .add_configuration("test.spout.count", 20)
+    b.set_bolt("stuck-sink", RecordingBolt(), 1).shuffle_grouping("stuck")
+    b.set_spout("numbers", NumberSpout(), 1).add_configuration("test.spout.count", 300)
+    b.set_bolt("sink", RecordingBolt(), 1).shuffle_grouping("numbers")
+    lc = cluster(b.create_topology(), {"topology.workers": 1})
+    lc.wait_for(lambda: len(events_of(lc.events_dir, "stuck", "ack")) == 20, timeout=30,
+                what="the stuck spout's 20 acks")
+    emitted = dict(e.split() for e in events_of(lc.events_dir, "stuck", "emit"))
+    acked = dict(e.split() for e in events_of(lc.events_dir, "stuck", "ack"))
+    assert sorted(emitted) == sorted(acked), (emitted, acked)
+    lags = sorted(float(acked[i]) - float(emitted[i]) for i in emitted)
+    assert lags[-1] < 1.0, lags
+    lc.wait_for(lambda: len(events_of(lc.events_dir, "numbers", "ack")) == 300, timeout=30,
+                what="the fast spout's acks")
+    assert events_of(lc.events_dir, "stuck", "fail") == []
+    assert events_of(lc.events_dir, "numbers", "fail") == []
+
+
 def test_a_tuple_acked_twice_completes_its_tree_and_the_mistake_is_reported(cluster):
     """A bolt acking each tuple twice left 0 of 1,500 trees complete with no error: the
     second ack is refused (its XOR would undo the first) and reported once."""

@@ -173,6 +173,22 @@ class SleepySpout(Spout):
         declarer.declare(["i"])
 
 
+class StuckSpout(SleepySpout):
+    """A spout whose first next_tuple does not return for ``test.block.secs`` (a socket read
+    without a timeout, say), then emits as SleepySpout does without sleeping."""
+
+    def next_tuple(self):
+        if self.i == 0 and not getattr(self, "unblocked", False):
+            time.sleep(float(self.conf_block))
+            self.unblocked = True
+        super().next_tuple()
+
+    def open(self, conf, context, collector):
+        super().open(conf, context, collector)
+        self.sleep = 0.0
+        self.conf_block = float(conf.get("test.block.secs", 3600))
+
+
 class RecordingBolt(Bolt):
     """Records every tuple's first value and acks it; ``test.sleep.secs`` slows it down."""
 
