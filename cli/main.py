@@ -113,16 +113,22 @@ def with_flux_options(fn):
 @click.option("--kafka", is_flag=True,
               help="Start a Kafka broker too (as a file's KAFKA_TOPICS does) and set "
                    "kafka.bootstrap.servers to it.")
+@click.option("--keep-logs", is_flag=True,
+              help="Keep the run's directory (worker and daemon logs) even after a clean run.")
 @with_flux_options
 @conf_option
-def local(topology_file: str, duration: float | None, kafka: bool, flux: bool,
-          flux_filter: str | None, env_filter: bool, conf_pairs: tuple[str, ...]) -> None:
+def local(topology_file: str, duration: float | None, kafka: bool, keep_logs: bool,
+          flux: bool, flux_filter: str | None, env_filter: bool,
+          conf_pairs: tuple[str, ...]) -> None:
     """Run TOPOLOGY_FILE's topology on a private cluster on this machine.
 
     Starts ZooKeeper, Nimbus and a supervisor, submits the topology (the file
     defines topology() returning a TopologyBuilder, and optionally CONF and
-    NAME; with --flux it is a Flux YAML file) and shows its progress. Ctrl-C
-    drains pending tuples, kills the topology and stops every process it started.
+    NAME; with --flux it is a Flux YAML file) and shows its progress and each
+    error as it is reported. Ctrl-C drains pending tuples, kills the topology
+    and stops every process it started. Exit code 1: a worker's code raised;
+    3: tuple trees failed, timed out or never completed. The logs are kept
+    (and their folder printed) unless the run was clean.
     """
     from ..deploy.local import run_local  # starts daemons: imported only for `squall local`
     if (flux_filter or env_filter) and not flux:
@@ -131,7 +137,7 @@ def local(topology_file: str, duration: float | None, kafka: bool, flux: bool,
         code = run_local(topology_file, duration, _overrides(conf_pairs, submitted=True),
                          echo=lambda s: click.echo(s),
                          flux={"filter": flux_filter, "env_filter": env_filter} if flux else None,
-                         kafka=kafka)
+                         kafka=kafka, keep_logs=keep_logs)
     except SquallError as exc:
         raise click.ClickException(str(exc)) from None
     sys.exit(code)

@@ -266,20 +266,90 @@ def spout_totals(info: Any) -> dict[str, int]:
 
 
 def summarize(info: Any) -> list[str]:
-    """End-of-run lines: each user component's counters, then the latest errors."""
+    """End-of-run lines: each user component's counters (errors are shown as they come)."""
     lines = []
     for c in info.components:
         if c.component_id.startswith("__"):
             continue
         if c.type == "spout":
+            timed_out = f" (timed out {c.timed_out})" if c.timed_out else ""
             lines.append(f"spout {c.component_id}: emitted={c.emitted} acked={c.acked} "
-                         f"failed={c.failed} pending={c.pending}")
+                         f"failed={c.failed}{timed_out} pending={c.pending}")
         else:
             lines.append(f"bolt {c.component_id}: executed={c.executed} emitted={c.emitted} "
                          f"acked={c.acked} failed={c.failed}")
-    for e in list(info.errors)[-5:]:
-        lines.append(f"error in {e.component} (task {e.task}, {e.host}:{e.port}): {e.error}")
     return lines
+
+
+#: ``squall local``'s exit code when tuple trees failed, timed out or were still pending at
+#: the end (1: a worker's user code raised, or squall local itself failed).
+EXIT_TREES_FAILED = 3
+
+
+def verdict(info: Any, topology: Topology, conf: Mapping[str, Any]) -> tuple[int, list[str]]:
+    """The run's exit code and, when trees did not complete, what happened and a hint."""
+    spouts = spout_totals(info)
+    timed_out = sum(c.timed_out for c in info.components if c.type == "spout")
+    if not spouts["failed"] and not spouts["pending"]:
+        return 0, []
+    done = spouts["acked"] + spouts["failed"] + spouts["pending"]
+    what = []
+    if spouts["failed"]:
+        what.append(f"{spouts['failed']} of {done} tuple tree(s) failed")
+        if timed_out:
+            what[-1] += (f" ({timed_out} timed out: {cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS}="
+                         f"{conf.get(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS)})")
+    if spouts["pending"]:
+        what.append(f"{spouts['pending']} of {done} never completed")
+    lines = ["; ".join(what) + f": exit code {EXIT_TREES_FAILED}"]
+    lines += [f"hint: {h}" for h in _hints(info, topology)]
+    return EXIT_TREES_FAILED, lines
+
+
+def _hints(info: Any, topology: Topology) -> list[str]:
+    """A bolt that executed tuples and acked none: the newcomer's usual mistake."""
+    from ..client.components import Bolt
+    out = []
+    for c in info.components:
+        comp = topology.components.get(c.component_id)
+        if c.type != "bolt" or comp is None or comp.system or comp.shell is not None or \
+                not c.executed or c.acked or c.failed:
+            continue
+        try:  # the user's own objects, in the user's own process
+            plain = isinstance(comp.instantiate(), Bolt)  # not a BasicBolt, which acks
+        except Exception:  # noqa: BLE001 - a hint is never worth a failure
+            continue
+        if plain:
+            out.append(f"bolt {c.component_id} executed {c.executed} tuple(s) and acked 0: a "
+                       "Bolt must ack each tuple it is done with (self.collector.ack(tup)); "
+                       "a BasicBolt acks for you")
+    return out
+
+
+class ErrorFeed:
+    """Errors as the topology reports them, each shown once on one line while the run goes
+    on (the whole text is in the worker's log)."""
+
+    def __init__(self, echo: Echo):
+        self.echo = echo
+        self.count = 0
+        #: Errors shown that Nimbus still lists (it keeps a component's last few only).
+        self._seen: set[tuple] = set()
+
+    def show(self, errors: Any) -> None:
+        now = set()
+        for e in errors:
+            key = (e.component, e.task, e.time_secs, e.error)
+            now.add(key)
+            if key in self._seen:
+                continue
+            self.count += 1
+            first, _, rest = e.error.strip().partition("\n")
+            more = f" (+{rest.count(chr(10)) + 1} line(s) in its worker log)" if rest else ""
+            at = time.strftime("%H:%M:%S", time.localtime(e.time_secs))
+            self.echo(f"[squall local] error at {at} in {e.component} (task {e.task}, "
+                      f"{e.host}:{e.port}): {first}{more}")
+        self._seen = now
 
 
 def _longest_tick(topology: Topology, conf: Mapping[str, Any]) -> float:
@@ -303,6 +373,7 @@ class _Run:
                                     kafka=kafka or bool(loaded.kafka_topics))
         self.topology_id = ""
         self.crashed = False
+        self.errors = ErrorFeed(echo)
         self._nimbus: Any = None
 
     @property
@@ -387,10 +458,13 @@ class _Run:
 
 def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any],
               echo: Echo = print, progress_every: float = 5.0,
-              flux: Mapping[str, Any] | None = None, kafka: bool = False) -> int:
-    """``squall local``: run until ``duration`` passes or Ctrl-C; returns the exit code.
-    With ``flux`` (``filter``, ``env_filter``), ``path`` is a Flux YAML file; ``kafka``
-    starts a Kafka broker (as a file's ``KAFKA_TOPICS`` does)."""
+              flux: Mapping[str, Any] | None = None, kafka: bool = False,
+              keep_logs: bool = False) -> int:
+    """``squall local``: run until ``duration`` passes or Ctrl-C; returns the exit code
+    (0, 1 on a crash, EXIT_TREES_FAILED). With ``flux`` (``filter``, ``env_filter``),
+    ``path`` is a Flux YAML file; ``kafka`` starts a Kafka broker (as a file's
+    ``KAFKA_TOPICS`` does). The run's directory (logs) is removed after a clean run with no
+    error reported, unless ``keep_logs``."""
     if flux is not None:
         from .flux import load_flux
         loaded = load_flux(path, flux.get("filter"), bool(flux.get("env_filter")))
@@ -430,7 +504,7 @@ def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any
         for s, h in old.items():
             signal.signal(s, h)
         run.close()
-        if code == 0:
+        if code == 0 and not run.errors.count and not keep_logs:
             run.cluster.cleanup()
         else:
             echo(f"[squall local] logs kept in {run.cluster.base_dir}")
@@ -454,16 +528,21 @@ def _watch(run: _Run, duration: float | None, stop: dict, progress_every: float)
     echo = run.echo
     t0 = time.monotonic()
     next_progress = t0 + progress_every
+    next_look = t0
     while stop["why"] is None and not run.crashed:
         now = time.monotonic()
         if duration is not None and now - t0 >= duration:
             break
         run.show_events()
-        if now >= next_progress:
-            t = spout_totals(run.info())
-            echo(f"[squall local] {now - t0:.0f}s: acked={t['acked']} failed={t['failed']} "
-                 f"pending={t['pending']}")
-            next_progress = now + progress_every
+        if now >= next_look:  # the supervisor reports once a second (LOCAL_DAEMON_CONF)
+            info = run.info()
+            run.errors.show(info.errors)
+            next_look = now + 1.0
+            if now >= next_progress:
+                t = spout_totals(info)
+                echo(f"[squall local] {now - t0:.0f}s: acked={t['acked']} "
+                     f"failed={t['failed']} pending={t['pending']}")
+                next_progress = now + progress_every
         time.sleep(0.1)
     if stop["why"]:
         echo(f"[squall local] stopping ({stop['why']}): draining pending tuples")
@@ -471,12 +550,20 @@ def _watch(run: _Run, duration: float | None, stop: dict, progress_every: float)
         info = run.info()
     else:
         info = run.drain(float(run.conf.get(cfg.TOPOLOGY_SHUTDOWN_DRAIN_SECS, 10)))
+    run.errors.show(info.errors)
     run.kill()
     for line in summarize(info):
         echo(f"[squall local] {line}")
+    if run.errors.count:
+        echo(f"[squall local] {run.errors.count} error(s) reported (shown above as they came)")
     if run.loaded.report is not None and not run.crashed:
         # Spark's banner and log lines go to a file, not the console (the workers' go to
         # their logs already).
         run_report(run.loaded.path, run.worker_conf(),
                    jvm_log=os.path.join(run.cluster.base_dir, "logs", "report-jvm.log"))
-    return 1 if run.crashed else 0
+    if run.crashed:
+        return 1
+    code, lines = verdict(info, run.loaded.topology, run.conf)
+    for line in lines:
+        echo(f"[squall local] {line}")
+    return code

@@ -157,8 +157,7 @@ def summarize(parts: Iterable[tuple[Snap, float]], uptime_secs: float = 0.0
     for snap, secs in parts:
         total = total.plus(snap)
         span = max(span, secs)
-    # timed_out is windowed (it is in failed) but neither message shows it apart.
-    out: dict[str, Any] = {c: n for c, n in total.counters.items() if c != "timed_out"}
+    out: dict[str, Any] = dict(total.counters)  # timed_out is counted in failed too
     n_exec = sum(total.execute.values())
     if n_exec:
         out["execute_latency_ms"] = total.execute_sum / n_exec

@@ -257,7 +257,7 @@ class ClusterSummary(_message.Message):
     def __init__(self, supervisors: _Optional[_Iterable[_Union[SupervisorSummary, _Mapping]]] = ..., topologies: _Optional[_Iterable[_Union[TopologySummary, _Mapping]]] = ..., nimbus_uptime_secs: _Optional[int] = ..., nimbuses: _Optional[_Iterable[_Union[NimbusSummary, _Mapping]]] = ...) -> None: ...
 
 class ExecutorSummary(_message.Message):
-    __slots__ = ("component_id", "task_start", "task_end", "host", "port", "uptime_secs", "emitted", "transferred", "acked", "failed", "complete_latency_ms", "executed", "pending", "stats_time_secs", "execute_latency_ms", "process_latency_ms", "capacity", "complete_latency_p50_ms", "complete_latency_p99_ms", "streams")
+    __slots__ = ("component_id", "task_start", "task_end", "host", "port", "uptime_secs", "emitted", "transferred", "acked", "failed", "complete_latency_ms", "executed", "pending", "stats_time_secs", "execute_latency_ms", "process_latency_ms", "capacity", "complete_latency_p50_ms", "complete_latency_p99_ms", "streams", "timed_out")
     class StreamsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -285,6 +285,7 @@ class ExecutorSummary(_message.Message):
     COMPLETE_LATENCY_P50_MS_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_LATENCY_P99_MS_FIELD_NUMBER: _ClassVar[int]
     STREAMS_FIELD_NUMBER: _ClassVar[int]
+    TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
     component_id: str
     task_start: int
     task_end: int
@@ -305,10 +306,11 @@ class ExecutorSummary(_message.Message):
     complete_latency_p50_ms: float
     complete_latency_p99_ms: float
     streams: _containers.MessageMap[str, StreamCount]
-    def __init__(self, component_id: _Optional[str] = ..., task_start: _Optional[int] = ..., task_end: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., uptime_secs: _Optional[int] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., complete_latency_ms: _Optional[float] = ..., executed: _Optional[int] = ..., pending: _Optional[int] = ..., stats_time_secs: _Optional[float] = ..., execute_latency_ms: _Optional[float] = ..., process_latency_ms: _Optional[float] = ..., capacity: _Optional[float] = ..., complete_latency_p50_ms: _Optional[float] = ..., complete_latency_p99_ms: _Optional[float] = ..., streams: _Optional[_Mapping[str, StreamCount]] = ...) -> None: ...
+    timed_out: int
+    def __init__(self, component_id: _Optional[str] = ..., task_start: _Optional[int] = ..., task_end: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., uptime_secs: _Optional[int] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., complete_latency_ms: _Optional[float] = ..., executed: _Optional[int] = ..., pending: _Optional[int] = ..., stats_time_secs: _Optional[float] = ..., execute_latency_ms: _Optional[float] = ..., process_latency_ms: _Optional[float] = ..., capacity: _Optional[float] = ..., complete_latency_p50_ms: _Optional[float] = ..., complete_latency_p99_ms: _Optional[float] = ..., streams: _Optional[_Mapping[str, StreamCount]] = ..., timed_out: _Optional[int] = ...) -> None: ...
 
 class ComponentStats(_message.Message):
-    __slots__ = ("component_id", "type", "num_executors", "num_tasks", "emitted", "transferred", "executed", "acked", "failed", "complete_latency_ms", "pending", "execute_latency_ms", "process_latency_ms", "capacity", "complete_latency_p50_ms", "complete_latency_p99_ms", "streams")
+    __slots__ = ("component_id", "type", "num_executors", "num_tasks", "emitted", "transferred", "executed", "acked", "failed", "complete_latency_ms", "pending", "execute_latency_ms", "process_latency_ms", "capacity", "complete_latency_p50_ms", "complete_latency_p99_ms", "streams", "timed_out")
     class StreamsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -333,6 +335,7 @@ class ComponentStats(_message.Message):
     COMPLETE_LATENCY_P50_MS_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_LATENCY_P99_MS_FIELD_NUMBER: _ClassVar[int]
     STREAMS_FIELD_NUMBER: _ClassVar[int]
+    TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
     component_id: str
     type: str
     num_executors: int
@@ -350,7 +353,8 @@ class ComponentStats(_message.Message):
     complete_latency_p50_ms: float
     complete_latency_p99_ms: float
     streams: _containers.MessageMap[str, StreamCount]
-    def __init__(self, component_id: _Optional[str] = ..., type: _Optional[str] = ..., num_executors: _Optional[int] = ..., num_tasks: _Optional[int] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., executed: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., complete_latency_ms: _Optional[float] = ..., pending: _Optional[int] = ..., execute_latency_ms: _Optional[float] = ..., process_latency_ms: _Optional[float] = ..., capacity: _Optional[float] = ..., complete_latency_p50_ms: _Optional[float] = ..., complete_latency_p99_ms: _Optional[float] = ..., streams: _Optional[_Mapping[str, StreamCount]] = ...) -> None: ...
+    timed_out: int
+    def __init__(self, component_id: _Optional[str] = ..., type: _Optional[str] = ..., num_executors: _Optional[int] = ..., num_tasks: _Optional[int] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., executed: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., complete_latency_ms: _Optional[float] = ..., pending: _Optional[int] = ..., execute_latency_ms: _Optional[float] = ..., process_latency_ms: _Optional[float] = ..., capacity: _Optional[float] = ..., complete_latency_p50_ms: _Optional[float] = ..., complete_latency_p99_ms: _Optional[float] = ..., streams: _Optional[_Mapping[str, StreamCount]] = ..., timed_out: _Optional[int] = ...) -> None: ...
 
 class ErrorInfo(_message.Message):
     __slots__ = ("component", "error", "time_secs", "host", "port", "task")

@@ -38,9 +38,17 @@ def gone(pid):
     return not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
+def run_dir(out):
+    """The run's directory, from its first line."""
+    m = re.search(r"starting ZooKeeper, Nimbus and a supervisor in (\S+)", out)
+    assert m, out
+    return m.group(1)
+
+
 def test_word_count_example_prints_correct_counts_with_every_sentence_acked(tmp_path):
     proc = subprocess.run(squall("local", os.path.join(EXAMPLES, "word_count.py"),
-                                 "--duration", "10", "-c", "wordcount.sentences=5000"),
+                                 "--duration", "10", "-c", "wordcount.sentences=5000",
+                                 "--keep-logs"),
                           capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
@@ -49,6 +57,94 @@ def test_word_count_example_prints_correct_counts_with_every_sentence_acked(tmp_
     assert "final: 50000 words" in out
     zk_pid, _ = daemons(out)
     assert gone(zk_pid), "the private ZooKeeper outlived squall local"
+    # --keep-logs keeps a clean run's logs too, and says where.
+    kept = run_dir(out)
+    try:
+        assert f"logs kept in {kept}" in out, out
+        assert any(name.endswith(".log") for _, _, names in os.walk(kept) for name in names)
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
+
+
+#: A Bolt that never acks (the newcomer's usual mistake) and reports an error of two lines
+#: on every 50th tuple; trees time out after 3 s.
+NO_ACK = '''
+from squall.client import Bolt, Spout, TopologyBuilder
+
+
+class Numbers(Spout):
+    def open(self, conf, context, collector):
+        self.collector, self.n = collector, 0
+
+    def next_tuple(self):
+        if self.n < 200:
+            self.n += 1
+            self.collector.emit([self.n], msg_id=self.n)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["n"])
+
+
+class NoAck(Bolt):
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, tup):
+        if tup.values[0] % 50 == 0:
+            self.collector.report_error(ValueError(f"bad number {tup.values[0]}\\nat line 2"))
+
+
+NAME = "noack"
+CONF = {"topology.workers": 1, "topology.message.timeout.secs": 3}
+
+
+def topology():
+    b = TopologyBuilder()
+    b.set_spout("numbers", Numbers())
+    b.set_bolt("noack", NoAck()).shuffle_grouping("numbers")
+    return b
+'''
+
+
+def test_errors_show_as_they_happen_and_failed_trees_end_the_run_with_a_hint(tmp_path):
+    """Errors used to show only at the end (the last 5), and a bolt that never acks ended
+    with exit code 0 and its logs deleted: now each error is a line while the run goes on,
+    and the run ends with exit code 3, what failed, a hint and the logs kept."""
+    (tmp_path / "noack.py").write_text(NO_ACK)
+    proc = subprocess.Popen(squall("local", "noack.py", "--duration", "12"), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(tmp_path))
+    lines = []
+    try:
+        # The errors come within a second or two of the submit, the run ends after 12 s and
+        # a drain: each error line is read while squall local is still running.
+        for line in proc.stdout:
+            lines.append(line)
+            if "bad number 200" in line:
+                assert proc.poll() is None, "".join(lines)
+                break
+        out_rest, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out = "".join(lines) + out_rest
+    assert proc.returncode == 3, out + err
+    errors = [ln for ln in out.splitlines() if " in noack (task " in ln]
+    assert len(errors) == 4, out
+    for n, line in zip((50, 100, 150, 200), errors):
+        assert re.fullmatch(r"\[squall local\] error at \d\d:\d\d:\d\d in noack \(task \d+, "
+                            rf"127\.0\.0\.1:\d+\): ValueError: bad number {n} "
+                            r"\(\+1 line\(s\) in its worker log\)", line), line
+    assert "spout numbers: emitted=200 acked=0 failed=200 (timed out 200) pending=0" in out, out
+    assert "200 of 200 tuple tree(s) failed (200 timed out: topology.message.timeout.secs=3): " \
+        "exit code 3" in out, out
+    assert "hint: bolt noack executed 200 tuple(s) and acked 0: a Bolt must ack each tuple " \
+        "it is done with (self.collector.ack(tup)); a BasicBolt acks for you" in out, out
+    kept = run_dir(out)
+    try:
+        assert f"logs kept in {kept}" in out and os.path.isdir(os.path.join(kept, "logs")), out
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
 
 
 def test_kafka_word_count_example_starts_its_broker_and_counts_exactly(tmp_path):
