@@ -12,6 +12,7 @@ and field. :func:`system_topology` adds Storm's hidden ``__acker`` bolt and
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import unicodedata
 
@@ -247,6 +248,56 @@ def _check_id(component_id: Any) -> None:
                               "'__' belong to system components", component=component_id)
 
 
+def _check_component(kind: str, cid: str, obj: Any, bases: tuple[type, ...], what: str) -> None:
+    """Refuse, naming the component, what is not an instance of ``bases`` (a class passed
+    for an instance too), and methods whose signature cannot take what the runtime passes
+    (a BasicBolt's ``prepare`` copied from Bolt's, with a collector): the mistake surfaces
+    here, at build, instead of as a TypeError inside a worker."""
+    if isinstance(obj, type) and issubclass(obj, bases):
+        raise InvalidTopology(f"{kind} {cid!r} is the class {obj.__name__}, not an instance of "
+                              f"it: pass {obj.__name__}(...)", component=cid)
+    if not isinstance(obj, bases):
+        raise InvalidTopology(f"{kind} {cid!r} must be {what}, got {type(obj).__name__}",
+                              component=cid)
+    problem = signature_problem(obj)
+    if problem:
+        raise InvalidTopology(f"{kind} {cid!r}: {problem}", component=cid)
+
+
+def signature_problem(obj: Any) -> str | None:
+    """The first method of ``obj``'s class, overriding one of Squall's component classes,
+    that cannot be called with the arguments Squall passes to it (as many as the method it
+    overrides declares); None when every override fits."""
+    import inspect
+    cls = type(obj)
+    ours = [c for c in cls.__mro__ if c.__module__.startswith("squall.") and c is not object]
+    contracts: dict[str, tuple[type, Any]] = {}
+    for base in reversed(ours):  # the most derived of Squall's classes sets the contract
+        contracts.update((name, (base, fn)) for name, fn in vars(base).items()
+                         if not name.startswith("_") and inspect.isfunction(fn))
+    for name, (base, contract) in contracts.items():
+        impl = inspect.getattr_static(cls, name, None)
+        owner = next((c for c in cls.__mro__ if name in vars(c)), None)
+        if owner is None or owner in ours or not inspect.isfunction(impl):
+            continue  # not overridden by the user's code
+        n = sum(1 for p in list(inspect.signature(contract).parameters.values())[1:]
+                if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD)
+        try:
+            inspect.signature(impl).bind(None, *([None] * n))
+        except TypeError:
+            args = list(inspect.signature(contract).parameters)[1:]
+            code = impl.__code__
+            where = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
+            hint = ""
+            if base is BasicBolt and name == "prepare":
+                hint = ("; a BasicBolt's collector comes with each tuple, as in "
+                        "execute(self, tup, collector)")
+            return (f"{cls.__name__}.{name}{inspect.signature(impl)} ({where}) cannot take "
+                    f"the {n} argument(s) Squall passes to {base.__name__}.{name}"
+                    f"({', '.join(args)}){hint}")
+    return None
+
+
 class TopologyBuilder:
     """Builds a :class:`Topology` in Storm's vocabulary.
 
@@ -276,19 +327,16 @@ class TopologyBuilder:
 
     def set_spout(self, component_id: str, spout: Spout, parallelism_hint: int = 1) -> SpoutDeclarer:
         """Add a spout running ``parallelism_hint`` executors."""
-        if not isinstance(spout, Spout):
-            raise InvalidTopology(f"spout {component_id!r} must be a squall.client.Spout, "
-                                  f"got {type(spout).__name__}", component=component_id)
+        _check_component("spout", component_id, spout, (Spout,), "a squall.client.Spout")
         comp = self._add(component_id, spout, SPOUT, parallelism_hint)
         return SpoutDeclarer(comp, spout)
 
     def set_bolt(self, component_id: str, bolt: Bolt | BasicBolt | StatefulBolt | WindowedBolt,
                  parallelism_hint: int = 1) -> BoltDeclarer:
         """Add a bolt running ``parallelism_hint`` executors."""
-        if not isinstance(bolt, (Bolt, BasicBolt, StatefulBolt, WindowedBolt)):
-            raise InvalidTopology(f"bolt {component_id!r} must be a squall.client.Bolt, "
-                                  "BasicBolt, StatefulBolt or WindowedBolt, got "
-                                  f"{type(bolt).__name__}", component=component_id)
+        _check_component("bolt", component_id, bolt,
+                         (Bolt, BasicBolt, StatefulBolt, WindowedBolt),
+                         "a squall.client.Bolt, BasicBolt, StatefulBolt or WindowedBolt")
         comp = self._add(component_id, bolt, BOLT, parallelism_hint)
         return BoltDeclarer(comp, bolt)
 

@@ -210,6 +210,21 @@ def test_a_spout_stuck_for_a_while_goes_on_on_its_own_thread(cluster):
     assert events_of(lc.events_dir, "numbers", "fail") == []
 
 
+def test_python_tuples_are_values_across_workers(cluster):
+    """streamparse users emit tuples: ``emit((i, i * 2))`` crosses workers as a list would."""
+    from topos import TupleEmitter
+    b = TopologyBuilder()
+    b.set_spout("numbers", NumberSpout(), 1)
+    b.set_bolt("pairs", TupleEmitter(), 2).shuffle_grouping("numbers")
+    b.set_bolt("sink", RecordingBolt(), 2).shuffle_grouping("pairs")
+    n = 200
+    lc = cluster(b.create_topology(), {"topology.workers": 2, "test.spout.count": n})
+    lc.wait_for(lambda: len(events_of(lc.events_dir, "numbers", "ack")) == n, timeout=30,
+                what="every tree acked")
+    got = sorted(events_of(lc.events_dir, "sink", "got"), key=lambda e: int(e.split()[0]))
+    assert got == [f"{i} {i * 2}" for i in range(n)], got[:5]
+
+
 def test_a_tuple_acked_twice_completes_its_tree_and_the_mistake_is_reported(cluster):
     """A bolt acking each tuple twice left 0 of 1,500 trees complete with no error: the
     second ack is refused (its XOR would undo the first) and reported once."""

@@ -287,6 +287,16 @@ class AckTwice(Bolt):
         self.collector.ack(tup)
 
 
+class TupleEmitter(BasicBolt):
+    """Emits its input as a Python tuple ``(i, i * 2)``, as streamparse users write it."""
+
+    def execute(self, tup, collector):
+        collector.emit((tup.values[0], tup.values[0] * 2))
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["i", "double"])
+
+
 class EmitsASet(Bolt):
     """Emits a set in its ``tags`` field: a value msgpack cannot carry."""
 

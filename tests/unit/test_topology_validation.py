@@ -394,3 +394,58 @@ def test_component_level_topology_tasks_sets_the_task_count():
         .shuffle_grouping("src")
     with pytest.raises(InvalidTopology):
         b2.create_topology()
+
+
+def test_a_class_where_an_instance_belongs_is_named_with_the_fix():
+    b = TopologyBuilder()
+    with pytest.raises(InvalidTopology, match=r"spout 'src' is the class Src, not an instance "
+                                              r"of it: pass Src\(...\)"):
+        b.set_spout("src", Src)
+    with pytest.raises(InvalidTopology, match=r"bolt 'split' is the class Split"):
+        b.set_bolt("split", Split)
+    with pytest.raises(InvalidTopology, match="bolt 'x' must be a squall.client.Bolt, BasicBolt, "
+                                              "StatefulBolt or WindowedBolt, got int"):
+        b.set_bolt("x", 3)
+
+
+class PrepareLikeBolt(BasicBolt):
+    """A BasicBolt whose prepare was copied from Bolt's: a TypeError in the worker before."""
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, tup, collector):
+        pass
+
+
+class NoArgsExecute(Bolt):
+    def execute(self):
+        pass
+
+
+class Flexible(Bolt):
+    """Defaults and *args fit whatever is passed."""
+
+    def prepare(self, *args):
+        pass
+
+    def execute(self, tup, extra=None):
+        pass
+
+
+def test_an_override_that_cannot_take_the_runtimes_arguments_is_refused_at_build():
+    b = TopologyBuilder()
+    with pytest.raises(InvalidTopology) as e:
+        b.set_bolt("upper", PrepareLikeBolt())
+    assert str(e.value).startswith(
+        "bolt 'upper': PrepareLikeBolt.prepare(self, conf, context, collector) "
+        "(test_topology_validation.py:"), str(e.value)
+    assert "cannot take the 2 argument(s) Squall passes to BasicBolt.prepare(conf, context); " \
+        "a BasicBolt's collector comes with each tuple, as in execute(self, tup, collector)" \
+        in str(e.value)
+    with pytest.raises(InvalidTopology, match=r"NoArgsExecute.execute\(self\) .* cannot take "
+                                              r"the 1 argument\(s\) Squall passes to "
+                                              r"Bolt.execute\(tup\)"):
+        b.set_bolt("n", NoArgsExecute())
+    b.set_bolt("flexible", Flexible())  # fits
+    b.set_bolt("split", Split())
