@@ -127,6 +127,28 @@ class WindowSpec:
         return (self.length_ms or 0) + (self.slide_ms or 0)
 
 
+#: Event-time timestamps this close to now in *seconds* (ten years) are seconds, not ms:
+#: as milliseconds they would fall in the first weeks of 1970.
+_SECONDS_SPAN = 10 * 365 * 86400
+
+
+def seconds_problem(ts: Any, now_ms: float) -> str | None:
+    """Why an event-time timestamp looks like seconds since the epoch (``time.time()``)
+    where milliseconds belong, or None."""
+    if isinstance(ts, float) and not ts.is_integer():
+        return f"{ts!r} has a fraction"
+    if isinstance(ts, (int, float)) and abs(ts - now_ms / 1000) < _SECONDS_SPAN:
+        return f"{ts!r} is about now in seconds since the epoch"
+    return None
+
+
+def stall_after_ms(spec: WindowSpec) -> int:
+    """How long the watermark may stand still, with tuples waiting, before that is worth a
+    warning: a window's length (a Duration window), else ten watermark intervals, and never
+    under ten seconds."""
+    return max(10_000, spec.length_ms or 10 * spec.watermark_ms)
+
+
 class TupleWindow:
     """What ``WindowedBolt.execute`` gets (Storm's TupleWindow)."""
 

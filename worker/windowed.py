@@ -17,7 +17,8 @@ from typing import Any
 
 from ..client.stateful import CHECKPOINT_STREAM_ID
 from ..client.tuple import DEFAULT_STREAM, SYSTEM_TICK_STREAM_ID, Tuple
-from ..client.windowing import TupleWindow, WindowManager, WindowSpec
+from ..client.windowing import (TupleWindow, WindowManager, WindowSpec, seconds_problem,
+                                stall_after_ms)
 from .checkpoint import CollectorWrapper
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,12 @@ class WindowHost:
         self.streams = len({(c, s) for c, s in context.this_sources()
                             if s != CHECKPOINT_STREAM_ID and not s.startswith("__")})
         self.last_now = 0
+        #: Event time: the first timestamps are looked at for seconds-for-milliseconds.
+        self.ts_checks = 16
+        #: Event time: when (monotonic) the watermark last moved, and whether its standing
+        #: still was reported (once, until it moves again).
+        self.wm_moved_at = time.monotonic()
+        self.wm_warned = False
         if self.spec.event_time:
             executor.add_timer(self.spec.watermark_ms / 1000, self.on_watermark_timer)
         elif self.spec.slide_ms is not None:
@@ -87,6 +94,8 @@ class WindowHost:
             return
         if self.spec.event_time:
             ts = tup[self.spec.timestamp_field]
+            if self.ts_checks:
+                self._check_timestamp(ts)
             if self.manager.add(tup, int(ts), (tup.source_component, tup.source_stream)) is None:
                 if self.spec.late_stream:
                     self.out.emit([list(tup.values)], self.spec.late_stream, [tup])
@@ -98,9 +107,45 @@ class WindowHost:
         self.run(self.manager.on_time(self.now()))
 
     def on_watermark_timer(self) -> None:
-        wm = self.manager.compute_watermark(self.streams)
+        manager = self.manager
+        before = manager.watermark
+        wm = manager.compute_watermark(self.streams)
         if wm is not None:
-            self.run(self.manager.on_watermark(wm))
+            self.run(manager.on_watermark(wm))
+        now = time.monotonic()
+        if manager.watermark != before or not manager.pending:
+            self.wm_moved_at, self.wm_warned = now, False
+        elif not self.wm_warned and (now - self.wm_moved_at) * 1000 >= stall_after_ms(self.spec):
+            self.wm_warned = True
+            self._warn(self._stall_text(now - self.wm_moved_at))
+
+    def _check_timestamp(self, ts: Any) -> None:
+        self.ts_checks -= 1
+        why = seconds_problem(ts, time.time() * 1000)
+        if why is not None:
+            self.ts_checks = 0  # said once
+            self._warn(f"its timestamp field {self.spec.timestamp_field!r} looks like seconds: "
+                       f"{why}; event time is in milliseconds since the epoch "
+                       "(int(time.time() * 1000)), so its windows would wait a thousand times "
+                       "too long")
+
+    def _stall_text(self, secs: float) -> str:
+        manager = self.manager
+        expected = {(c, s) for c, s in self.context.this_sources()
+                    if s != CHECKPOINT_STREAM_ID and not s.startswith("__")}
+        silent = sorted(f"{c}/{s}" for c, s in expected if (c, s) not in manager.stream_ts)
+        why = (f"input stream(s) {', '.join(silent)} sent nothing yet" if silent else
+               "newest timestamps (ms) per input stream: " + ", ".join(
+                   f"{c}/{s}={ts}" for (c, s), ts in sorted(manager.stream_ts.items())))
+        return (f"its watermark has not moved for {secs:.0f} s while {len(manager.pending)} "
+                "tuple(s) wait for their window (the watermark is the oldest of its input "
+                f"streams' newest timestamps, less the lag): {why}")
+
+    def _warn(self, text: str) -> None:
+        """Once per cause: the worker's log and the topology's errors (squall local, UI)."""
+        msg = f"warning: windowed bolt {self.context.this_component_id!r}: {text}"
+        log.warning(msg)
+        self.out.report_error(msg)
 
     def run(self, windows: list[TupleWindow]) -> None:
         c = self.collector

@@ -290,3 +290,107 @@ def test_late_slide_timers_widen_the_window_so_no_tuple_is_skipped(length, slide
         seen = [i for _, _, w in got for i in w]
         assert seen == [i for before, ts, i in arrivals
                         if before < len(fires) and (before or ts > fires[0] - length)]
+
+
+# -- event time in seconds, a watermark standing still (issue 24) ---------------------
+NOW_MS = 1_795_000_000_000  # late 2026
+
+
+@pytest.mark.parametrize("ts, why", [
+    (NOW_MS / 1000, "is about now in seconds"),            # time.time()
+    (int(NOW_MS / 1000), "is about now in seconds"),       # int(time.time())
+    (1.5, "has a fraction"),
+    (NOW_MS, None), (1000, None), (0, None), (NOW_MS + 0.0, None), ("x", None),
+])
+def test_seconds_for_milliseconds_are_recognised(ts, why):
+    from squall.client.windowing import seconds_problem
+    got = seconds_problem(ts, NOW_MS)
+    assert (got is None) if why is None else (why in got), got
+
+
+class _Ctx:
+    this_component_id = "avg"
+
+    def __init__(self, sources):
+        self.sources = sources
+
+    def this_sources(self):
+        return self.sources
+
+
+class _Out:
+    def __init__(self):
+        self.errors = []
+
+    def report_error(self, e):
+        self.errors.append(e)
+
+    def emit(self, *a, **k):
+        return []
+
+
+class _Exec:
+    def add_timer(self, period, fn):
+        self.timer = fn
+
+
+class _Bolt:
+    def __init__(self):
+        self.windows = []
+
+    def execute(self, window):
+        self.windows.append(window)
+
+
+def _event_time_host(monkeypatch, sources):
+    from squall.client import config as cfg
+    from squall.worker import windowed
+    clock = [100.0]
+    monkeypatch.setattr(windowed.time, "monotonic", lambda: clock[0])
+    conf = {cfg.TOPOLOGY_BOLTS_WINDOW_LENGTH_DURATION_MS: 30_000,
+            cfg.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME: "ts"}
+    out = _Out()
+    host = windowed.WindowHost(_Bolt(), conf, _Ctx(sources), out, lambda t: None, _Exec())
+    return host, out, clock
+
+
+def _tup(ts, comp="readings", stream="default"):
+    from squall.client.tuple import Fields, Tuple
+    return Tuple([ts], comp, stream, 1, None, Fields(["ts"]))
+
+
+def test_timestamps_in_seconds_are_reported_once(monkeypatch):
+    import time
+    host, out, _ = _event_time_host(monkeypatch, [("readings", "default")])
+    for _ in range(3):
+        host.execute(_tup(time.time()))
+    assert len(out.errors) == 1, out.errors
+    assert out.errors[0].startswith("warning: windowed bolt 'avg': its timestamp field 'ts' "
+                                    "looks like seconds: "), out.errors
+    assert "event time is in milliseconds since the epoch (int(time.time() * 1000))" \
+        in out.errors[0]
+
+
+def test_a_watermark_that_stands_still_names_the_silent_stream_once(monkeypatch):
+    """Two input streams, one silent: the watermark never moves and the tuples wait; after
+    the window's length (30 s) that is said once, naming the stream, until it moves."""
+    host, out, clock = _event_time_host(monkeypatch, [("readings", "default"),
+                                                      ("other", "default")])
+    for i in range(5):
+        host.execute(_tup(NOW_MS + i * 1000))
+    for _ in range(29):
+        clock[0] += 1.0
+        host.on_watermark_timer()
+    assert out.errors == []
+    for _ in range(5):
+        clock[0] += 1.0
+        host.on_watermark_timer()
+    assert len(out.errors) == 1, out.errors
+    assert "its watermark has not moved for 30 s while 5 tuple(s) wait for their window" \
+        in out.errors[0] and "input stream(s) other/default sent nothing yet" in out.errors[0]
+    # The silent stream speaks: the watermark moves, and a later stand-still is new news.
+    host.execute(_tup(NOW_MS + 60_000, comp="other"))
+    host.execute(_tup(NOW_MS + 61_000))
+    clock[0] += 1.0
+    host.on_watermark_timer()
+    assert host.manager.watermark is not None and host.bolt.windows and len(out.errors) == 1
