@@ -41,10 +41,8 @@ def _overrides(pairs: tuple[str, ...], submitted: bool = False) -> dict[str, Any
         out = cfg.parse_cli_overrides(pairs)
     except cfg.ConfigError as exc:
         raise click.ClickException(str(exc)) from None
-    ctx = click.get_current_context(silent=True)
-    strict = bool(ctx and ctx.find_root().params.get("strict"))
     problems = cfg.conf_warnings(out, "-c")
-    if problems and strict:
+    if problems and cfg.strict():
         raise click.ClickException(problems[0] + " (refused: --strict)")
     if not submitted:
         for p in problems:
@@ -52,8 +50,24 @@ def _overrides(pairs: tuple[str, ...], submitted: bool = False) -> dict[str, Any
     return out
 
 
-conf_option = click.option("-c", "--conf", "conf_pairs", multiple=True, metavar="KEY=VALUE",
+def _set_strict(ctx: Any, param: Any, value: bool) -> None:
+    # The environment carries it to what the command runs (a jar's main, squall local's
+    # submit) as SQUALL_CLI_OVERRIDES carries -c.
+    if value:
+        os.environ[cfg.STRICT_ENV] = "1"
+
+
+strict_option = click.option(
+    "--strict", is_flag=True, expose_value=False, callback=_set_strict,
+    help="Refuse a key Squall and Storm do not know (in -c and in the topology's conf) "
+         "instead of warning; before or after the command's name.")
+_conf_pairs = click.option("-c", "--conf", "conf_pairs", multiple=True, metavar="KEY=VALUE",
                            help="Override a config key (value parsed as YAML); repeatable.")
+
+
+def conf_option(fn: Any) -> Any:
+    """``-c KEY=VALUE`` and ``--strict``, which judges those keys."""
+    return strict_option(_conf_pairs(fn))
 config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False),
                              default=None, metavar="PATH",
                              help="squall.yaml to read (default: $SQUALL_CONF, else "
@@ -79,9 +93,8 @@ def _run(fn, *args, **kwargs):
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", is_flag=True, help="Log debug details.")
-@click.option("--strict", is_flag=True,
-              help="Refuse a -c key Squall and Storm do not know instead of warning.")
-def cli(verbose: bool, strict: bool) -> None:
+@strict_option
+def cli(verbose: bool) -> None:
     """Squall: Storm-style distributed stream processing in Python."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

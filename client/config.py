@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from .errors import ConfigError
+from .errors import ConfigError, SquallError
 
 
 @dataclass(frozen=True)
@@ -543,6 +543,25 @@ def conf_warnings(conf: Mapping[str, Any], where: str = "") -> list[str]:
             hint = f": did you mean {close[0]}?" if close else "; it has no effect"
             out.append(f"{prefix}{name} is not a key Squall or Storm knows{hint}")
     return out
+
+
+#: Set to "1" (by ``squall --strict``, or by hand): a key Squall and Storm do not know, in
+#: ``-c`` or in a submitted topology's conf, is refused instead of warned about.
+STRICT_ENV = "SQUALL_STRICT"
+
+
+def strict() -> bool:
+    """Whether unknown keys are refused (:data:`STRICT_ENV`)."""
+    return os.environ.get(STRICT_ENV) == "1"
+
+
+def refuse_unknown_keys(conf: Mapping[str, Any], where: str) -> None:
+    """Under :func:`strict`, raise SquallError for the first key :func:`conf_warnings`
+    names; otherwise nothing (Nimbus warns about them at submit)."""
+    if strict():
+        problems = conf_warnings(conf, where)
+        if problems:
+            raise SquallError(problems[0] + " (refused: --strict)")
 
 
 def known_keys() -> Mapping[str, Key]:

@@ -148,6 +148,7 @@ def submit_topology(name: str, conf: Mapping[str, Any] | None,
     if not isinstance(topology, Topology):
         raise SquallError(f"submit_topology wants a Topology or TopologyBuilder, got "
                           f"{type(topology).__name__}")
+    cfg.refuse_unknown_keys(conf or {}, f"topology {name}'s conf")
     try:
         full, sent = submission_conf(cfg.load_yaml(cfg.find_yaml()), conf, cli_overrides())
     except cfg.ConfigError as e:

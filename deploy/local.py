@@ -470,6 +470,7 @@ def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any
         loaded = load_flux(path, flux.get("filter"), bool(flux.get("env_filter")))
     else:
         loaded = load_topology_file(path)
+    cfg.refuse_unknown_keys(loaded.conf, f"{path}: {'config' if flux else 'CONF'}")  # first
     run = _Run(loaded, cli_overrides, echo, kafka)
     stop = {"why": None}
 

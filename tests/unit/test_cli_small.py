@@ -54,3 +54,29 @@ def test_durations_must_be_positive_finite_seconds():
         assert "is not a number of seconds greater than 0" in r.stderr, r.stderr
     r = squall("monitor", "wc", "-i", "nan")
     assert r.returncode == 2 and "is not a number of seconds greater than 0" in r.stderr
+
+
+def test_strict_after_the_command_and_for_a_files_conf(tmp_path):
+    """--strict was "No such option" after the command's name, and did not look at a
+    topology file's CONF: both now, before anything starts."""
+    r = squall("list", "--strict", "-c", "topology.wrokers=3")
+    assert r.returncode == 1 and r.stderr.strip() == (
+        "Error: -c: topology.wrokers is not a key Squall or Storm knows: did you mean "
+        "topology.workers? (refused: --strict)"), r.stderr
+    topo = tmp_path / "typo.py"
+    topo.write_text("from squall.client import TopologyBuilder\n"
+                    "from squall.client.testing import TestWordSpout\n"
+                    "CONF = {'topology.max.spout.pendng': 10}\n"
+                    "def topology():\n    b = TopologyBuilder()\n"
+                    "    b.set_spout('words', TestWordSpout())\n    return b\n")
+    for args in (("local", str(topo), "--strict"), ("--strict", "local", str(topo))):
+        r = squall(*args)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.strip() == (
+            f"Error: {topo}: CONF: topology.max.spout.pendng is not a key Squall or Storm "
+            "knows: did you mean topology.max.spout.pending? (refused: --strict)"), r.stderr
+        assert "starting ZooKeeper" not in r.stdout
+    r = squall("jar", str(topo), "--strict")  # refused before reaching for any Nimbus
+    assert r.returncode == 1 and r.stderr.strip() == (
+        "Error: topology typo's conf: topology.max.spout.pendng is not a key Squall or Storm "
+        "knows: did you mean topology.max.spout.pending? (refused: --strict)"), r.stderr
