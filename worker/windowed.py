@@ -59,11 +59,14 @@ class WindowHost:
         self.streams = len({(c, s) for c, s in context.this_sources()
                             if s != CHECKPOINT_STREAM_ID and not s.startswith("__")})
         self.last_now = 0
+        #: The clocks (squall.testing's engine gives simulated ones).
+        self.wall_clock = getattr(executor, "wall_clock", time.time)
+        self.monotonic = getattr(executor, "monotonic", time.monotonic)
         #: Event time: the first timestamps are looked at for seconds-for-milliseconds.
         self.ts_checks = 16
         #: Event time: when (monotonic) the watermark last moved, and whether its standing
         #: still was reported (once, until it moves again).
-        self.wm_moved_at = time.monotonic()
+        self.wm_moved_at = self.monotonic()
         self.wm_warned = False
         if self.spec.event_time:
             executor.add_timer(self.spec.watermark_ms / 1000, self.on_watermark_timer)
@@ -86,7 +89,7 @@ class WindowHost:
 
     def now(self) -> int:
         # Wall-clock ms (the window's timestamps), never going back.
-        self.last_now = max(self.last_now, int(time.time() * 1000))
+        self.last_now = max(self.last_now, int(self.wall_clock() * 1000))
         return self.last_now
 
     def execute(self, tup: Tuple) -> None:
@@ -112,7 +115,7 @@ class WindowHost:
         wm = manager.compute_watermark(self.streams)
         if wm is not None:
             self.run(manager.on_watermark(wm))
-        now = time.monotonic()
+        now = self.monotonic()
         if manager.watermark != before or not manager.pending:
             self.wm_moved_at, self.wm_warned = now, False
         elif not self.wm_warned and (now - self.wm_moved_at) * 1000 >= stall_after_ms(self.spec):
@@ -121,7 +124,7 @@ class WindowHost:
 
     def _check_timestamp(self, ts: Any) -> None:
         self.ts_checks -= 1
-        why = seconds_problem(ts, time.time() * 1000)
+        why = seconds_problem(ts, self.wall_clock() * 1000)
         if why is not None:
             self.ts_checks = 0  # said once
             self._warn(f"its timestamp field {self.spec.timestamp_field!r} looks like seconds: "

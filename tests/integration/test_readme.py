@@ -28,6 +28,19 @@ def python_blocks() -> list[tuple[int, str]]:
     return out
 
 
+def test_the_readmes_pytest_example_passes_against_its_first_topology(tmp_path):
+    """"Testing your topology": the test as written, beside the first example saved as
+    word_count.py, run by pytest in a process of its own."""
+    blocks = python_blocks()
+    test = next(src for _, src in blocks if "from squall.testing import" in src)
+    (tmp_path / "word_count.py").write_text(blocks[0][1])
+    (tmp_path / "test_word_count.py").write_text(test)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "test_word_count.py"], capture_output=True, text=True, timeout=120,
+                          cwd=str(tmp_path))
+    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_the_first_topology_of_the_readme_runs_as_written(tmp_path):
     line, source = python_blocks()[0]
     assert "def topology():" in source, f"README.md:{line} is not the word count any more"
@@ -50,7 +63,9 @@ def test_every_python_block_parses_and_its_imports_resolve(line, source):
     """The blocks are fragments (``builder`` comes from the first one); their imports must
     name what Squall has, as written."""
     tree = ast.parse(source, filename=f"README.md:{line}")
-    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    imports = [n for n in tree.body if isinstance(n, ast.Import) and
+               all(a.name.split(".")[0] == "squall" for a in n.names) or
+               isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "squall"]
     exec(compile(ast.Module(imports, type_ignores=[]), f"README.md:{line}", "exec"), {})
 
 
