@@ -414,6 +414,18 @@ def rebalance(name: str, wait_secs: int | None, num_workers: int | None,
 
 
 @cli.command()
+@click.argument("name")
+def quickstart(name: str) -> None:
+    """Write a project folder NAME: a topology, its resources/, a test using squall.testing
+    and a squall.yaml, which squall local, pytest and squall jar run as written."""
+    from ..deploy.quickstart import quickstart as write
+    path = _run(write, name)
+    click.echo(f"Created {path}/: topology.py, test_topology.py, resources/, squall.yaml, "
+               f"README.md\nNext:  cd {path} && pytest && squall local topology.py "
+               "--duration 10")
+
+
+@cli.command()
 def version() -> None:
     """Print Squall's version, Python's and where Squall is installed."""
     import platform

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
 import random
+import sys
 import time
 import traceback
 from collections import deque
@@ -168,6 +170,14 @@ class _TimerHost:
         return self.engine.now
 
 
+def _resources_beside(obj: Any) -> str:
+    """The resources/ folder beside the file defining ``obj``'s class: what a worker finds
+    at ``context.code_dir`` in the topology's package ("" when there is none)."""
+    path = getattr(sys.modules.get(type(obj).__module__), "__file__", None)
+    folder = os.path.join(os.path.dirname(os.path.abspath(path)), "resources") if path else ""
+    return folder if folder and os.path.isdir(folder) else ""
+
+
 class Engine:
     """One topology, run in this process on simulated time. Not thread-safe."""
 
@@ -211,7 +221,8 @@ class Engine:
             for tid in self.component_tasks[cid]:
                 obj = self._mock(comp, mocked[cid]) if cid in mocked else comp.instantiate()
                 ctx = TopologyContext(topology, self.component_tasks, tid, comp_conf,
-                                      "testing", 0, sorted(self._all_tasks()))
+                                      "testing", 0, sorted(self._all_tasks()),
+                                      code_dir=_resources_beside(obj))
                 self.tasks[tid] = _Task(tid, cid, comp.kind, obj, ctx, comp_conf)
         for task in self.tasks.values():
             task.routes = self._routes(task)
