@@ -24,9 +24,11 @@ import json
 import logging
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from typing import Any, Callable, Mapping
@@ -281,6 +283,49 @@ def summarize(info: Any) -> list[str]:
     return lines
 
 
+_RAISED = re.compile(r"component '(?P<comp>[^']+)' raised (?P<exc>[\w.]+): (?P<msg>.*)$")
+_FRAME = re.compile(r'^  File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<fn>.+)$')
+
+
+def user_crash(log_text: str) -> tuple[str, str] | None:
+    """``"tags raised SerializationError at setval.py:7 in execute (collector.emit(...)):
+    <message>"`` from a worker log's tail: the component, the exception, the user's own
+    frame nearest the raise (not Squall's, not a library's) and the message, with the
+    error text the worker reports (``"SerializationError: <message>"``); None when the tail
+    holds no such report."""
+    lines = log_text.splitlines()
+    at = max((i for i, ln in enumerate(lines) if _RAISED.search(ln)), default=None)
+    if at is None:
+        return None
+    m = _RAISED.search(lines[at])
+    where = ""
+    for i in range(len(lines) - 1, at, -1):
+        f = _FRAME.match(lines[i])
+        if f and not _framework(f["path"]):
+            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            where = f" at {os.path.basename(f['path'])}:{f['line']} in {f['fn']}" + \
+                (f" ({code})" if code and not _FRAME.match(lines[i + 1]) else "")
+            break
+    exc = m["exc"].rsplit(".", 1)[-1]
+    return f"{m['comp']} raised {exc}{where}: {m['msg']}", f"{exc}: {m['msg']}"
+
+
+#: Squall's own source folder (pure-Python frames; compiled ones read "squall/...").
+_SQUALL_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+_SQUALL_PACKAGES = ("acker", "cli", "client", "connectors", "deploy", "drpc", "nimbus", "proto",
+                    "supervisor", "testing", "ui", "worker")
+
+
+def _framework(path: str) -> bool:
+    """A frame of Squall, a library or Python itself: not where the user's mistake is."""
+    if path.startswith(_SQUALL_DIR):
+        return path[len(_SQUALL_DIR):].split(os.sep, 1)[0] in _SQUALL_PACKAGES
+    return path.startswith(("squall/", "<", sys.base_prefix, sys.prefix)) or \
+        "/site-packages/" in path
+
+
 #: ``squall local``'s exit code when tuple trees failed, timed out or were still pending at
 #: the end (1: a worker's user code raised, or squall local itself failed).
 EXIT_TREES_FAILED = 3
@@ -335,6 +380,8 @@ class ErrorFeed:
         self.count = 0
         #: Errors shown that Nimbus still lists (it keeps a component's last few only).
         self._seen: set[tuple] = set()
+        #: Error texts the run showed otherwise (a crash's own line): counted, not repeated.
+        self.shown: set[str] = set()
 
     def show(self, errors: Any) -> None:
         now = set()
@@ -344,6 +391,9 @@ class ErrorFeed:
             if key in self._seen:
                 continue
             self.count += 1
+            exc, sep, msg = e.error.strip().partition(": ")
+            if exc.rsplit(".", 1)[-1] + sep + msg in self.shown:  # the name unqualified
+                continue
             first, _, rest = e.error.strip().partition("\n")
             more = f" (+{rest.count(chr(10)) + 1} line(s) in its worker log)" if rest else ""
             at = time.strftime("%H:%M:%S", time.localtime(e.time_secs))
@@ -411,10 +461,17 @@ class _Run:
                 self.echo(f"[squall local]   worker 127.0.0.1:{ev.port} pid {ev.pid} "
                           f"tasks {list(ev.tasks)}")
             elif ev.kind == "exited":
-                why = "user code raised" if ev.exit_code == EXIT_USER_CODE else "exited"
-                self.echo(f"[squall local] worker 127.0.0.1:{ev.port} (pid {ev.pid}) {why}: "
-                          f"exit code {ev.exit_code}; last lines of {ev.log_path}:\n"
-                          f"{log_tail(ev.log_path, 25)}")
+                tail = log_tail(ev.log_path, 60)
+                crash = user_crash(tail) if ev.exit_code == EXIT_USER_CODE else None
+                if crash is not None:  # the user's mistake: what and where, on one line
+                    self.echo(f"[squall local] {crash[0]} (worker 127.0.0.1:{ev.port}, pid "
+                              f"{ev.pid}; the traceback is in {ev.log_path})")
+                    self.errors.shown.add(crash[1])  # its report need not say it again
+                else:
+                    why = "user code raised" if ev.exit_code == EXIT_USER_CODE else "exited"
+                    self.echo(f"[squall local] worker 127.0.0.1:{ev.port} (pid {ev.pid}) "
+                              f"{why}: exit code {ev.exit_code}; last lines of {ev.log_path}:"
+                              f"\n{''.join(tail.splitlines(keepends=True)[-25:])}")
                 if ev.exit_code == EXIT_USER_CODE:
                     self.crashed = True
                 else:
@@ -478,6 +535,11 @@ def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any
         stop["why"] = f"signal {signum}"
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    # The run shows each worker's exit itself (show_events): the in-process supervisor's
+    # own warning, with the log's tail, would say it again on stderr.
+    sup_log = logging.getLogger("squall.supervisor")
+    sup_level = sup_log.level
+    sup_log.setLevel(logging.ERROR)
     code = 1
     try:
         echo(f"[squall local] starting ZooKeeper, Nimbus and a supervisor in "
@@ -504,6 +566,7 @@ def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        sup_log.setLevel(sup_level)
         run.close()
         if code == 0 and not run.errors.count and not keep_logs:
             run.cluster.cleanup()

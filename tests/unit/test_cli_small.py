@@ -80,3 +80,30 @@ def test_strict_after_the_command_and_for_a_files_conf(tmp_path):
     assert r.returncode == 1 and r.stderr.strip() == (
         "Error: topology typo's conf: topology.max.spout.pendng is not a key Squall or Storm "
         "knows: did you mean topology.max.spout.pending? (refused: --strict)"), r.stderr
+
+
+PURE_LOG = """2026-11-26 20:39:39,020 ERROR [t pid=1] squall.worker: component=tags error: x
+worker 127.0.0.1:1 of topology t: component 'tags' raised squall.client.errors.SerializationError: field 'tags' holds a builtins.set
+Traceback (most recent call last):
+  File "{root}/worker/loop.py", line 181, in _loop
+    done += ex.run_once()
+  File "/tmp/squall-local-x/supervisor/stormdist/t-1/package.zip/setval.py", line 7, in execute
+    collector.emit([tup.values[0], {{1, 2}}])
+  File "{root}/worker/collector.py", line 152, in _check_values
+    raise SerializationError(
+squall.client.errors.SerializationError: field 'tags' holds a builtins.set
+"""
+
+
+def test_a_crash_is_summed_up_as_what_and_where_in_the_users_code():
+    import os
+
+    import squall
+    from squall.deploy.local import user_crash
+    root = os.path.dirname(squall.__file__)
+    line, text = user_crash(PURE_LOG.format(root=root))
+    assert line == ("tags raised SerializationError at setval.py:7 in execute "
+                    "(collector.emit([tup.values[0], {1, 2}])): field 'tags' holds a "
+                    "builtins.set")
+    assert text == "SerializationError: field 'tags' holds a builtins.set"
+    assert user_crash("worker started\nnothing raised here\n") is None
