@@ -37,10 +37,13 @@ log = logging.getLogger("squall.worker.loop")
 
 #: Frames taken from the socket per round.
 FRAMES_PER_ROUND = 64
-#: A spout's step (next_tuple, ack, fail, open...) holding the loop's thread longer than
-#: this leaves the thread to it: the loop goes on on a new one (EventLoop.rescue). Three
-#: slow calls of SLOW_CALL_SECS move a sleeping spout sooner, between its calls.
+#: A spout's step (next_tuple, ack, fail) holding the loop's thread longer than this leaves
+#: the thread to it: the loop goes on on a new one (EventLoop.rescue). Three slow calls of
+#: SLOW_CALL_SECS move a sleeping spout sooner, between its calls.
 RESCUE_SECS = 0.25
+#: ... and its open, activate or deactivate: a source's first connection may take a moment
+#: without the spout being one that blocks (on a thread of its own it would stay).
+RESCUE_OPEN_SECS = 5.0
 
 
 class EventLoop:
@@ -86,7 +89,7 @@ class EventLoop:
     def rescue(self, now: float) -> Any:
         """Any thread (the worker's main loop): when the step running on the loop's thread
         is a movable executor's (a spout) and has been in user code longer than RESCUE_SECS
-        by ``now`` (perf_counter), the loop goes on on a new thread without it, and the old
+        (RESCUE_OPEN_SECS in open) by ``now`` (perf_counter), the loop goes on on a new thread without it, and the old
         thread becomes that executor's own once its call returns. Returns the executor
         rescued from, or None.
 
@@ -97,7 +100,8 @@ class EventLoop:
         with self._lock:
             ex = self.current
             since = ex.calling if ex is not None else 0.0
-            if not since or now - since < RESCUE_SECS:
+            if not since or now - since < (RESCUE_OPEN_SECS if ex.phase.startswith("open")
+                                           else RESCUE_SECS):
                 return None
             self.current = None
             ex.rescued = True
