@@ -77,7 +77,11 @@ def cluster_info(state: ClusterState, topologies: list[TopologyState],
         except ContractError:  # shown, with what is known, rather than failing the view
             info = SupervisorInfo(str(data.get("host", "?")) if isinstance(data, dict) else "?",
                                   ())
-        supervisors.append({"id": sid, "host": info.host, "uptime_secs": int(info.uptime_secs),
+        # The record is written at registration (and when its used slots change): its uptime
+        # then, plus the time since, is the uptime now (Storm's is computed when asked too).
+        uptime = info.uptime_secs + max(0.0, now - info.time_secs) if info.time_secs \
+            else info.uptime_secs
+        supervisors.append({"id": sid, "host": info.host, "uptime_secs": int(uptime),
                             "num_slots": len(info.slots), "num_used_slots": used.get(sid, 0)})
     return {"supervisors": supervisors, "topologies": sorted(rows, key=lambda t: t["name"]),
             "nimbus_uptime_secs": int(uptime_secs), "nimbuses": nimbuses}

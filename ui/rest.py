@@ -90,6 +90,10 @@ def make_app(client: Any, conf: Mapping[str, Any], version: str,
         except ValueError as e:
             raise InvalidRequest(str(e)) from None
 
+    def include_sys() -> bool:
+        # Storm's ?sys=true (its UI's "Show System Stats"): the system streams' counts too.
+        return request.args.get("sys", "").lower() in ("1", "true")
+
     def info(tid: str, secs: int = 0):
         return client.topology_info(topology_id=tid, window_secs=secs)
 
@@ -145,14 +149,14 @@ def make_app(client: Any, conf: Mapping[str, Any], version: str,
         secs = window()
         main = info(tid, secs)
         return jsonify(sj.topology_page(main, windows(tid, {secs: main}), secs,
-                                        topo_conf(tid), log_link,
-                                        include_sys=request.args.get("sys") in ("1", "true")))
+                                        topo_conf(tid), log_link, include_sys=include_sys()))
 
     @app.get("/api/v1/topology/<tid>/component/<component>")
     def component(tid: str, component: str):
         secs = window()
         main = info(tid, secs)
-        page = sj.component_page(main, component, secs, windows(tid, {secs: main}), log_link)
+        page = sj.component_page(main, component, secs, windows(tid, {secs: main}), log_link,
+                                 include_sys=include_sys())
         if page is None:
             return json_error(404, f"topology {tid} has no component {component!r} "
                                f"(it has: {', '.join(c.component_id for c in main.components)})")

@@ -2,8 +2,12 @@
 
 Pure functions, so the shapes are tested without a server. Storm returns latencies and
 capacity as strings with three decimals ("0.048"); so do we, since dashboards parse them
-that way. Squall's own additions (health, percentiles, per-stream detail) use new names and
-never change a Storm field's meaning.
+that way. Squall's own additions (health, percentiles, per-stream detail, grouped errors,
+when the counts were taken) use new names and never change a Storm field's meaning.
+
+Emitted and transferred count the user's streams only unless ``sys`` is asked for, as Storm's
+UI does: the acker's, the system's (``__`` ids) and the internal ones of checkpoints and
+Trident's batch coordination (``$`` ids) are left out.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 from urllib.parse import quote
+
+from ..client.cluster_state import MAX_ERRORS_PER_COMPONENT
 
 #: Storm's UI windows, seconds; 0 is all time.
 WINDOWS = (600, 10800, 86400, 0)
@@ -56,6 +62,21 @@ def window_label(secs: int) -> str:
 
 def _f3(x: float) -> str:
     return f"{x:.3f}"
+
+
+def is_system_stream(stream: str) -> bool:
+    """Storm's system streams (``__ack_init``, ``__tick``, ...) and Squall's internal ones
+    (``$checkpoint``, Trident's ``$batch``, ``$commit``, ``$coord-...``, ``$success``)."""
+    return stream.startswith(("__", "$"))
+
+
+def emits(x: Any, include_sys: bool) -> tuple[int, int]:
+    """(emitted, transferred) of an executor or component: its user streams' unless
+    ``include_sys``. A message without per-stream counts gives its totals."""
+    if include_sys or not x.streams:
+        return x.emitted, x.transferred
+    user = [v for k, v in x.streams.items() if not is_system_stream(k)]
+    return sum(v.emitted for v in user), sum(v.transferred for v in user)
 
 
 def cluster_summary(c: Any, version: str) -> dict:
@@ -113,18 +134,54 @@ def _error_fields(errors: list, log_link: LogLink, tid: str, now: float) -> dict
             "errorWorkerLogLink": log_link(tid, e.host, e.port) if e.host else ""}
 
 
-def window_stats(info: Any, secs: int) -> dict:
+def window_stats(info: Any, secs: int, include_sys: bool = False) -> dict:
     """One entry of topologyStats: the topology's totals over one window (Storm counts what
     spouts emitted and acked; bolts' emits add to emitted and transferred)."""
     spouts = [c for c in info.components if c.type == "spout"]
     done = sum(c.acked for c in spouts)
     lat = sum(c.complete_latency_ms * c.acked for c in spouts) / done if done else 0.0
-    user = [c for c in info.components if not c.component_id.startswith("__")]
+    counted = [emits(c, include_sys) for c in info.components
+               if include_sys or not c.component_id.startswith("__")]
     return {"windowPretty": PRETTY.get(secs, f"{secs}s"), "window": window_label(secs),
-            "emitted": sum(c.emitted for c in user),
-            "transferred": sum(c.transferred for c in user),
+            "emitted": sum(e for e, _ in counted),
+            "transferred": sum(t for _, t in counted),
             "completeLatency": _f3(lat), "acked": done,
             "failed": sum(c.failed for c in spouts)}
+
+
+def _error_row(e: Any, log_link: LogLink, tid: str, now: float) -> dict:
+    return {"component": e.component, "error": e.error, "errorTime": e.time_secs,
+            "errorHost": e.host, "errorPort": e.port, "errorLapsedSecs": int(now - e.time_secs),
+            "errorWorkerLogLink": log_link(tid, e.host, e.port) if e.host else ""}
+
+
+def error_groups(errors: list, log_link: LogLink, tid: str, now: float) -> list[dict]:
+    """Errors with the same text from the same component as one row: how many, the first and
+    the last time, and where the last one happened; the latest group first. Nimbus keeps the
+    last :data:`MAX_ERRORS_PER_COMPONENT` of a component, so ``count`` counts those, and
+    ``olderDropped`` says a full list may have let older ones go."""
+    kept: dict[str, int] = {}
+    groups: dict[tuple[str, str], dict] = {}
+    for e in errors:  # oldest first, as Nimbus lists them
+        kept[e.component] = kept.get(e.component, 0) + 1
+        g = groups.get((e.component, e.error))
+        if g is None:
+            g = groups[(e.component, e.error)] = {"count": 0, "firstTime": e.time_secs}
+        g.update(_error_row(e, log_link, tid, now), count=g["count"] + 1,
+                 lastTime=e.time_secs)
+    for (comp, _), g in groups.items():
+        g["olderDropped"] = kept[comp] >= MAX_ERRORS_PER_COMPONENT
+    return sorted(groups.values(), key=lambda g: g["lastTime"], reverse=True)
+
+
+def _stats_times(info: Any) -> dict[str, float]:
+    """component -> when its newest counters were taken (epoch seconds, the worker's clock):
+    a rate is counts over the change of this, and no new time means no new counts."""
+    out: dict[str, float] = {}
+    for ex in info.executors:
+        if ex.stats_time_secs:
+            out[ex.component_id] = max(out.get(ex.component_id, 0.0), ex.stats_time_secs)
+    return out
 
 
 def topology_page(info: Any, by_window: dict[int, Any], secs: int, conf: dict,
@@ -136,24 +193,29 @@ def topology_page(info: Any, by_window: dict[int, Any], secs: int, conf: dict,
     errors_by_comp: dict[str, list] = {}
     for e in info.errors:
         errors_by_comp.setdefault(e.component, []).append(e)
+    stats_times = _stats_times(info)
     spouts, bolts = [], []
     for c in info.components:
         if c.component_id.startswith("__") and not include_sys:
             continue
         errs = _error_fields(errors_by_comp.get(c.component_id, []), log_link, info.id, now)
-        common = {"executors": c.num_executors, "tasks": c.num_tasks, "emitted": c.emitted,
-                  "transferred": c.transferred, "acked": c.acked, "failed": c.failed,
-                  "encodedId": quote(c.component_id, safe=""), **errs}
+        emitted, transferred = emits(c, include_sys)
+        common = {"executors": c.num_executors, "tasks": c.num_tasks, "emitted": emitted,
+                  "transferred": transferred, "acked": c.acked, "failed": c.failed,
+                  "encodedId": quote(c.component_id, safe=""), **errs,
+                  "statsTime": stats_times.get(c.component_id)}
         if c.type == "spout":
             spouts.append({"spoutId": c.component_id, **common,
                            "completeLatency": _f3(c.complete_latency_ms),
                            "completeLatencyP50": _f3(c.complete_latency_p50_ms),
                            "completeLatencyP99": _f3(c.complete_latency_p99_ms),
+                           "completeLatencyMs": c.complete_latency_ms,
                            "pending": c.pending})
         else:
             bolts.append({"boltId": c.component_id, **common, "executed": c.executed,
                           "executeLatency": _f3(c.execute_latency_ms),
                           "processLatency": _f3(c.process_latency_ms),
+                          "executeLatencyMs": c.execute_latency_ms,
                           "capacity": _f3(c.capacity)})
     workers: dict[tuple[str, int], dict] = {}
     for ex in info.executors:
@@ -176,21 +238,20 @@ def topology_page(info: Any, by_window: dict[int, Any], secs: int, conf: dict,
             "window": window_label(secs), "windowHint": PRETTY.get(secs, f"{secs}s"),
             "schedulerDisplayResource": False, "replicationCount": 1,
             "debug": bool(conf.get("topology.debug", False)),
-            "topologyStats": [window_stats(by_window[w], w) for w in WINDOWS if w in by_window],
+            "topologyStats": [window_stats(by_window[w], w, include_sys)
+                              for w in WINDOWS if w in by_window],
             "spouts": spouts, "bolts": bolts, "workers": list(workers.values()),
             "recentRestarts": info.recent_restarts,
             "restartWindowSeconds": info.restart_window_secs,
-            "errors": [{"component": e.component, "error": e.error, "errorTime": e.time_secs,
-                        "errorHost": e.host, "errorPort": e.port,
-                        "errorLapsedSecs": int(now - e.time_secs),
-                        "errorWorkerLogLink": log_link(info.id, e.host, e.port) if e.host
-                        else ""} for e in list(info.errors)[-20:]],
+            "errors": [_error_row(e, log_link, info.id, now) for e in list(info.errors)[-20:]],
+            "errorGroups": error_groups(list(info.errors), log_link, info.id, now),
             "configuration": conf}
 
 
-def _counts(kind: str, x: Any) -> dict:
+def _counts(kind: str, x: Any, include_sys: bool) -> dict:
     """Storm's counters of an executor or a component (ExecutorSummary, ComponentStats)."""
-    out = {"emitted": x.emitted, "transferred": x.transferred, "acked": x.acked,
+    emitted, transferred = emits(x, include_sys)
+    out = {"emitted": emitted, "transferred": transferred, "acked": x.acked,
            "failed": x.failed}
     if kind == "spout":
         out["completeLatency"] = _f3(x.complete_latency_ms)
@@ -201,13 +262,15 @@ def _counts(kind: str, x: Any) -> dict:
 
 
 def component_page(info: Any, component: str, secs: int, by_window: dict[int, Any],
-                   log_link: LogLink, now: float | None = None) -> dict | None:
+                   log_link: LogLink, include_sys: bool = False,
+                   now: float | None = None) -> dict | None:
     """/api/v1/topology/:id/component/:component, or None for an unknown component."""
     now = time.time() if now is None else now
     comp = next((c for c in info.components if c.component_id == component), None)
     if comp is None:
         return None
     kind = comp.type
+    mine = [e for e in info.errors if e.component == component]
     execs = []
     for ex in info.executors:
         if ex.component_id != component:
@@ -216,7 +279,7 @@ def component_page(info: Any, component: str, secs: int, by_window: dict[int, An
                       "port": ex.port, "uptime": pretty_uptime(ex.uptime_secs),
                       "uptimeSeconds": ex.uptime_secs,
                       "workerLogLink": log_link(info.id, ex.host, ex.port),
-                      **_counts(kind, ex)})
+                      **_counts(kind, ex, include_sys)})
     summary_key = "spoutSummary" if kind == "spout" else "boltStats"
     summaries = []
     for w in WINDOWS:
@@ -226,7 +289,7 @@ def component_page(info: Any, component: str, secs: int, by_window: dict[int, An
         if c is None:
             continue
         summaries.append({"windowPretty": PRETTY[w], "window": window_label(w),
-                          **_counts(kind, c)})
+                          **_counts(kind, c, include_sys)})
     return {"id": component, "encodedId": quote(component, safe=""), "name": info.name,
             "topologyId": info.id, "encodedTopologyId": quote(info.id, safe=""),
             "topologyStatus": info.status, "user": info.owner, "componentType": kind,
@@ -237,13 +300,13 @@ def component_page(info: Any, component: str, secs: int, by_window: dict[int, An
             "profilerActive": [],
             summary_key: summaries,
             "outputStats": [{"stream": k, "emitted": v.emitted, "transferred": v.transferred}
-                            for k, v in sorted(comp.streams.items())],
+                            for k, v in sorted(comp.streams.items())
+                            if include_sys or not is_system_stream(k)],
             "executorStats": execs,
             "componentErrors": [
-                {"error": e.error, "errorTime": e.time_secs, "errorHost": e.host,
-                 "errorPort": e.port, "errorLapsedSecs": int(now - e.time_secs),
-                 "errorWorkerLogLink": log_link(info.id, e.host, e.port) if e.host else ""}
-                for e in info.errors if e.component == component]}
+                {k: v for k, v in _error_row(e, log_link, info.id, now).items()
+                 if k != "component"} for e in mine],
+            "componentErrorGroups": error_groups(mine, log_link, info.id, now)}
 
 
 def visualization(topology: Any, info: Any) -> dict:

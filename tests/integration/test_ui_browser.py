@@ -2,8 +2,13 @@
 LocalCluster started with ``web=True`` (private ZooKeeper, Nimbus, a supervisor, the UI and
 a logviewer).
 
-* the word-count example on the topology page: tables, graph, and a live chart that moves
-  (a full-page screenshot is kept as a test artifact);
+* the word-count example on the topology page: tables, graph, and live charts with axes
+  whose points come one per stats report and are never a false zero, though the page polls
+  more often than counts arrive; then the cluster page, where a supervisor's uptime moves
+  between two refreshes (full-page screenshots of both are kept; nothing on either is
+  wider than the page);
+* a Trident topology's page: graph labels cover no label or node, tables fit the page, one
+  error reported several times is one row with its count (a full-page screenshot is kept);
 * the Kill button with a wait time: the topology goes KILLED, then is removed after the wait;
 * the page-load time of a topology with ~50 executors (measured and reported, not asserted;
   written to ``ui-page-load.json`` beside the screenshot);
@@ -11,7 +16,9 @@ a logviewer).
 
 Nothing is downloaded: Playwright drives ``/usr/bin/chromium`` (``scripts/setup.sh`` installs
 it); ``playwright install`` is never needed. Artifacts go to ``$SQUALL_TEST_ARTIFACTS``
-(default: ``test-artifacts/`` at the repo root).
+(default: ``test-artifacts/`` at the repo root); the README's screenshots in docs/ are
+``ui-cluster.png``, ``ui-topology.png``, ``ui-trident.png`` and ``ui-kafka-lag.png`` from there,
+taken with ``SQUALL_UI_CHART_POINTS=24`` (charts with two minutes of points).
 """
 
 from __future__ import annotations
@@ -47,8 +54,11 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"
                  "--disable-sync"]
 VIEWPORT = {"width": 1400, "height": 1000}
 
+#: How often the supervisor reports its workers' counters to Nimbus: Squall's default (not
+#: squall local's 1 s), so counts reach the page more slowly than it polls, as on a cluster.
+REPORT_SECS = 5
 #: The daemons' conf: the UI on a free port (not 8080, which a real `squall ui` may hold).
-CLUSTER_OVERRIDES = {cfg.UI_PORT: 0}
+CLUSTER_OVERRIDES = {cfg.UI_PORT: 0, cfg.SUPERVISOR_HEARTBEAT_FREQUENCY_SECS: REPORT_SECS}
 #: Slots: the three topologies of this module (2 + 1 + 2 workers) fit side by side.
 SLOTS = 6
 #: Bound on a submitted topology's workers starting and its spout acking (a cold worker
@@ -67,8 +77,12 @@ def _page_poll_secs() -> float:
 POLL_SECS = _page_poll_secs()
 #: Playwright's default timeout for an action or a selector: a few page refreshes.
 UI_TIMEOUT_MS = int(5 * POLL_SECS * 1000)
-#: A chart "moves" once it has 3 rates (4 samples) with the last above 0: ~10 refreshes.
-CHART_TIMEOUT_MS = int(10 * POLL_SECS * 1000)
+#: Rates a chart must have before its points are judged: one per report after the first.
+#: More fill the charts of the screenshots (SQUALL_UI_CHART_POINTS=24: two minutes).
+CHART_POINTS = int(os.environ.get("SQUALL_UI_CHART_POINTS", "4"))
+#: Bound on those: the reports they need, plus two for the page's polls and the worker's
+#: stats interval landing between reports.
+CHART_TIMEOUT_MS = int((CHART_POINTS + 3) * REPORT_SECS * 1000)
 
 
 def artifacts_dir() -> str:
@@ -217,18 +231,76 @@ def texts_are(page, selector: str, expected: list[str]) -> None:
     page.wait_for_function(SORTED_TEXTS, arg=[selector, sorted(expected)])
 
 
-# --- 1. the topology page ------------------------------------------------------------------
-def test_topology_page_shows_the_word_count_and_its_chart_moves(local, page):
+# --- what every page must be --------------------------------------------------------------
+#: Elements wider than the page or reaching past its edges (none on a page that fits).
+OVERFLOWING = """() => {
+  const W = document.documentElement.clientWidth, out = [];
+  if (document.documentElement.scrollWidth > W)
+    out.push(`the page scrolls sideways: ${document.documentElement.scrollWidth} > ${W}`);
+  for (const el of document.querySelectorAll("body *")) {
+    const r = el.getBoundingClientRect();
+    if (!r.width && !r.height) continue;
+    if (r.left < -0.5 || r.right > W + 0.5) {
+      const cls = typeof el.className === "string" ? el.className : el.className.baseVal;
+      out.push(`${el.tagName.toLowerCase()}${el.id ? "#" + el.id : ""}${cls ? "." + cls : ""} ` +
+               `spans ${Math.round(r.left)}..${Math.round(r.right)} of ${W}`);
+    }
+  }
+  return out.slice(0, 10);
+}"""
+
+
+def assert_fits(page) -> None:
+    assert page.evaluate(OVERFLOWING) == []
+
+
+def screenshot(page, name: str) -> str:
+    shot = os.path.join(artifacts_dir(), name)
+    page.screenshot(path=shot, full_page=True)
+    assert os.path.getsize(shot) > 10_000
+    return shot
+
+
+def uptime_secs(text: str) -> int:
+    """Storm's "1d 2h 3m 4s" -> seconds."""
+    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)([dhms])", text))
+
+
+def refreshes(page) -> int:
+    """How many refreshes the page has painted (app.js counts them on #updated)."""
+    return int(page.get_attribute("#updated", "data-refreshes") or 0)
+
+
+#: The chart of a component once it has ``n`` rates: [rates, the counts' seconds between
+#: them, polls so far, x tick labels, the units, the time window's label, points drawn].
+CHART_READ = """([sel, n]) => { const c = document.querySelector(sel);
+  if (!c || !(Number(c.dataset.points) >= n)) return null;
+  const svg = c.querySelector("svg");
+  return [JSON.parse(c.dataset.rates), JSON.parse(c.dataset.dts),
+          Number(document.querySelector("#updated").dataset.refreshes),
+          [...svg.querySelectorAll(".x-axis text:not(.title)")].map((e) => e.textContent),
+          [...svg.querySelectorAll("text.unit")].map((e) => e.textContent),
+          svg.querySelector(".x-axis text.title").textContent,
+          svg.querySelectorAll("circle.pt").length]; }"""
+
+
+# --- 1. the cluster page and the word count's page ------------------------------------------
+def test_word_count_pages_charts_on_the_reports_cadence_and_fit(local, rest, page):
     wc = word_count_example()
     conf = dict(wc.CONF, **{"wordcount.sentences": 0, "topology.workers": 2})
     with running(local, wc.NAME, wc.topology().create_topology(), conf) as tid:
+        requested = []
+        page.on("request", lambda r: requested.append(r.url))
         open_ui(page, local)
         row = page.locator("#topologies tbody tr", has_text=tid)
         row.wait_for()
         assert wc.NAME in row.inner_text()
+        poll_for(lambda: any(s["acked"] for s in (rest.topology(tid) or {}).get("spouts", [])),
+                 timeout=STARTUP_SECS, interval=0.5, what=f"{tid}'s spout acking")
+
         row.get_by_role("link", name=wc.NAME, exact=True).click()
         page.wait_for_url(re.compile(rf"#/topology/{re.escape(quote(tid, safe=''))}$"))
-
         texts_are(page, "#spouts tbody tr td:first-child", ["sentences"])
         texts_are(page, "#bolts tbody tr td:first-child", ["split", "count", "report"])
         # The graph (drawn after the tables, from /visualization): the 4 user components,
@@ -239,24 +311,39 @@ def test_topology_page_shows_the_word_count_and_its_chart_moves(local, page):
                                           "els => els.map((e) => e.dataset.component)")
         assert sorted(nodes) == ["count", "report", "sentences", "split"]
 
-        # The spout's chart moves: more than 2 rates, the last above 0 (its values are read
-        # in the same check: the next refresh redraws the chart).
-        points, rate, vertices = page.wait_for_function(
-            """sel => { const c = document.querySelector(sel);
-                        if (!c || !(Number(c.dataset.points) > 2 && Number(c.dataset.lastRate) > 0))
-                          return null;
-                        const line = c.querySelector('svg polyline').getAttribute('points');
-                        return [Number(c.dataset.points), Number(c.dataset.lastRate),
-                                line.trim().split(' ').length]; }""",
-            arg='div.chart[data-component="sentences"]', timeout=CHART_TIMEOUT_MS).json_value()
-        assert points > 2 and rate > 0
-        assert vertices == points  # the line has a vertex per rate
+        # The spout's chart: a point per report of the counters (every REPORT_SECS), though
+        # the page polls every POLL_SECS; so none is a zero while the spout acks all along.
+        polls0 = refreshes(page)
+        rates, dts, polls, xticks, units, window, circles = page.wait_for_function(
+            CHART_READ, arg=['div.chart[data-component="sentences"]', CHART_POINTS],
+            timeout=CHART_TIMEOUT_MS).json_value()
+        assert len(rates) >= CHART_POINTS and all(r > 0 for r in rates), rates
+        assert circles == len(rates)
+        # Rates over the counts' own intervals: a report's, longer than a poll's.
+        assert statistics.median(dts) > POLL_SECS, (dts, POLL_SECS)
+        assert polls - polls0 >= len(rates) - 1  # the page polled all along
+        assert units == ["acked/s", "latency ms"] and "now" in xticks and len(xticks) >= 3
+        assert window.startswith("last "), window
+        assert_fits(page)
+        shot = screenshot(page, "ui-topology.png")
+        print(f"\nscreenshot of the topology page: {shot} (spout chart: {rates} acked/s, "
+              f"{dts} s apart, over {polls - polls0} polls; {window})")
 
-        shot = os.path.join(artifacts_dir(), "ui-topology-page.png")
-        page.screenshot(path=shot, full_page=True)
-        assert os.path.getsize(shot) > 10_000
-        print(f"\nscreenshot of the topology page: {shot} "
-              f"(chart: {points} points, last rate {rate:g}/s)")
+        # Back on the cluster page: the supervisor's uptime is now's, not the one it
+        # registered with, so two refreshes show two values.
+        page.click("header a.brand")
+        cell = "#supervisors tbody tr td:nth-child(6)"
+        page.wait_for_selector(cell)
+        first = page.inner_text(cell).strip()
+        page.wait_for_function("([sel, t]) => { const m = document.querySelector(sel); return m && "
+                               "m.textContent.trim() !== t; }", arg=[cell, first])
+        assert uptime_secs(page.inner_text(cell)) > uptime_secs(first)
+        page.locator("#topologies tbody tr", has_text=tid).wait_for()
+        assert_fits(page)
+        print(f"screenshot of the cluster page: {screenshot(page, 'ui-cluster.png')}")
+        # The icon is in the page: no request for one, and none leaves the UI's origin.
+        assert page.get_attribute("link[rel=icon]", "href").startswith("data:image/svg+xml,")
+        assert not [u for u in requested if "favicon" in u or not u.startswith(local.ui.url)]
         assert page.js_errors == []
 
 
@@ -436,9 +523,132 @@ def test_topology_page_shows_kafka_lag_per_partition(local, rest, page, kafka_br
                                          "els => els.map((e) => Number(e.textContent))")
         assert lags == [25, 25, 25, 25]
         assert "total 100" in page.inner_text("#kafka-lag-box h2")
+        # The counts of those 2000 sentences, which may be a report away.
+        poll_for(lambda: (rest.topology(tid) or {"spouts": [{}]})["spouts"][0].get("acked", 0)
+                 >= 2000, timeout=3 * REPORT_SECS, interval=0.5, what="the spout's acks in the UI")
+        page.wait_for_function("() => Number((document.querySelector('#spouts tbody tr "
+                               "td:nth-child(8)') || {textContent: '0'}).textContent"
+                               ".replace(/,/g, '')) >= 2000")
         shot = os.path.join(artifacts_dir(), "ui-kafka-lag.png")
         page.locator("#kafka-lag-box").scroll_into_view_if_needed()
         page.screenshot(path=shot, full_page=True)
         assert os.path.getsize(shot) > 10_000
         print(f"\nscreenshot of the topology page with its Kafka lag: {shot}")
+        assert page.js_errors == []
+
+
+# --- 6. a Trident topology's page -------------------------------------------------------------
+#: The error the Trident split reports on each task's first REPEATS sentences.
+REPEATED_ERROR = "ValueError: sentence has no stop word list; split on spaces only"
+REPEATS = 4
+
+
+def trident_word_count(sentences: list[str]):
+    """Storm's TridentWordCount over an endless spout (each batch: ``sentences``), its counts
+    in memory; the split reports :data:`REPEATED_ERROR` on each task's first
+    :data:`REPEATS` sentences. The classes are made here so that they are pickled by value:
+    the workers need not import this module."""
+    from squall.client.trident.operation import Count, Function
+    from squall.client.trident.spout import Emitter, TridentSpout
+    from squall.client.trident.state.factory import MemoryMapState
+    from squall.client.trident.stream import TridentTopology
+
+    class SentenceEmitter(Emitter):
+        def emit_batch(self, attempt, metadata, collector):
+            for s in sentences:
+                collector.emit([s])
+
+    class Sentences(TridentSpout):
+        def get_emitter(self, tx_state_id, conf, context):
+            return SentenceEmitter()
+
+        def output_fields(self):
+            return ["sentence"]
+
+    class Split(Function):
+        def __init__(self):
+            self.seen = 0
+
+        def execute(self, tup, collector):
+            self.seen += 1
+            if self.seen <= REPEATS:
+                collector.report_error(REPEATED_ERROR)
+            for w in tup[0].split():
+                collector.emit([w])
+
+    t = TridentTopology()
+    (t.new_stream("sentences", Sentences())
+      .each(["sentence"], Split(), ["word"]).parallelism_hint(2)
+      .group_by(["word"])
+      .persistent_aggregate(MemoryMapState.transactional("ui-counts"), Count(), ["count"])
+      .parallelism_hint(2))
+    return t.build()
+
+
+#: Edge labels of the graph that cover another label or a node (none when it reads).
+LABEL_OVERLAPS = """() => {
+  const box = (e) => e.getBoundingClientRect();
+  const labels = [...document.querySelectorAll("#graph g.edge-label rect")].map(box);
+  const nodes = [...document.querySelectorAll("#graph g.node rect")].map(box);
+  const hit = (a, b) => a.left < b.right - 0.5 && b.left < a.right - 0.5 &&
+                        a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;
+  const out = [];
+  labels.forEach((a, i) => {
+    labels.slice(i + 1).forEach((b, j) => { if (hit(a, b)) out.push(`label ${i} covers label ${i + j + 1}`); });
+    nodes.forEach((n, j) => { if (hit(a, n)) out.push(`label ${i} covers node ${j}`); });
+  });
+  return [labels.length, out];
+}"""
+
+
+def test_trident_page_reads_its_graph_tables_and_errors(local, rest, page):
+    wc = word_count_example()
+    conf = {"topology.workers": 2, "topology.max.spout.pending": 2,
+            "topology.trident.batch.emit.interval.millis": 200}
+    topology = trident_word_count(wc.make_pool()[:20])
+    with running(local, "ui-trident", topology, conf) as tid:
+        def counted():
+            t = rest.topology(tid)
+            groups = [g for g in (t or {}).get("errorGroups", []) if g["error"] == REPEATED_ERROR]
+            return (t, groups[0]) if groups and groups[0]["count"] >= REPEATS and \
+                any(b["executed"] for b in t["bolts"]) else None
+        t, group = poll_for(counted, timeout=STARTUP_SECS, interval=0.5,
+                            what=f"{tid} running, its split's errors reported")
+        raw = [e for e in t["errors"] if e["error"] == REPEATED_ERROR]
+        assert group["count"] == len(raw) and {e["component"] for e in raw} == {group["component"]}
+        assert group["lastTime"] == max(e["errorTime"] for e in raw)
+        # Emitted counts the user's streams: the master coordinator sends only Trident's
+        # batch coordination, which ?sys=true adds.
+        status, with_sys = rest.get(f"/api/v1/topology/{quote(tid, safe='')}?sys=true")
+        assert status == 200
+        master = [s for s in t["spouts"] if s["spoutId"].startswith("$mastercoord")]
+        assert master and master[0]["emitted"] == 0
+        assert next(s for s in with_sys["spouts"] if s["spoutId"] == master[0]["spoutId"])["emitted"] > 0
+
+        open_ui(page, local, f"#/topology/{quote(tid, safe='')}")
+        page.wait_for_selector("#graph svg g.edge-label")
+        labels, overlaps = page.evaluate(LABEL_OVERLAPS)
+        assert labels >= 5 and overlaps == [], overlaps
+        # One row for the repeated error, with how many times (as the REST API counts them
+        # now: another task's may still be arriving) and the last time.
+        rows = page.locator("#errors tbody tr", has_text=REPEATED_ERROR)
+        rows.first.wait_for()
+
+        def row_agrees():
+            cells = rows.first.locator("td").all_inner_texts()
+            now = next(g for g in rest.topology(tid)["errorGroups"] if g["error"] == REPEATED_ERROR)
+            return cells if cells[2] == str(now["count"]) else None
+        cells = poll_for(row_agrees, timeout=5 * POLL_SECS, interval=POLL_SECS / 3,
+                         what="the page's error count to be the REST API's")
+        assert rows.count() == 1 and cells[1] == group["component"]
+        bolt_chart = f'div.chart[data-component="{group["component"]}"]'
+        rates = page.wait_for_function(
+            "([sel, n]) => { const c = document.querySelector(sel); return c && "
+            "Number(c.dataset.points) >= n ? JSON.parse(c.dataset.rates) : null; }",
+            arg=[bolt_chart, CHART_POINTS], timeout=CHART_TIMEOUT_MS).json_value()
+        assert all(r > 0 for r in rates), rates
+        assert_fits(page)
+        shot = screenshot(page, "ui-trident.png")
+        print(f"\nscreenshot of the Trident topology page: {shot} ({labels} edge labels, "
+              f"{cells[2]} x {REPEATED_ERROR!r} in one row)")
         assert page.js_errors == []

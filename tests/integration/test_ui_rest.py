@@ -127,6 +127,11 @@ def test_rest_api_metrics_and_logviewer_on_a_running_cluster(web):
     sups = c.ok("supervisor/summary")["supervisors"]
     assert sorted(s["host"] for s in sups) == ["127.0.0.1", "127.0.0.2"]
     assert all(s["slotsTotal"] == 2 and s["uptimeSeconds"] >= 0 for s in sups)
+    # Uptime is computed when asked (the registration record holds it as of then).
+    first = {s["id"]: s["uptimeSeconds"] for s in sups}
+    poll_for(lambda: all(s["uptimeSeconds"] > first[s["id"]]
+                         for s in c.ok("supervisor/summary")["supervisors"]),
+             timeout=3, interval=0.2, what="the supervisors' uptime to move")
     nims = c.ok("nimbus/summary")["nimbuses"]
     assert [(n["port"], n["status"]) for n in nims] == [(c.nimbus_port, "Leader")]
     conf = c.ok("cluster/configuration")
@@ -152,6 +157,11 @@ def test_rest_api_metrics_and_logviewer_on_a_running_cluster(web):
     split = next(b for b in page["bolts"] if b["boltId"] == "split")
     for key in ("executed", "executeLatency", "processLatency", "capacity"):
         assert key in split, key
+    # Squall's additions: when the counters were taken (a page's rates divide by its change),
+    # unrounded latencies, errors grouped by text.
+    assert abs(spout["statsTime"] - time.time()) < 10 * INTERVAL, spout["statsTime"]
+    assert spout["completeLatencyMs"] > 0 and split["executeLatencyMs"] > 0
+    assert page["errorGroups"] == [] and page["errors"] == []
     assert float(spout["completeLatency"]) > 0 and float(split["capacity"]) > 0
     assert sorted((w["host"], w["port"]) for w in page["workers"]) == \
         sorted({(w["host"], w["port"]) for w in page["workers"]})
@@ -181,6 +191,11 @@ def test_rest_api_metrics_and_logviewer_on_a_running_cluster(web):
     assert comp["componentType"] == "spout" and comp["executors"] == 2
     assert [s["window"] for s in comp["spoutSummary"]][-1] == ":all-time"
     assert [o["stream"] for o in comp["outputStats"]] == ["default"]
+    assert comp["componentErrorGroups"] == []
+    # The spout's emits are all on its user stream, so ?sys=true counts the same here
+    # (examples with system streams: test_ui_browser.py's Trident topology).
+    assert [o["stream"] for o in c.ok(f"topology/{tid}/component/sentences?sys=true")[
+        "outputStats"]] == ["default"]
     execs = comp["executorStats"]
     assert len(execs) == 2 and all(e["id"].startswith("[") for e in execs)
     mine = [e for e in execs if e["host"] == "127.0.0.1"]

@@ -1,13 +1,12 @@
-// Squall UI: plain JavaScript over the REST API v1 (no build step, nothing downloaded).
+// Squall UI: the pages, plain JavaScript over the REST API v1 (no build step, nothing downloaded);
+// the live charts are chart.js's, the topology graph graph.js's.
 "use strict";
 
 const POLL_MS = 3000;          // how often the open page refreshes
-const CHART_POINTS = 60;       // samples kept per chart (3 minutes at POLL_MS)
 const $ = (sel) => document.querySelector(sel);
 let timer = null;
 let view = null;               // {kind, id, component}
 let seq = 0;                   // the latest refresh; an older one that answers late is dropped
-const history = {};            // topology id -> {component -> [{t, count, latency}]}
 
 function esc(s) {
   return String(s ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;",
@@ -15,6 +14,8 @@ function esc(s) {
 }
 function num(n) { return Number(n || 0).toLocaleString("en-US"); }
 function windowParam() { return $("#window").value; }
+// Storm's ?sys=true, remembered across visits: the system streams' counts and components.
+function sysParam() { return $("#sys").checked ? "&sys=true" : ""; }
 
 async function api(path, opts = {}) {
   const res = await fetch(path, {credentials: "same-origin", ...opts,
@@ -39,12 +40,13 @@ function toast(text, bad) {
   toast.timer = setTimeout(() => { t.hidden = true; }, bad ? 8000 : 3500);
 }
 
+// Tables sit in a box of their own that scrolls sideways if the page is too narrow for them.
 function table(headers, rows, opts = {}) {
   const head = headers.map((h) => `<th class="${h.num ? "num" : ""}">${esc(h.label)}</th>`).join("");
   const body = rows.length ? rows.map((r) => "<tr>" + r.map((c, i) =>
     `<td class="${headers[i].num ? "num " : ""}${c && c.cls ? c.cls : ""}">${c && c.html !== undefined ? c.html : esc(c)}</td>`
   ).join("") + "</tr>").join("") : `<tr><td colspan="${headers.length}" class="muted">${esc(opts.empty || "none")}</td></tr>`;
-  return `<table${opts.id ? ` id="${opts.id}"` : ""}><thead><tr>${head}</tr></thead><tbody>${body}</tbody></table>`;
+  return `<div class="table-wrap"><table${opts.id ? ` id="${opts.id}"` : ""}><thead><tr>${head}</tr></thead><tbody>${body}</tbody></table></div>`;
 }
 
 function pill(status) { return {html: `<span class="pill ${esc(status)}">${esc(status)}</span>`}; }
@@ -72,7 +74,11 @@ async function refresh(first) {
     if (v.kind === "cluster") await showCluster(current);
     else if (v.kind === "topology") await showTopology(v.id, first, current);
     else await showComponent(v.id, v.component, current);
-    if (current()) $("#updated").textContent = "updated " + new Date().toLocaleTimeString();
+    if (current()) {
+      const u = $("#updated");
+      u.textContent = "updated " + new Date().toLocaleTimeString();
+      u.dataset.refreshes = String(Number(u.dataset.refreshes || 0) + 1);  // for the browser tests
+    }
   } catch (e) {
     if (!current()) return;
     if (e.status === 404 && v.kind !== "cluster") {
@@ -114,17 +120,24 @@ async function showCluster(current) {
 // ---- topology --------------------------------------------------------------------------
 async function showTopology(id, first, current) {
   const w = windowParam();
-  const t = await api(`/api/v1/topology/${encodeURIComponent(id)}?window=${encodeURIComponent(w)}`);
+  const sys = sysParam();
+  const t = await api(`/api/v1/topology/${encodeURIComponent(id)}?window=${encodeURIComponent(w)}${sys}`);
   // Rates come from all-time counters, whatever window the tables show.
-  const all = w === ":all-time" ? t : await api(`/api/v1/topology/${encodeURIComponent(id)}`);
+  const all = w === ":all-time" ? t : await api(`/api/v1/topology/${encodeURIComponent(id)}?window=:all-time${sys}`);
   if (!current()) return;
-  record(id, all);
+  Charts.record(id, all);
   $("#crumbs").innerHTML = `› <a href="#/topology/${encodeURIComponent(id)}">${esc(t.name)}</a>`;
   const restarts = t.recentRestarts ? `<span class="health-bad">workers restarting: ${t.recentRestarts} in ${t.restartWindowSeconds} s</span>` : "";
   const comps = [...t.spouts.map((s) => ({id: s.spoutId, kind: "spout"})), ...t.bolts.map((b) => ({id: b.boltId, kind: "bolt"}))];
   const tid = encodeURIComponent(id);
   const compLink = (c) => ({html: `<a href="#/topology/${tid}/component/${encodeURIComponent(c)}">${esc(c)}</a>`});
-  const err = (x) => x.lastError ? {html: `${esc(x.lastError)} <span class="muted">(${esc(x.errorHost)}:${esc(x.errorPort)}, ${esc(x.errorLapsedSecs)} s ago)</span>`, cls: "err"} : "";
+  const times = (comp, text) => (t.errorGroups.find((g) => g.component === comp && g.error === text) || {}).count;
+  const err = (x, comp) => {
+    if (!x.lastError) return "";
+    const n = times(comp, x.lastError);
+    return {html: `${esc(x.lastError)} <span class="muted">(${n > 1 ? `${n}×, last ` : ""}` +
+      `${esc(x.errorHost)}:${esc(x.errorPort)}, ${esc(ago(x.errorLapsedSecs))})</span>`, cls: "err"};
+  };
   let html =
     `<h2>Topology ${esc(t.name)} <span class="muted">${esc(t.id)}</span></h2>` +
     `<div class="cards">` +
@@ -144,15 +157,15 @@ async function showTopology(id, first, current) {
       {label: "Acked", num: 1}, {label: "Failed", num: 1}],
       t.topologyStats.map((s) => [s.windowPretty, num(s.emitted), num(s.transferred),
         s.completeLatency, num(s.acked), num(s.failed)]), {id: "topology-stats"}) +
-    `<h2>Throughput and latency <span class="muted">(live, every ${POLL_MS / 1000} s)</span></h2>` +
-    `<div class="charts">${comps.map((c) => chartBox(id, c)).join("")}</div>` +
+    `<h2>Throughput and latency <span class="muted">(live: a point each time new counts arrive)</span></h2>` +
+    `<div class="charts">${comps.map((c) => Charts.box(c)).join("")}</div>` +
     `<h2>Spouts <span class="muted">(${esc(t.windowHint)})</span></h2>` + table([{label: "Id"},
       {label: "Executors", num: 1}, {label: "Tasks", num: 1}, {label: "Emitted", num: 1},
       {label: "Transferred", num: 1}, {label: "Complete latency (ms)", num: 1},
       {label: "p99 (ms)", num: 1}, {label: "Acked", num: 1}, {label: "Failed", num: 1},
       {label: "Last error"}],
       t.spouts.map((s) => [compLink(s.spoutId), s.executors, s.tasks, num(s.emitted),
-        num(s.transferred), s.completeLatency, s.completeLatencyP99, num(s.acked), num(s.failed), err(s)]),
+        num(s.transferred), s.completeLatency, s.completeLatencyP99, num(s.acked), num(s.failed), err(s, s.spoutId)]),
       {id: "spouts"}) +
     `<div id="kafka-lag-box">${lagCache[id] ? lagHtml(lagCache[id].v) : ""}</div>` +
     `<h2>Bolts <span class="muted">(${esc(t.windowHint)})</span></h2>` + table([{label: "Id"},
@@ -163,7 +176,7 @@ async function showTopology(id, first, current) {
       {label: "Last error"}],
       t.bolts.map((b) => [compLink(b.boltId), b.executors, b.tasks, num(b.emitted),
         num(b.transferred), {html: esc(b.capacity), cls: Number(b.capacity) > 0.8 ? "cap-hot" : ""},
-        b.executeLatency, num(b.executed), b.processLatency, num(b.acked), num(b.failed), err(b)]),
+        b.executeLatency, num(b.executed), b.processLatency, num(b.acked), num(b.failed), err(b, b.boltId)]),
       {id: "bolts"}) +
     `<h2>Topology graph</h2><div class="graph" id="graph"></div>` +
     `<h2>Workers</h2>` + table([{label: "Host"}, {label: "Port", num: 1}, {label: "Executors", num: 1},
@@ -171,12 +184,10 @@ async function showTopology(id, first, current) {
       t.workers.map((wk) => [wk.host, wk.port, wk.executorsTotal,
         Object.entries(wk.componentNumTasks).map(([c, n]) => `${c} (${n})`).join(", "),
         wk.uptime, logLink(wk.workerLogLink, `${wk.host}:${wk.port}`)]), {id: "workers"}) +
-    `<h2>Errors</h2>` + table([{label: "Time"}, {label: "Component"}, {label: "Where"}, {label: "Error"}],
-      t.errors.slice().reverse().map((e) => [new Date(e.errorTime * 1000).toLocaleString(), e.component,
-        logLink(e.errorWorkerLogLink, `${e.errorHost}:${e.errorPort}`), {html: esc(e.error), cls: "err"}]),
-      {id: "errors", empty: "No errors reported."});
+    `<h2>Errors <span class="muted">(the same error of a component once, with how often)</span></h2>` +
+      errorTable(t.errorGroups, true);
   $("#main").innerHTML = html;
-  for (const c of comps) drawChart(id, c);
+  Charts.drawAll(id, comps);
   wireActions(t);
   showLag(id, current);  // not awaited: the broker's answer must not hold the page
   // The graph's shape is fetched once; its numbers are this refresh's.
@@ -191,7 +202,28 @@ async function showTopology(id, first, current) {
     vis[b.boltId][":latency"] = Number(b.executeLatency);
   }
   for (const s of t.spouts) if (vis[s.spoutId]) vis[s.spoutId][":latency"] = Number(s.completeLatency);
-  drawGraph(vis);
+  Graph.draw($("#graph"), vis);
+}
+
+function ago(secs) {
+  secs = Number(secs) || 0;
+  if (secs < 90) return `${secs} s ago`;
+  if (secs < 5400) return `${Math.round(secs / 60)} min ago`;
+  return `${Math.round(secs / 3600)} h ago`;
+}
+
+// Grouped errors (REST errorGroups): one row per component and error text.
+function errorTable(groups, withComponent) {
+  const when = (s) => new Date(s * 1000).toLocaleString();
+  return table([{label: "Last time"}, ...(withComponent ? [{label: "Component"}] : []),
+    {label: "Times", num: 1}, {label: "Error"}, {label: "Last where"}, {label: "First time"}],
+    groups.map((g) => [when(g.lastTime), ...(withComponent ? [g.component] : []),
+      {html: `${num(g.count)}${g.olderDropped ? "+" : ""}`,
+       cls: g.count > 1 ? "times" : ""},
+      {html: esc(g.error), cls: "err"},
+      logLink(g.errorWorkerLogLink, `${g.errorHost}:${g.errorPort}`),
+      g.count > 1 ? when(g.firstTime) : ""]),
+    {id: "errors", empty: "No errors reported."});
 }
 const graphCache = {};
 
@@ -231,99 +263,6 @@ function lagHtml(lag) {
     table([{label: "Spout"}, {label: "Topic"}, {label: "Partition", num: 1},
       {label: "Committed offset", num: 1}, {label: "Log end offset", num: 1}, {label: "Lag", num: 1}],
       rows, {id: "kafka-lag"});
-}
-
-// ---- live charts -----------------------------------------------------------------------
-function record(id, t) {
-  const h = history[id] || (history[id] = {});
-  const now = Date.now() / 1000;
-  for (const s of t.spouts) push(h, s.spoutId, now, s.acked, Number(s.completeLatency));
-  for (const b of t.bolts) push(h, b.boltId, now, b.executed, Number(b.executeLatency));
-}
-function push(h, comp, t, count, latency) {
-  const pts = h[comp] || (h[comp] = []);
-  pts.push({t, count, latency});
-  if (pts.length > CHART_POINTS + 1) pts.shift();
-}
-function rates(pts) {
-  const out = [];
-  for (let i = 1; i < pts.length; i++) {
-    const dt = pts[i].t - pts[i - 1].t;
-    const dc = pts[i].count - pts[i - 1].count;
-    out.push({t: pts[i].t, rate: dt > 0 && dc >= 0 ? dc / dt : 0, latency: pts[i].latency});
-  }
-  return out;
-}
-function chartBox(id, c) {
-  const cid = "chart-" + c.id.replace(/[^A-Za-z0-9_-]/g, "_");
-  return `<div class="chart" id="${cid}" data-component="${esc(c.id)}"><h4>${esc(c.id)} <span class="muted">${c.kind}</span></h4>` +
-    `<svg viewBox="0 0 400 150" preserveAspectRatio="none"></svg>` +
-    `<div class="legend"><span style="color:#2563eb">■ ${c.kind === "spout" ? "acked" : "executed"}/s <b class="rate"></b></span>` +
-    `<span style="color:#d97706">■ ${c.kind === "spout" ? "complete" : "execute"} latency ms <b class="lat"></b></span>` +
-    `<span class="scale"></span></div></div>`;
-}
-function drawChart(id, c) {
-  const box = document.getElementById("chart-" + c.id.replace(/[^A-Za-z0-9_-]/g, "_"));
-  if (!box) return;
-  const pts = rates((history[id] || {})[c.id] || []);
-  box.dataset.points = String(pts.length);
-  box.dataset.lastRate = pts.length ? pts[pts.length - 1].rate.toFixed(1) : "0";
-  const svg = box.querySelector("svg");
-  const W = 400, H = 150, P = 4;
-  const maxR = Math.max(1, ...pts.map((p) => p.rate));
-  const maxL = Math.max(0.001, ...pts.map((p) => p.latency));
-  const x = (i) => P + (W - 2 * P) * (pts.length > 1 ? i / (CHART_POINTS - 1) : 0);
-  const line = (key, max) => pts.map((p, i) => `${x(i).toFixed(1)},${(H - P - (H - 2 * P) * p[key] / max).toFixed(1)}`).join(" ");
-  svg.innerHTML =
-    `<line x1="0" y1="${H - P}" x2="${W}" y2="${H - P}" stroke="#e5e7eb"/>` +
-    `<polyline fill="none" stroke="#2563eb" stroke-width="2" points="${line("rate", maxR)}"/>` +
-    `<polyline fill="none" stroke="#d97706" stroke-width="1.5" stroke-dasharray="4 3" points="${line("latency", maxL)}"/>`;
-  // The scale goes in the legend: text inside the stretched SVG would be stretched too.
-  box.querySelector(".scale").textContent = `top of chart: ${Math.round(maxR).toLocaleString("en-US")}/s · ${maxL.toFixed(3)} ms`;
-  const last = pts[pts.length - 1];
-  box.querySelector(".rate").textContent = last ? Math.round(last.rate).toLocaleString("en-US") : "–";
-  box.querySelector(".lat").textContent = last ? last.latency.toFixed(3) : "–";
-}
-
-// ---- the graph -------------------------------------------------------------------------
-function drawGraph(vis) {
-  const ids = Object.keys(vis).filter((c) => !c.startsWith("__"));
-  const depth = {};
-  const d = (c, seen = new Set()) => {
-    if (depth[c] !== undefined) return depth[c];
-    if (seen.has(c)) return 0;
-    seen.add(c);
-    const ins = (vis[c][":inputs"] || []).map((i) => i.component).filter((p) => vis[p] && !p.startsWith("__"));
-    depth[c] = ins.length ? 1 + Math.max(...ins.map((p) => d(p, seen))) : 0;
-    return depth[c];
-  };
-  ids.forEach((c) => d(c));
-  const cols = {};
-  ids.forEach((c) => (cols[depth[c]] = cols[depth[c]] || []).push(c));
-  const NW = 170, NH = 54, GX = 140, GY = 26;
-  const pos = {};
-  let maxRows = 1;
-  Object.entries(cols).forEach(([col, cs]) => {
-    maxRows = Math.max(maxRows, cs.length);
-    cs.forEach((c, r) => { pos[c] = {x: 20 + col * (NW + GX), y: 20 + r * (NH + GY)}; });
-  });
-  const W = 40 + (Object.keys(cols).length) * (NW + GX), H = 40 + maxRows * (NH + GY);
-  let edges = "", nodes = "";
-  for (const c of ids) {
-    for (const i of vis[c][":inputs"] || []) {
-      const a = pos[i.component], b = pos[c];
-      if (!a || !b) continue;
-      const x1 = a.x + NW, y1 = a.y + NH / 2, x2 = b.x, y2 = b.y + NH / 2;
-      edges += `<path d="M${x1},${y1} C${x1 + GX / 2},${y1} ${x2 - GX / 2},${y2} ${x2},${y2}" fill="none" stroke="#94a3b8" stroke-width="1.5" marker-end="url(#arrow)"/>` +
-        `<text x="${(x1 + x2) / 2}" y="${(y1 + y2) / 2 - 4}" font-size="10" text-anchor="middle" fill="#64748b">${esc(i.stream)} · ${esc(i.grouping)}</text>`;
-    }
-    const v = vis[c], p = pos[c];
-    const hot = v[":capacity"] > 0.8;
-    nodes += `<g class="node" data-component="${esc(c)}"><rect x="${p.x}" y="${p.y}" width="${NW}" height="${NH}" rx="6" fill="${v[":type"] === "spout" ? "#eff6ff" : "#f8fafc"}" stroke="${hot ? "#b91c1c" : "#64748b"}"/>` +
-      `<text x="${p.x + 10}" y="${p.y + 20}" font-size="13" font-weight="600" fill="#1d2330">${esc(c)}</text>` +
-      `<text x="${p.x + 10}" y="${p.y + 40}" font-size="11" fill="#6b7280">${v[":type"]} · ${v[":type"] === "bolt" ? "cap " + Number(v[":capacity"]).toFixed(2) + " · " : ""}${Number(v[":latency"]).toFixed(3)} ms</text></g>`;
-  }
-  $("#graph").innerHTML = `<svg viewBox="0 0 ${W} ${H}" height="${H}"><defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#94a3b8"/></marker></defs>${edges}${nodes}</svg>`;
 }
 
 // ---- actions ---------------------------------------------------------------------------
@@ -374,7 +313,7 @@ function wireActions(t) {
 
 // ---- component -------------------------------------------------------------------------
 async function showComponent(id, comp, current) {
-  const c = await api(`/api/v1/topology/${encodeURIComponent(id)}/component/${encodeURIComponent(comp)}?window=${encodeURIComponent(windowParam())}`);
+  const c = await api(`/api/v1/topology/${encodeURIComponent(id)}/component/${encodeURIComponent(comp)}?window=${encodeURIComponent(windowParam())}${sysParam()}`);
   if (!current()) return;
   $("#crumbs").innerHTML = `› <a href="#/topology/${encodeURIComponent(id)}">${esc(c.name)}</a> › ${esc(comp)}`;
   const spout = c.componentType === "spout";
@@ -389,12 +328,14 @@ async function showComponent(id, comp, current) {
     `<h2>Executors</h2>` + table(execHeaders, c.executorStats.map((e) => [e.id, `${e.host}:${e.port}`, e.uptime,
       num(e.emitted), num(e.transferred), ...(spout ? [e.completeLatency] : [e.capacity, e.executeLatency, num(e.executed)]),
       num(e.acked), num(e.failed), logLink(e.workerLogLink)]), {id: "executors"}) +
-    `<h2>Errors</h2>` + table([{label: "Time"}, {label: "Where"}, {label: "Error"}],
-      c.componentErrors.slice().reverse().map((e) => [new Date(e.errorTime * 1000).toLocaleString(),
-        logLink(e.errorWorkerLogLink, `${e.errorHost}:${e.errorPort}`), {html: esc(e.error), cls: "err"}]),
-      {empty: "No errors reported."});
+    `<h2>Errors</h2>` + errorTable(c.componentErrorGroups, false);
 }
 
 $("#window").addEventListener("change", () => refresh(false));
+$("#sys").checked = localStorage.getItem("squall.sys") === "1";
+$("#sys").addEventListener("change", () => {
+  localStorage.setItem("squall.sys", $("#sys").checked ? "1" : "0");
+  refresh(true);  // the graph too: system components come and go with it
+});
 window.addEventListener("hashchange", route);
 route();
