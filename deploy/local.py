@@ -37,6 +37,7 @@ from ..client import config as cfg
 from ..client.contract import EXIT_USER_CODE, write_text_atomic
 from ..client.daemon import Daemon
 from ..client.errors import SquallError
+from ..client.stateful import CHECKPOINT_COMPONENT_ID
 from ..client.topology import Topology
 from .net import free_ports
 from .report import run_report
@@ -268,17 +269,21 @@ def spout_totals(info: Any) -> dict[str, int]:
 
 
 def summarize(info: Any) -> list[str]:
-    """End-of-run lines: each user component's counters (errors are shown as they come)."""
+    """End-of-run lines: each user component's counters (errors are shown as they come).
+    Emitted counts the topology's own streams: checkpoint barriers and forwards ($...) and
+    system streams (__...) are the runtime's, as executed and acked leave them out too."""
     lines = []
     for c in info.components:
-        if c.component_id.startswith("__"):
+        if c.component_id.startswith("__") or c.component_id == CHECKPOINT_COMPONENT_ID:
             continue
+        emitted = sum(s.emitted for name, s in c.streams.items()
+                      if not name.startswith(("__", "$"))) if c.streams else c.emitted
         if c.type == "spout":
             timed_out = f" (timed out {c.timed_out})" if c.timed_out else ""
-            lines.append(f"spout {c.component_id}: emitted={c.emitted} acked={c.acked} "
+            lines.append(f"spout {c.component_id}: emitted={emitted} acked={c.acked} "
                          f"failed={c.failed}{timed_out} pending={c.pending}")
         else:
-            lines.append(f"bolt {c.component_id}: executed={c.executed} emitted={c.emitted} "
+            lines.append(f"bolt {c.component_id}: executed={c.executed} emitted={emitted} "
                          f"acked={c.acked} failed={c.failed}")
     return lines
 

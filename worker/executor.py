@@ -442,17 +442,25 @@ class BoltExecutor(Executor):
         self.executes[item[0]](item[1])
 
     def step(self) -> int:
-        if not self.queue.dq:
+        dq = self.queue.dq
+        if not dq:
             return 0
+        # A single task's executed is counted for the batch before it runs (a multi-task
+        # executor's dispatch counts each tuple first): the stats thread may read the counts
+        # mid-batch, and must never see more acked than executed.
+        planned = 0 if self.multi else min(len(dq), BATCH)
+        st = self.ws.stats[self.tasks[0]]
+        st.executed += planned
         t0 = perf_counter()
         if self.execute_batch is not None:  # one call: the user's code sets its pace
-            dq = self.queue.dq
             popleft = dq.popleft
-            batch = [popleft() for _ in range(min(len(dq), BATCH))]
+            batch = [popleft() for _ in range(planned)]
             n = len(batch)
             self.execute_batch(batch)
         else:
             n = super().step()
+        if n < planned:
+            st.executed -= planned - n  # the step ended early (BATCH_SECS)
         if n:
             # One timing per batch: its mean is each tuple's execute latency (stats.py).
             dt = perf_counter() - t0
@@ -464,8 +472,6 @@ class BoltExecutor(Executor):
                 # Which task ran what is not timed apart: the first task holds the histogram.
                 stats[self.tasks[0]].execute.record_many(dt * 1000 / n, n)
             else:
-                st = self.ws.stats[self.tasks[0]]
-                st.executed += n
                 st.busy_secs += dt
                 st.execute.record_many(dt * 1000 / n, n)
         return n

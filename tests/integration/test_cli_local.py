@@ -164,11 +164,15 @@ def test_kafka_word_count_example_starts_its_broker_and_counts_exactly(tmp_path)
     assert gone(int(m.group(1))), "the private Kafka broker outlived squall local"
 
 
-def test_stateful_word_count_example_counts_exactly_with_barrier_checkpoints(tmp_path):
+@pytest.mark.parametrize("mode", ["barrier", "acker"])
+def test_stateful_word_count_example_counts_exactly_with_checkpoints(tmp_path, mode):
     """examples/stateful_word_count.py: a StatefulBolt under barrier checkpointing (no acker)
-    and a tumbling window beside it."""
+    or Storm's acker-driven checkpoints, and a tumbling window beside it. The counters are
+    the user's tuples: checkpoint tuples (executed=200085 against acked=200000 before) and
+    barrier forwards are the runtime's."""
     proc = subprocess.run(squall("local", os.path.join(EXAMPLES, "stateful_word_count.py"),
-                                 "--duration", "8", "-c", "wordcount.sentences=5000"),
+                                 "--duration", "8", "-c", "wordcount.sentences=5000",
+                                 "-c", f"topology.state.checkpoint.mode={mode}"),
                           capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
@@ -176,6 +180,10 @@ def test_stateful_word_count_example_counts_exactly_with_barrier_checkpoints(tmp
     assert len(totals) == 2 and sum(map(int, totals)) == 50_000, out
     windows = [int(n) for n in re.findall(r"window ending \d+: (\d+) words", out)]
     assert windows and sum(windows) <= 50_000, out
+    assert "spout sentences: emitted=5000 acked=5000 failed=0 pending=0" in out, out
+    assert "bolt split: executed=5000 emitted=50000 acked=5000 failed=0" in out, out
+    assert re.search(r"bolt count: executed=50000 emitted=\d+ acked=50000 failed=0", out), out
+    assert "$checkpointspout" not in out, out
 
 
 @pytest.mark.parametrize("lang", ["python", "node"])

@@ -17,6 +17,7 @@ from squall.client.topology import TopologyBuilder
 from squall.client.topology_proto import from_bytes, to_bytes
 from squall.client.tuple import Fields, Tuple
 from squall.worker.checkpoint import CheckpointGate, HoldingCollector, StatefulTask
+from squall.worker.stats import TaskStats
 
 
 S = CheckPointState
@@ -87,6 +88,7 @@ class Out:
 
     def __init__(self):
         self.acked, self.failed, self.emitted, self.errors = [], [], [], []
+        self.stats = TaskStats("count")  # what the executor counts
 
     def ack(self, t):
         self.acked.append(t)
