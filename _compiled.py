@@ -7,10 +7,13 @@ those modules only, whether the extension or the source is loaded:
 
 * ``SQUALL_PURE_PYTHON=1`` in the environment: the source, always (CI runs a subset this
   way so both stay correct; worker processes inherit the variable);
-* a source newer than its extension (edited since the last build): every compiled module
-  from its source, with one line naming the stale ones, so a stale build never runs code
-  that is not in the file (and a typed module never meets a class from a source whose
-  layout it was not built against).
+* a source edited since the build: every compiled module from its source, with one line
+  naming the stale ones, so a stale build never runs code that is not in the file (and a
+  typed module never meets a class from a source whose layout it was not built against).
+  In a checkout, "edited" is a source newer than its extension. In a copy installed from
+  a wheel (a ``squall-*.dist-info`` beside the package) it is a source whose hash differs
+  from the one in the wheel's RECORD: pip does not keep the wheel's mtimes, it writes
+  ``collector.cpython-*.so`` before ``collector.py``, so every source there is newer.
 
 It is imported first by ``squall/__init__.py``; it imports nothing of Squall.
 """
@@ -67,15 +70,57 @@ def pure() -> bool:
     return os.environ.get(ENV, "").strip() not in ("", "0", "false", "no")
 
 
+def installed_hashes() -> dict[str, str] | None:
+    """``{path under the package: sha256}`` from the RECORD of the wheel this copy was
+    installed from (``worker/collector.py`` -> its urlsafe base64 digest, as pip writes
+    it), or None when there is no ``squall-*.dist-info`` beside the package (a checkout;
+    an editable install keeps its dist-info elsewhere)."""
+    import csv
+
+    parent, name = os.path.split(ROOT)
+    try:
+        infos = sorted(e for e in os.listdir(parent)
+                       if e.startswith("squall-") and e.endswith(".dist-info"))
+    except OSError:
+        return None
+    for info in infos:
+        try:
+            with open(os.path.join(parent, info, "RECORD"), newline="") as fh:
+                rows = list(csv.reader(fh))
+        except OSError:
+            continue
+        out = {row[0].removeprefix(name + "/"): row[1].removeprefix("sha256=")
+               for row in rows if len(row) >= 2 and row[0].startswith(name + "/")
+               and row[1].startswith("sha256=")}
+        if out:
+            return out
+    return None
+
+
+def _digest(path: str) -> str:
+    """A file's sha256 as a wheel's RECORD writes it (urlsafe base64, no padding)."""
+    import base64
+    import hashlib
+    with open(path, "rb") as fh:
+        return base64.urlsafe_b64encode(hashlib.sha256(fh.read()).digest()).rstrip(
+            b"=").decode()
+
+
 def stale_sources() -> list[str]:
-    """The compiled modules whose source is newer than their build (or unreadable)."""
+    """The compiled modules whose source was edited since their build (or is unreadable):
+    newer than the extension in a checkout, not the wheel's in an installed copy."""
+    recorded = installed_hashes()
     out = []
     for m in COMPILED:
         ext = extension_path(m)
         if ext is None:
             continue
+        src = source_path(m)
         try:
-            if os.path.getmtime(source_path(m)) > os.path.getmtime(ext):
+            if recorded is not None:
+                if _digest(src) != recorded.get(os.path.relpath(src, ROOT).replace(os.sep, "/")):
+                    out.append(m)
+            elif os.path.getmtime(src) > os.path.getmtime(ext):
                 out.append(m)
         except OSError:
             out.append(m)
@@ -102,9 +147,12 @@ class _SourceFirst(importlib.abc.MetaPathFinder):
                 if self.stale:  # one line on stderr, not a warning (tests make warnings
                     names = ", ".join(os.path.relpath(source_path(m), ROOT)  # errors; this
                                       for m in self.stale)                 # is for a person)
-                    sys.stderr.write(f"squall: {names} newer than the compiled build; running "
-                                     "every compiled module from its source (rebuild with "
-                                     "`bash scripts/setup.sh`)\n")
+                    why, fix = (("changed since the wheel was installed", "reinstall it")
+                                if installed_hashes() is not None else
+                                ("newer than the compiled build",
+                                 "rebuild with `bash scripts/setup.sh`"))
+                    sys.stderr.write(f"squall: {names} {why}; running every compiled module "
+                                     f"from its source ({fix})\n")
             if not self.stale:
                 return None  # the normal import finds the extension first
         return importlib.util.spec_from_file_location(fullname, source_path(fullname))
