@@ -598,6 +598,7 @@ def _watch(run: _Run, duration: float | None, stop: dict, progress_every: float)
     t0 = time.monotonic()
     next_progress = t0 + progress_every
     next_look = t0
+    hinted: set[str] = set()
     while stop["why"] is None and not run.crashed:
         now = time.monotonic()
         if duration is not None and now - t0 >= duration:
@@ -606,6 +607,11 @@ def _watch(run: _Run, duration: float | None, stop: dict, progress_every: float)
         if now >= next_look:  # the supervisor reports once a second (LOCAL_DAEMON_CONF)
             info = run.info()
             run.errors.show(info.errors)
+            if spout_totals(info)["failed"]:  # trees fail: say why now if it is the usual
+                for h in _hints(info, run.loaded.topology):
+                    if h not in hinted:
+                        hinted.add(h)
+                        echo(f"[squall local] hint: {h}")
             next_look = now + 1.0
             if now >= next_progress:
                 t = spout_totals(info)
@@ -634,5 +640,6 @@ def _watch(run: _Run, duration: float | None, stop: dict, progress_every: float)
         return 1
     code, lines = verdict(info, run.loaded.topology, run.conf)
     for line in lines:
-        echo(f"[squall local] {line}")
+        if line.removeprefix("hint: ") not in hinted:
+            echo(f"[squall local] {line}")
     return code
