@@ -23,7 +23,7 @@ wheel (BuildPyWithoutSetup).
 from __future__ import annotations
 
 import contextlib
-import importlib.util
+import runpy
 import os
 import sys
 import tempfile
@@ -39,12 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def compiled_modules() -> list[str]:
     """squall._compiled.COMPILED, read without importing the squall package."""
-    spec = importlib.util.spec_from_file_location("_squall_compiled",
-                                                  os.path.join(HERE, "_compiled.py"))
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
-    return list(mod.COMPILED)
+    return list(runpy.run_path(os.path.join(HERE, "_compiled.py"))["COMPILED"])
 
 
 def extensions() -> list[Extension]:

@@ -26,13 +26,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def _modules() -> list[str]:
     """squall._compiled.COMPILED, read without importing the squall package (which would
     import the old build)."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("_squall_compiled",
-                                                  os.path.join(ROOT, "_compiled.py"))
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
-    return list(mod.COMPILED)
+    import runpy
+    return list(runpy.run_path(os.path.join(ROOT, "_compiled.py"))["COMPILED"])
 
 
 def _path(module: str) -> str:

@@ -147,28 +147,38 @@ def test_a_threaded_blocking_bolt_does_not_stall_the_rest_of_its_worker(cluster)
     assert len(events_of(lc.events_dir, "blocking", "got")) < n // 5
 
 
+def slow_spout_beside_a_fast_pipeline(cluster, name, spout, conf, slow_n, fast_n):
+    """Run ``spout`` (``slow_n`` tuples, ``conf`` on the component) beside a NumberSpout of
+    ``fast_n`` in one worker until both are acked; returns the cluster and the slow spout's
+    emit-to-ack lags in seconds."""
+    b = TopologyBuilder()
+    b.set_spout(name, spout, 1).add_configurations({"test.spout.count": slow_n, **conf})
+    b.set_bolt(f"{name}-sink", RecordingBolt(), 1).shuffle_grouping(name)
+    b.set_spout("numbers", NumberSpout(), 1).add_configuration("test.spout.count", fast_n)
+    b.set_bolt("sink", RecordingBolt(), 1).shuffle_grouping("numbers")
+    lc = cluster(b.create_topology(), {"topology.workers": 1})
+    lc.wait_for(lambda: len(events_of(lc.events_dir, name, "ack")) == slow_n, timeout=30,
+                what=f"the {name} spout's {slow_n} acks")
+    emitted = dict(e.split() for e in events_of(lc.events_dir, name, "emit"))
+    acked = dict(e.split() for e in events_of(lc.events_dir, name, "ack"))
+    assert sorted(emitted) == sorted(acked), (emitted, acked)
+    lc.wait_for(lambda: len(events_of(lc.events_dir, "numbers", "ack")) == fast_n, timeout=30,
+                what="the fast spout's acks")
+    assert events_of(lc.events_dir, name, "fail") == []
+    assert events_of(lc.events_dir, "numbers", "fail") == []
+    return lc, sorted(float(acked[i]) - float(emitted[i]) for i in emitted)
+
+
 def test_a_spout_that_sleeps_gets_its_acks_and_slows_only_itself(cluster):
     """A spout sleeping 0.1 s in every next_tuple (Storm's TestWordSpout) shares a worker
     with a fast pipeline: each of its tuples is acked within a second of its emit, and the
     fast spout's 3,000 tuples are all acked meanwhile. Once the loop saw it sleep, it runs
     on a thread of its own (it held the worker 12.8 s a step: 128 calls before any ack)."""
     from topos import SleepySpout
-    b = TopologyBuilder()
-    b.set_spout("sleepy", SleepySpout(), 1).add_configuration("test.spout.count", 30) \
-        .add_configuration("test.sleep.secs", 0.1)
-    b.set_bolt("sleepy-sink", RecordingBolt(), 1).shuffle_grouping("sleepy")
-    b.set_spout("numbers", NumberSpout(), 1).add_configuration("test.spout.count", 3000)
-    b.set_bolt("sink", RecordingBolt(), 1).shuffle_grouping("numbers")
-    lc = cluster(b.create_topology(), {"topology.workers": 1})
     # 30 sleeps of 0.1 s, and the acks after them: bounded by the sleeps, not a step of 128.
-    lc.wait_for(lambda: len(events_of(lc.events_dir, "sleepy", "ack")) == 30, timeout=30,
-                what="the sleepy spout's 30 acks")
-    emitted = dict(e.split() for e in events_of(lc.events_dir, "sleepy", "emit"))
-    acked = dict(e.split() for e in events_of(lc.events_dir, "sleepy", "ack"))
-    lags = sorted(float(acked[i]) - float(emitted[i]) for i in emitted)
+    lc, lags = slow_spout_beside_a_fast_pipeline(cluster, "sleepy", SleepySpout(),
+                                                 {"test.sleep.secs": 0.1}, 30, 3000)
     assert lags[-1] < 1.0, lags
-    lc.wait_for(lambda: len(events_of(lc.events_dir, "numbers", "ack")) == 3000, timeout=30,
-                what="the fast spout's acks")
     log = lc.log_tail(lc.workers[0], lines=100_000)
     assert "spout sleepy: next_tuple took" in log and "runs on a thread of its own" in log, log
     assert "spout numbers: next_tuple took" not in log, log
@@ -198,24 +208,9 @@ def test_a_spout_stuck_for_a_while_goes_on_on_its_own_thread(cluster):
     thread it blocked, on its own: once it returns, its tuples are emitted and each acked
     within a second of its emit; nothing of the rest of the worker failed meanwhile."""
     from topos import StuckSpout
-    b = TopologyBuilder()
-    b.set_spout("stuck", StuckSpout(), 1).add_configuration("test.block.secs", 2) \
-        .add_configuration("test.spout.count", 20)
-    b.set_bolt("stuck-sink", RecordingBolt(), 1).shuffle_grouping("stuck")
-    b.set_spout("numbers", NumberSpout(), 1).add_configuration("test.spout.count", 300)
-    b.set_bolt("sink", RecordingBolt(), 1).shuffle_grouping("numbers")
-    lc = cluster(b.create_topology(), {"topology.workers": 1})
-    lc.wait_for(lambda: len(events_of(lc.events_dir, "stuck", "ack")) == 20, timeout=30,
-                what="the stuck spout's 20 acks")
-    emitted = dict(e.split() for e in events_of(lc.events_dir, "stuck", "emit"))
-    acked = dict(e.split() for e in events_of(lc.events_dir, "stuck", "ack"))
-    assert sorted(emitted) == sorted(acked), (emitted, acked)
-    lags = sorted(float(acked[i]) - float(emitted[i]) for i in emitted)
+    _, lags = slow_spout_beside_a_fast_pipeline(cluster, "stuck", StuckSpout(),
+                                                {"test.block.secs": 2}, 20, 300)
     assert lags[-1] < 1.0, lags
-    lc.wait_for(lambda: len(events_of(lc.events_dir, "numbers", "ack")) == 300, timeout=30,
-                what="the fast spout's acks")
-    assert events_of(lc.events_dir, "stuck", "fail") == []
-    assert events_of(lc.events_dir, "numbers", "fail") == []
 
 
 def test_python_tuples_are_values_across_workers(cluster):
