@@ -1,7 +1,8 @@
 """The floors: every package imports only from packages below it (or from itself).
 
     cli                       the ``squall`` command
-    deploy                    local clusters, the static harness, ZooKeeper/Redis runners
+    deploy, testing           local clusters, the static harness, ZooKeeper/Redis runners |
+                              squall.testing (a topology in a test's own process)
     supervisor
     worker, nimbus, ui, drpc, connectors
     client                    what every daemon and every topology needs
@@ -24,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FLOORS = {"proto": 0, "acker": 0, "client": 1, "worker": 2, "nimbus": 2, "ui": 2, "drpc": 2,
           "connectors": 2,
           "supervisor": 3,
-          "deploy": 4, "cli": 5}
+          "deploy": 4, "testing": 4, "cli": 5}
 
 
 def sources():
