@@ -134,9 +134,8 @@ _SECONDS_SPAN = 10 * 365 * 86400
 
 def seconds_problem(ts: Any, now_ms: float) -> str | None:
     """Why an event-time timestamp looks like seconds since the epoch (``time.time()``)
-    where milliseconds belong, or None."""
-    if isinstance(ts, float) and not ts.is_integer():
-        return f"{ts!r} has a fraction"
+    where milliseconds belong, or None. (A fraction alone says nothing: ``time.time() *
+    1000`` has one.)"""
     if isinstance(ts, (int, float)) and abs(ts - now_ms / 1000) < _SECONDS_SPAN:
         return f"{ts!r} is about now in seconds since the epoch"
     return None

@@ -259,10 +259,11 @@ class LocalCluster(Daemon):
 
 # --- squall local ---------------------------------------------------------------------
 def spout_totals(info: Any) -> dict[str, int]:
-    """acked / failed / pending / emitted summed over the spouts of a TopologyInfo."""
+    """acked / failed / pending / emitted summed over the user's spouts of a TopologyInfo
+    (not the checkpoint spout: its trees are the runtime's)."""
     out = dict.fromkeys(("emitted", "acked", "failed", "pending"), 0)
     for c in info.components:
-        if c.type == "spout":
+        if c.type == "spout" and c.component_id != CHECKPOINT_COMPONENT_ID:
             for k in out:
                 out[k] += getattr(c, k)
     return out
@@ -327,8 +328,8 @@ def _framework(path: str) -> bool:
     """A frame of Squall, a library or Python itself: not where the user's mistake is."""
     if path.startswith(_SQUALL_DIR):
         return path[len(_SQUALL_DIR):].split(os.sep, 1)[0] in _SQUALL_PACKAGES
-    return path.startswith(("squall/", "<", sys.base_prefix, sys.prefix)) or \
-        "/site-packages/" in path
+    return path.startswith(("squall/", "<", os.path.join(sys.base_prefix, ""),
+                            os.path.join(sys.prefix, ""))) or "/site-packages/" in path
 
 
 #: ``squall local``'s exit code when tuple trees failed, timed out or were still pending at
@@ -336,10 +337,13 @@ def _framework(path: str) -> bool:
 EXIT_TREES_FAILED = 3
 
 
-def verdict(info: Any, topology: Topology, conf: Mapping[str, Any]) -> tuple[int, list[str]]:
-    """The run's exit code and, when trees did not complete, what happened and a hint."""
+def verdict(info: Any, topology: Topology, conf: Mapping[str, Any],
+            hinted: frozenset[str] | set[str] = frozenset()) -> tuple[int, list[str]]:
+    """The run's exit code and, when trees did not complete, what happened and a hint
+    (unless the run gave it for that component already: ``hinted``)."""
     spouts = spout_totals(info)
-    timed_out = sum(c.timed_out for c in info.components if c.type == "spout")
+    timed_out = sum(c.timed_out for c in info.components
+                    if c.type == "spout" and c.component_id != CHECKPOINT_COMPONENT_ID)
     if not spouts["failed"] and not spouts["pending"]:
         return 0, []
     done = spouts["acked"] + spouts["failed"] + spouts["pending"]
@@ -352,12 +356,13 @@ def verdict(info: Any, topology: Topology, conf: Mapping[str, Any]) -> tuple[int
     if spouts["pending"]:
         what.append(f"{spouts['pending']} of {done} never completed")
     lines = ["; ".join(what) + f": exit code {EXIT_TREES_FAILED}"]
-    lines += [f"hint: {h}" for h in _hints(info, topology)]
+    lines += [f"hint: {h}" for c, h in _hints(info, topology) if c not in hinted]
     return EXIT_TREES_FAILED, lines
 
 
-def _hints(info: Any, topology: Topology) -> list[str]:
-    """A bolt that executed tuples and acked none: the newcomer's usual mistake."""
+def _hints(info: Any, topology: Topology) -> list[tuple[str, str]]:
+    """(component, hint) for each bolt that executed tuples and acked none: the newcomer's
+    usual mistake."""
     from ..client.components import Bolt
     out = []
     for c in info.components:
@@ -370,9 +375,9 @@ def _hints(info: Any, topology: Topology) -> list[str]:
         except Exception:  # noqa: BLE001 - a hint is never worth a failure
             continue
         if plain:
-            out.append(f"bolt {c.component_id} executed {c.executed} tuple(s) and acked 0: a "
-                       "Bolt must ack each tuple it is done with (self.collector.ack(tup)); "
-                       "a BasicBolt acks for you")
+            out.append((c.component_id, f"bolt {c.component_id} executed {c.executed} "
+                        "tuple(s) and acked 0: a Bolt must ack each tuple it is done with "
+                        "(self.collector.ack(tup)); a BasicBolt acks for you"))
     return out
 
 
@@ -541,10 +546,9 @@ def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     # The run shows each worker's exit itself (show_events): the in-process supervisor's
-    # own warning, with the log's tail, would say it again on stderr.
+    # own warning about it, with the log's tail, would say it again on stderr.
     sup_log = logging.getLogger("squall.supervisor")
-    sup_level = sup_log.level
-    sup_log.setLevel(logging.ERROR)
+    sup_log.addFilter(_not_worker_exits)
     code = 1
     try:
         echo(f"[squall local] starting ZooKeeper, Nimbus and a supervisor in "
@@ -571,13 +575,19 @@ def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-        sup_log.setLevel(sup_level)
+        sup_log.removeFilter(_not_worker_exits)
         run.close()
         if code == 0 and not run.errors.count and not keep_logs:
             run.cluster.cleanup()
         else:
             echo(f"[squall local] logs kept in {run.cluster.base_dir}")
     return code
+
+
+def _not_worker_exits(record: logging.LogRecord) -> bool:
+    """The supervisor's warning that a worker exited on its own (``squall local`` shows
+    that itself); its other warnings pass."""
+    return not ("exited with code" in record.getMessage() and "last lines of" in record.msg)
 
 
 def _prepare_kafka(run: _Run) -> None:
@@ -608,9 +618,9 @@ def _watch(run: _Run, duration: float | None, stop: dict, progress_every: float)
             info = run.info()
             run.errors.show(info.errors)
             if spout_totals(info)["failed"]:  # trees fail: say why now if it is the usual
-                for h in _hints(info, run.loaded.topology):
-                    if h not in hinted:
-                        hinted.add(h)
+                for c, h in _hints(info, run.loaded.topology):
+                    if c not in hinted:
+                        hinted.add(c)
                         echo(f"[squall local] hint: {h}")
             next_look = now + 1.0
             if now >= next_progress:
@@ -638,8 +648,7 @@ def _watch(run: _Run, duration: float | None, stop: dict, progress_every: float)
                    jvm_log=os.path.join(run.cluster.base_dir, "logs", "report-jvm.log"))
     if run.crashed:
         return 1
-    code, lines = verdict(info, run.loaded.topology, run.conf)
+    code, lines = verdict(info, run.loaded.topology, run.conf, hinted)
     for line in lines:
-        if line.removeprefix("hint: ") not in hinted:
-            echo(f"[squall local] {line}")
+        echo(f"[squall local] {line}")
     return code

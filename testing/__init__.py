@@ -84,15 +84,19 @@ def complete_topology(topology: Topology | TopologyBuilder,
     ``next_tuple`` emits nothing. The run ends once every mocked tuple was emitted, the
     spouts are quiet and no tree is pending; trees still pending then wait on simulated
     time (their ticks, windows and message timeout), up to ``max_secs`` simulated seconds
-    (default: three message timeouts) or ``real_timeout`` seconds of this machine's time,
+    (default: three message timeouts and a second) or ``real_timeout`` seconds of this machine's time,
     past which it raises :class:`TopologyNotComplete` naming what was pending.
     """
     engine = Engine(topology, conf, mocked_sources, seed)
     limit = max_secs if max_secs is not None else 3 * engine.timeout + 1
-    deadline = time.monotonic() + real_timeout
+    deadline = engine.deadline = time.monotonic() + real_timeout
     quiet = 0
     while True:
-        made = engine.round()
+        try:
+            made = engine.round()
+        except TimeoutError as exc:
+            engine.shutdown()
+            raise TopologyNotComplete(f"{exc} (real_timeout {real_timeout:g} s)") from None
         quiet = quiet + 1 if made == 0 else 0
         if quiet >= 2 and engine.mocked_done():
             if not engine.trees:
@@ -149,10 +153,12 @@ class LocalCluster:
         return CompletedTopology(engine)
 
     def activate(self, name: str) -> None:
-        self._engine(name).active = True
+        """Spouts' ``activate`` is called, and ``next_tuple`` again as the clock moves."""
+        self._engine(name).set_active(True)
 
     def deactivate(self, name: str) -> None:
-        self._engine(name).active = False
+        """Spouts' ``deactivate`` is called; ``next_tuple`` no more until activated."""
+        self._engine(name).set_active(False)
 
     def advance_time(self, secs: float) -> None:
         """Run every topology for ``secs`` simulated seconds: a round a millisecond while

@@ -91,12 +91,16 @@ class _Collector:
         self.task = task
 
     def emit(self, values: Any, stream: str = DEFAULT_STREAM, anchors: Any = None,
-             direct_task: int | None = None, msg_id: Any = None) -> list[int]:
-        return self.engine.emit(self.task, values, stream, anchors, direct_task, msg_id)
+             direct_task: int | None = None) -> list[int]:
+        return self.engine.emit(self.task, values, stream, anchors, direct_task, None)
 
     def emit_direct(self, task: int, values: Any, stream: str = DEFAULT_STREAM,
-                    anchors: Any = None, msg_id: Any = None) -> list[int]:
-        return self.emit(values, stream, anchors, task, msg_id)
+                    anchors: Any = None) -> list[int]:
+        return self.emit(values, stream, anchors, task)
+
+    def emit_anchored(self, values: list, stream: str, anchor: Tuple,
+                      direct_task: int | None = None) -> list[int]:
+        return self.emit(values, stream, anchor, direct_task)
 
     def ack(self, tup: Tuple) -> None:
         self.engine.ack(self.task, tup)
@@ -117,6 +121,22 @@ class _Collector:
 
     def call_soon_threadsafe(self, fn: Callable[[], Any]) -> None:
         self.engine.calls.append(fn)
+
+
+class _SpoutCollector(_Collector):
+    """A spout's collector: Storm's SpoutOutputCollector (a message id, not anchors)."""
+
+    def emit(self, values: Any, stream: str = DEFAULT_STREAM, msg_id: Any = None,
+             anchors: Any = None, direct_task: int | None = None) -> list[int]:
+        return self.engine.emit(self.task, values, stream, None, direct_task, msg_id)
+
+    def emit_direct(self, task: int, values: Any, stream: str = DEFAULT_STREAM,
+                    msg_id: Any = None) -> list[int]:
+        return self.emit(values, stream, msg_id, None, task)
+
+    def get_pending_count(self) -> int:
+        """Trees of this task in flight."""
+        return self.task.pending
 
 
 class _BasicCollector:
@@ -208,6 +228,8 @@ class Engine:
         self.failed: dict[str, list] = {}
         self.errors: list[tuple[str, int, str]] = []
         self.active = True
+        #: drain() gives up past this (monotonic); complete_topology sets it.
+        self.deadline = float("inf")
         mocked = dict(mocked_sources or {})
         unknown = sorted(set(mocked) - {c.id for c in topology.spouts()})
         if unknown:
@@ -226,7 +248,7 @@ class Engine:
                 self.tasks[tid] = _Task(tid, cid, comp.kind, obj, ctx, comp_conf)
         for task in self.tasks.values():
             task.routes = self._routes(task)
-            task.collector = _Collector(self, task)
+            task.collector = (_SpoutCollector if task.kind == "spout" else _Collector)(self, task)
         for task in self.tasks.values():
             self._prepare(task)
 
@@ -378,14 +400,21 @@ class Engine:
         return sum(len(v) for v in self.emitted.get(task.component, {}).values())
 
     def drain(self) -> None:
-        """Deliver every tuple in flight (and what they make), oldest first."""
+        """Deliver every tuple in flight (and what they make), oldest first; raises
+        TimeoutError past ``deadline`` (monotonic), e.g. for bolts that feed each other
+        forever."""
         queue, calls, tasks = self.queue, self.calls, self.tasks
+        n = 0
         while queue or calls:
             while calls:
                 calls.popleft()()
             if queue:
                 tid, tup = queue.popleft()
                 tasks[tid].execute(tup)
+                n += 1
+                if not n & 1023 and time.monotonic() > self.deadline:
+                    raise TimeoutError(f"{len(queue)} tuple(s) still in flight after "
+                                       f"{n} delivered in one round")
 
     def emit(self, task: _Task, values: Any, stream: str, anchors: Any,
              direct_task: int | None, msg_id: Any) -> list[int]:
@@ -453,6 +482,8 @@ class Engine:
             anchors = []
         elif isinstance(anchors, Tuple):
             anchors = [anchors]
+        else:
+            anchors = list(anchors)
         for t in targets:
             ids: dict[int, int] | None = None
             for a in anchors:
@@ -501,12 +532,19 @@ class Engine:
     def mocked_done(self) -> bool:
         return all(t.obj.done for t in self.tasks.values() if isinstance(t.obj, FixedSpout))
 
+    def set_active(self, active: bool) -> None:
+        """Activate or deactivate the spouts (Storm's activate/deactivate)."""
+        if active != self.active:
+            self.active = active
+            for task in self.tasks.values():
+                if task.kind == "spout":
+                    task.obj.activate() if active else task.obj.deactivate()
+
     def shutdown(self) -> None:
         """Deactivate and close spouts, clean up bolts (Storm's kill)."""
-        self.active = False
+        self.set_active(False)
         for task in self.tasks.values():
             if task.kind == "spout":
-                task.obj.deactivate()
                 task.obj.close()
             else:
                 task.obj.cleanup()

@@ -31,7 +31,7 @@ from typing import Any, Callable
 from ..client.state import State, get_state
 from ..client.stateful import (BARRIER, CHECKPOINT_STREAM_ID, RESTORE, CheckpointedSpout,
                                is_stateful)
-from .checkpoint import uncount, upstream_tasks
+from .checkpoint import upstream_tasks
 from ..client.tuple import TM_CONTROL_STREAM_ID, TM_REPORT_STREAM_ID, TOPOLOGY_MASTER_ID, Tuple
 
 log = logging.getLogger(__name__)
@@ -155,10 +155,8 @@ class BoltBarrier:
     def run(self, tup: Tuple) -> Any:
         stream = tup.source_stream
         if stream == CHECKPOINT_STREAM_ID:
-            uncount(self.out)
             return self.on_checkpoint(tup)
         if stream == TM_CONTROL_STREAM_ID:
-            uncount(self.out)
             return self.on_control(tup.values[0])
         if self.normal:
             return self.execute(tup)

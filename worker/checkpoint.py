@@ -62,30 +62,9 @@ class CheckpointGate:
         return True
 
 
-def uncount(out: Any) -> None:
-    """A checkpoint tuple is the runtime's, not the user's: it leaves the task's executed
-    count (the executor counted it), so a user's counters are their own tuples' (as Storm's
-    UI shows them by default; the checkpoint spout's own counters show the checkpoints)."""
-    out.stats.executed -= 1
-
-
-def ack_own(out: Any, tup: Tuple) -> None:
-    """Ack a checkpoint tuple without counting it among the task's acked."""
-    was = out.stats.acked
-    out.ack(tup)
-    out.stats.acked = was
-
-
-def fail_own(out: Any, tup: Tuple) -> None:
-    """Fail a checkpoint tuple without counting it among the task's failed."""
-    was = out.stats.failed
-    out.fail(tup)
-    out.stats.failed = was
-
-
 def _forward(out: Any, tup: Tuple, txid: int, action: str) -> None:
     out.emit([txid, action], CHECKPOINT_STREAM_ID, [tup])
-    ack_own(out, tup)
+    out.ack_system(tup)
 
 
 def forwarding(execute: Callable[[Tuple], Any], out: Any, context: Any) -> Callable[[Tuple], Any]:
@@ -95,12 +74,11 @@ def forwarding(execute: Callable[[Tuple], Any], out: Any, context: Any) -> Calla
     def run(tup: Tuple) -> Any:
         if tup.source_stream != CHECKPOINT_STREAM_ID:
             return execute(tup)
-        uncount(out)
         txid, action = tup.values
         if gate.arrived(action, txid) and gate.current(action, txid):
             _forward(out, tup, txid, action)
         else:
-            ack_own(out, tup)
+            out.ack_system(tup)
     return run
 
 
@@ -205,7 +183,6 @@ class StatefulTask:
 
     def execute(self, tup: Tuple) -> Any:
         if tup.source_stream == CHECKPOINT_STREAM_ID:
-            uncount(self.out)
             return self.checkpoint(tup)
         if self.initialized:
             return self.process(tup)
@@ -227,16 +204,16 @@ class StatefulTask:
     def checkpoint(self, tup: Tuple) -> None:
         txid, action = tup.values
         if not (self.gate.arrived(action, txid) and self.gate.current(action, txid)):
-            ack_own(self.out, tup)  # an earlier copy, or an old transaction
+            self.out.ack_system(tup)  # an earlier copy, or an old transaction
             return
         try:
             if not self.act(action, txid):
-                fail_own(self.out, tup)
+                self.out.fail_system(tup)
                 return
         except Exception as exc:  # a state that cannot be saved: the spout recovers
             log.error("%s: checkpoint %s %s failed: %s", self.name, action, txid, exc)
             self.out.report_error(exc)
-            fail_own(self.out, tup)
+            self.out.fail_system(tup)
             return
         _forward(self.out, tup, txid, action)
 

@@ -338,6 +338,25 @@ class OutputCollector(_Base):
                 pa[root] = pa.get(root, 0) ^ e ^ av
         self.stats.acked += 1
 
+    def ack_system(self, tup: Tuple) -> None:
+        """Ack a tuple of the runtime's own (a checkpoint): its tree as ``ack`` does, but not
+        among the task's acked, which count the user's tuples (counters never go down)."""
+        if tup.acked:
+            return
+        tup.acked = True
+        ids = tup.ids
+        if ids:
+            av = tup.ack_val
+            pa = self.ex.pending_acks
+            for root, e in ids.items():
+                pa[root] = pa.get(root, 0) ^ e ^ av
+
+    def fail_system(self, tup: Tuple) -> None:
+        """Fail a tuple of the runtime's own: its trees, not the task's failed count."""
+        ids = tup.ids
+        if ids:
+            self.ex.pending_fails.extend(ids)
+
     def _acked_twice(self, tup: Tuple) -> None:
         """A second ack XORs the tuple's edges in again and its tree never completes (Storm
         leaves it to time out, silently): refused, and said once per task."""

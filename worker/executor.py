@@ -85,9 +85,10 @@ class Executor:
     """Base: queue, acker batching, timers and the single step.
 
     An executor runs either on the worker's shared event loop (``loop`` given:
-    it shares the loop's :class:`Transfer`) or, when its component sets
-    ``topology.executor.threaded``, on a thread of its own with its own
-    Transfer (for user code that blocks on IO).
+    it shares the loop's :class:`Transfer`, but for OWN_TRANSFER executors, the
+    spouts) or, when its component sets ``topology.executor.threaded`` (or the
+    loop moved it there), on a thread of its own with its own Transfer (for user
+    code that blocks on IO).
     """
 
     #: What kind of component it runs, and which user code its step calls (for ``stalled``).
@@ -413,6 +414,9 @@ class BoltExecutor(Executor):
                 self.executes[t] = forwarding(self.executes[t], out, ctx)
         if checkpointed:  # every tuple goes through the checkpoint-aware execute
             self.execute_batch = None
+        #: Streams of the runtime's own tuples, which a task's executed leaves out.
+        self.system_streams = frozenset((CHECKPOINT_STREAM_ID, TM_CONTROL_STREAM_ID)) \
+            if checkpointed else None
         if not self.multi:
             self.dispatch = self.executes[self.tasks[0]]  # type: ignore[method-assign]
         tick = self.conf.get(cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
@@ -438,29 +442,27 @@ class BoltExecutor(Executor):
         return run
 
     def dispatch(self, item: Any) -> None:  # multi-task executors: (task, tuple)
-        self.ws.stats[item[0]].executed += 1
-        self.executes[item[0]](item[1])
+        tup = item[1]
+        if self.system_streams is None or tup.source_stream not in self.system_streams:
+            self.ws.stats[item[0]].executed += 1  # before it runs, as _run_counting does
+        self.executes[item[0]](tup)
 
     def step(self) -> int:
         dq = self.queue.dq
         if not dq:
             return 0
-        # A single task's executed is counted for the batch before it runs (a multi-task
-        # executor's dispatch counts each tuple first): the stats thread may read the counts
-        # mid-batch, and must never see more acked than executed.
-        planned = 0 if self.multi else min(len(dq), BATCH)
         st = self.ws.stats[self.tasks[0]]
-        st.executed += planned
         t0 = perf_counter()
         if self.execute_batch is not None:  # one call: the user's code sets its pace
             popleft = dq.popleft
-            batch = [popleft() for _ in range(planned)]
+            batch = [popleft() for _ in range(min(len(dq), BATCH))]
             n = len(batch)
+            st.executed += n  # before it runs, as _run_counting does
             self.execute_batch(batch)
+        elif self.multi:
+            n = super().step()  # dispatch counts each tuple
         else:
-            n = super().step()
-        if n < planned:
-            st.executed -= planned - n  # the step ended early (BATCH_SECS)
+            n = self._run_counting(dq, st, t0)
         if n:
             # One timing per batch: its mean is each tuple's execute latency (stats.py).
             dt = perf_counter() - t0
@@ -474,6 +476,25 @@ class BoltExecutor(Executor):
             else:
                 st.busy_secs += dt
                 st.execute.record_many(dt * 1000 / n, n)
+        return n
+
+    def _run_counting(self, dq: Any, st: Any, t0: float) -> int:
+        """A single task's step: each tuple counted executed before it runs (the stats
+        thread reads the counters mid-step: never more acked than executed, and a counter
+        never goes down, which Nimbus would take for a restarted worker), but for the
+        runtime's own tuples of a checkpointed topology."""
+        popleft = dq.popleft
+        dispatch = self.dispatch
+        system = self.system_streams
+        n = 0
+        while dq and n < BATCH:
+            tup = popleft()
+            if system is None or tup.source_stream not in system:
+                st.executed += 1
+            dispatch(tup)
+            n += 1
+            if not n & 15 and perf_counter() - t0 > BATCH_SECS:
+                break
         return n
 
     def _tick(self, freq: Any) -> None:

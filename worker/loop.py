@@ -6,7 +6,8 @@ cooperatively on one thread instead of one thread each: a round drains the
 inbound socket, gives every executor one :meth:`~Executor.run_once` step
 (dispatch a batch, call ``next_tuple``, send the batch's acker traffic), fires
 due timers, and flushes the shared :class:`~squall.worker.transfer.Transfer`
-when the flush interval has passed or the loop is about to sleep. With
+(and each spout's own) when the flush interval has passed or the loop is about
+to sleep. With
 nothing to do it sleeps in ``zmq.Poller.poll`` on the socket and a wake-up
 pipe that executors on their own threads (``topology.executor.threaded``)
 write to when they hand it tuples.
@@ -136,6 +137,7 @@ class EventLoop:
             # The loop runs on another thread now; this one is the rescued executor's.
             r.executor.leave_loop()
             r.executor.thread = threading.current_thread()
+            r.executor.thread.name = r.executor.name
             r.executor.run(True)
             return
         except _Died:
@@ -177,7 +179,8 @@ class EventLoop:
                             done += ex.run_once()
                         finally:
                             with lock:
-                                self.current = None
+                                if self.current is ex:  # after a rescue: another loop's
+                                    self.current = None
                                 rescued = ex.rescued
                         if rescued:
                             raise _Rescued(ex)
@@ -228,8 +231,8 @@ class EventLoop:
 
     def _move_slow_executors(self) -> None:
         """Executors whose user code sleeps (a spout's slow next_tuple) leave the loop for a
-        thread of their own, taking their own Transfer (and so their tuples' order) along;
-        what they sent before moving went out with their Transfer's flush on this thread."""
+        thread of their own, taking their own Transfer (and so their tuples' order) along,
+        flushed here first; frames a slow peer has not taken yet go along with it."""
         for ex in [e for e in self.executors if getattr(e, "wants_thread", False)]:
             ex.wants_thread = False
             ex.transfer.flush()

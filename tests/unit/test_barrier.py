@@ -13,7 +13,6 @@ from squall.worker.barrier import BoltBarrier
 from squall.worker.queue import Backpressure, InQueue, ThreadWaker
 from squall.worker.topology_master import (RECOVERING, RUNNING, WAITING, BarrierCoordinator,
                                            Persist, Send)
-from squall.worker.stats import TaskStats
 
 TASKS = frozenset({1, 2, 3})  # 1 is the spout
 SPOUTS = frozenset({1})
@@ -96,7 +95,6 @@ def test_a_checkpoint_that_does_not_complete_in_time_recovers():
 class Out:
     def __init__(self):
         self.emitted = []
-        self.stats = TaskStats("count")  # what the executor counts
 
     def emit(self, values, stream="default", anchors=None, direct_task=None):
         self.emitted.append((stream, list(values)))

@@ -17,7 +17,6 @@ from squall.client.topology import TopologyBuilder
 from squall.client.topology_proto import from_bytes, to_bytes
 from squall.client.tuple import Fields, Tuple
 from squall.worker.checkpoint import CheckpointGate, HoldingCollector, StatefulTask
-from squall.worker.stats import TaskStats
 
 
 S = CheckPointState
@@ -88,13 +87,14 @@ class Out:
 
     def __init__(self):
         self.acked, self.failed, self.emitted, self.errors = [], [], [], []
-        self.stats = TaskStats("count")  # what the executor counts
 
     def ack(self, t):
         self.acked.append(t)
 
     def fail(self, t):
         self.failed.append(t)
+
+    ack_system, fail_system = ack, fail  # the runtime's own tuples: the same, uncounted
 
     def emit(self, values, stream="default", anchors=None, direct_task=None):
         self.emitted.append((stream, values, anchors))

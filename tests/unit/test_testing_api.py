@@ -219,3 +219,45 @@ def test_a_value_no_worker_could_receive_fails_the_test_at_the_emit():
     b.set_bolt("tags", Tags()).shuffle_grouping("sentences")
     with pytest.raises(InvalidTopology, match="field 'tags' holds a builtins.set"):
         complete_topology(b, mocked_sources={"sentences": [["x"]]})
+
+
+class Positional(Spout):
+    """Storm's spout signature, positionally: emit(values, stream, msg_id)."""
+
+    def open(self, conf, context, collector):
+        self.collector, self.i, self.active = collector, 0, True
+
+    def next_tuple(self):
+        if self.i < 3:
+            self.collector.emit([self.i], "default", self.i)
+            self.i += 1
+
+    def deactivate(self):
+        self.active = False
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["n"])
+
+
+class Sink(Bolt):
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+
+def test_a_spouts_positional_message_id_is_tracked_and_deactivation_reaches_it():
+    b = TopologyBuilder()
+    b.set_spout("numbers", Positional())
+    b.set_bolt("sink", Sink()).shuffle_grouping("numbers")
+    assert sorted(complete_topology(b).acked("numbers")) == [0, 1, 2]
+    with LocalCluster() as cluster:
+        cluster.submit_topology("n", {}, b)
+        spout = cluster.engines["n"].tasks[1].obj
+        cluster.deactivate("n")
+        cluster.advance_time(1)
+        assert spout.active is False and spout.i == 0  # next_tuple not called meanwhile
+        cluster.activate("n")
+        cluster.advance_time(1)
+        assert cluster.result("n").acked("numbers") == [0, 1, 2]

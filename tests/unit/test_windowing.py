@@ -299,7 +299,7 @@ NOW_MS = 1_795_000_000_000  # late 2026
 @pytest.mark.parametrize("ts, why", [
     (NOW_MS / 1000, "is about now in seconds"),            # time.time()
     (int(NOW_MS / 1000), "is about now in seconds"),       # int(time.time())
-    (1.5, "has a fraction"),
+    (1.5, None), (NOW_MS + 0.25, None),                    # time.time() * 1000
     (NOW_MS, None), (1000, None), (0, None), (NOW_MS + 0.0, None), ("x", None),
 ])
 def test_seconds_for_milliseconds_are_recognised(ts, why):
