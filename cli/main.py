@@ -59,8 +59,9 @@ def _set_strict(ctx: Any, param: Any, value: bool) -> None:
 
 strict_option = click.option(
     "--strict", is_flag=True, expose_value=False, callback=_set_strict,
-    help="Refuse a key Squall and Storm do not know (in -c and in the topology's conf) "
-         "instead of warning; before or after the command's name.")
+    help="Refuse, instead of warning about, a conf key Squall and Storm do not know or a "
+         "Storm key Squall does not implement (in -c and in the topology's conf); before or "
+         "after the command's name.")
 _conf_pairs = click.option("-c", "--conf", "conf_pairs", multiple=True, metavar="KEY=VALUE",
                            help="Override a config key (value parsed as YAML); repeatable.")
 
