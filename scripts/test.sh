@@ -8,7 +8,8 @@ bash "$ROOT/scripts/setup.sh" --with-browser  # the UI's browser tests need Chro
 cd "$ROOT"
 
 rc=0
-.venv/bin/python -m pytest "$@" || rc=$?
+# The slowest tests are listed at the end: the suite's time is budgeted (README).
+.venv/bin/python -m pytest --durations=25 "$@" || rc=$?
 if [[ $rc -eq 5 ]]; then
   echo "[test] pytest collected no tests: failing" >&2
 fi
