@@ -33,6 +33,8 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: exported under :func:`prometheus_name`.
 _USER_NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+#: A Nimbus-made topology id: the name, then two ASCII numbers (greedy ``.+``: the last two).
+_NIMBUS_ID = re.compile(r"(.+)-[0-9]+-[0-9]+", re.DOTALL)
 
 
 def prometheus_name(name: str) -> str:
@@ -40,6 +42,30 @@ def prometheus_name(name: str) -> str:
     leading digit gets one (``my-custom-shell-metric`` -> ``my_custom_shell_metric``)."""
     safe = _UNSAFE.sub("_", name)
     return "_" + safe if safe[:1].isdigit() else safe
+
+
+#: The labels every per-topology Prometheus series starts with, in every daemon: the name,
+#: which an operator's queries, dashboards and alerts select by (it survives a kill and a
+#: resubmission), and the id of this run (``word-count-3-1764...``), which does not.
+TOPOLOGY_LABELS = ["topology", "topology_id"]
+
+
+def topology_name_of(topology_id: str) -> str:
+    """The name in a topology id as Nimbus makes it, ``<name>-<counter>-<epoch secs>``
+    (nimbus/nimbus.py ``submit``): ``word-count-3-1764000000`` -> ``word-count``. Names may
+    hold dashes and digits, the two numbers never do, so the last two parts are the
+    numbers. An id of another shape is taken as its own name."""
+    m = _NIMBUS_ID.fullmatch(topology_id)
+    return m.group(1) if m else topology_id
+
+
+def topology_labels(topology_id: str, name: str | None = None) -> list[str]:
+    """The values of :data:`TOPOLOGY_LABELS` for a series of ``topology_id``. Derived from
+    the id unless the caller knows the name (``topology.name``): every daemon has the id,
+    so they all label a topology alike without reading its conf."""
+    return [name or topology_name_of(topology_id), topology_id]
+
+
 #: Families Squall's own connectors export with labels of their own (``squall_kafka_lag``
 #: with ``topic`` and ``partition``): a family gauge's name must start with one of these.
 CONNECTOR_FAMILIES = ("kafka_",)

@@ -24,10 +24,13 @@ from prometheus_client.registry import Collector
 
 from ..client import histogram
 from ..client.contract import WorkerHeartbeat
-from ..client.metrics import CONNECTOR_FAMILIES, prometheus_name
+from ..client.metrics import (CONNECTOR_FAMILIES, TOPOLOGY_LABELS, prometheus_name,
+                              topology_labels)
 
-TASK_LABELS = ["topology", "component", "task", "host", "port"]
-WORKER_LABELS = ["topology", "host", "port"]
+#: ``topology`` is the name and ``topology_id`` this run's id (client/metrics.py): a
+#: resubmitted topology's series keep the name an operator's queries select by.
+TASK_LABELS = TOPOLOGY_LABELS + ["component", "task", "host", "port"]
+WORKER_LABELS = TOPOLOGY_LABELS + ["host", "port"]
 COUNTERS = (("executed", "Tuples executed (bolts)"),
             ("acked", "Tuple trees acked (spouts) or tuples acked (bolts)"),
             ("failed", "Tuple trees failed (spouts) or tuples failed (bolts)"),
@@ -109,7 +112,7 @@ class WorkerCollector(Collector):
         running = set()
         for w in self.workers():
             running.add((w.topology_id, int(w.port)))
-            wl = [w.topology_id, self.host, str(w.port)]
+            wl = topology_labels(w.topology_id) + [self.host, str(w.port)]
             hb = WorkerHeartbeat.read(w.worker_dir, w.pid)
             fresh = hb is not None and now - hb.time <= self.stale_secs()
             fam["up"].add_metric(wl, 1.0 if fresh else 0.0)
@@ -121,7 +124,7 @@ class WorkerCollector(Collector):
                 self.skipped += 1
         for tid, port in self.expected():
             if (tid, int(port)) not in running:
-                fam["up"].add_metric([tid, self.host, str(port)], 0.0)
+                fam["up"].add_metric(topology_labels(tid) + [self.host, str(port)], 0.0)
         yield from counters.values()
         yield from fam.values()
         yield from (f[0] if isinstance(f, tuple) else f for f in user.values())
@@ -131,7 +134,8 @@ class WorkerCollector(Collector):
         """One worker's heartbeat into the families. A malformed file raises here and the
         caller skips the rest of that worker: what was added stays valid exposition."""
         port = str(w.port)
-        wl = [w.topology_id, self.host, port]
+        topo = topology_labels(w.topology_id)
+        wl = topo + [self.host, port]
         fam["bp"].add_metric(wl, 1.0 if hb.throttled else 0.0)
         fam["rss"].add_metric(wl, float(hb.rss_bytes))
         fam["dropped"].add_metric(wl, float(hb.dropped_frames))
@@ -140,13 +144,13 @@ class WorkerCollector(Collector):
             fam["gc"].add_metric(wl + [str(gen)], float(n))
         for ex in hb.executors.values():
             if isinstance(ex, dict) and "task" in ex:
-                fam["queue"].add_metric([w.topology_id, str(ex.get("component", "")),
-                                         str(ex["task"]), self.host, port],
+                fam["queue"].add_metric(topo + [str(ex.get("component", "")),
+                                                str(ex["task"]), self.host, port],
                                         float(ex.get("queue", 0)))
         for task, st in hb.tasks.items():
             if not isinstance(st, dict):
                 continue
-            tl = [w.topology_id, str(st.get("component", "")), str(task), self.host, port]
+            tl = topo + [str(st.get("component", "")), str(task), self.host, port]
             for stream, pair in (st.get("streams") or {}).items():
                 try:
                     fam["emitted"].add_metric(tl + [str(stream)], float(pair[0]))
@@ -209,8 +213,9 @@ class WorkerCollector(Collector):
         family, extra = m.get("family"), m.get("labels")
         if not isinstance(family, str) or not family.startswith(CONNECTOR_FAMILIES) or \
                 not family.isidentifier() or not isinstance(extra, dict) or \
-                not all(isinstance(k, str) and k.isidentifier() for k in extra):
-            return
+                not all(isinstance(k, str) and k.isidentifier() for k in extra) or \
+                not set(extra).isdisjoint(TASK_LABELS):
+            return  # a label twice in one series is exposition Prometheus refuses
         names = sorted(extra)
         key = ("family", family)
         f = out.get(key)
@@ -239,7 +244,7 @@ class SupervisorMetrics:
                              ["supervisor"], registry=self.registry).labels(*sid)
         self._restarts = Counter("squall_supervisor_worker_restarts",
                                  "Workers that crashed or hung and were launched again",
-                                 ["supervisor", "topology"], registry=self.registry)
+                                 ["supervisor"] + TOPOLOGY_LABELS, registry=self.registry)
         self.send_errors = Counter("squall_supervisor_heartbeat_send_errors",
                                    "Reports to Nimbus that failed", ["supervisor"],
                                    registry=self.registry).labels(*sid)
@@ -249,7 +254,7 @@ class SupervisorMetrics:
         self.sid = supervisor_id
 
     def restarted(self, topology_id: str) -> None:
-        self._restarts.labels(self.sid, topology_id).inc()
+        self._restarts.labels(self.sid, *topology_labels(topology_id)).inc()
 
     def zookeeper(self, op: str, secs: float) -> None:
         self._zk.labels(self.sid, op).observe(secs)

@@ -126,7 +126,8 @@ def test_the_spout_exports_its_offsets_as_squall_kafka_gauges(cluster, kafka_bro
     lc.wait_for(lambda: scrape()[0] == {(topic, "0"): 0.0, (topic, "1"): 0.0}, timeout=30,
                 what="lag 0 on both partitions")
     _, fams = scrape()
-    labels = {"topology", "component", "task", "host", "port", "topic", "partition"}
+    labels = {"topology", "topology_id", "component", "task", "host", "port", "topic",
+              "partition"}
     for name in ("squall_kafka_log_end_offset", "squall_kafka_committed_offset",
                  "squall_kafka_log_start_offset", "squall_kafka_records_in_partition",
                  "squall_kafka_emitted_offset"):

@@ -242,7 +242,7 @@ def test_rest_api_metrics_and_logviewer_on_a_running_cluster(web):
                 "squall_worker_uptime_seconds", "squall_supervisor_workers",
                 "squall_supervisor_worker_restarts", "squall_supervisor_heartbeat_send_errors",
                 "squall_user_distinct_words", "squall_user_increments")
-    task_labels = {"topology", "component", "task", "host", "port"}
+    task_labels = {"topology", "topology_id", "component", "task", "host", "port"}
 
     def spout_acks():
         total = 0
@@ -268,7 +268,9 @@ def test_rest_api_metrics_and_logviewer_on_a_running_cluster(web):
             assert s.labels["host"] == f"127.0.0.{i + 1}"
         for s in fams["squall_acked"].samples:
             assert task_labels <= set(s.labels), s
-        assert {s.labels["topology"] for s in fams["squall_worker_up"].samples} == {tid}
+        # Labelled by name, the run's id beside it (what a resubmission changes).
+        assert {(s.labels["topology"], s.labels["topology_id"])
+                for s in fams["squall_worker_up"].samples} == {("word-count", tid)}
         assert all(s.value == 1 for s in fams["squall_worker_up"].samples)
     missing = [f for f in families if f not in seen]
     assert not missing, missing
@@ -296,3 +298,28 @@ def test_rest_api_metrics_and_logviewer_on_a_running_cluster(web):
              what="the topology removed after kill/1")
     assert c.api(f"topology/{tid}")[0] == 404
     assert os.path.exists(c.tmp / "ui.log")
+
+    # Resubmitted (same name, new id): the supervisors' series keep topology="word-count",
+    # so a dashboard or alert selecting by it carries on; only topology_id moves.
+    c.submit_word_count()
+    tid2 = poll_for(lambda: next((t["id"] for t in c.ok("topology/summary")["topologies"]
+                                  if t["status"] == "ACTIVE" and t["workersLive"] == 2),
+                                 None), timeout=30, what="word-count again\n" + c.logs())
+    assert tid2 != tid
+
+    def relabelled():
+        scraped = scrape_all()
+
+        def runs(family):
+            return {(s.labels["topology"], s.labels["topology_id"]) for fams in scraped
+                    for s in (fams[family].samples if family in fams else ())}
+        return scraped if runs("squall_worker_up") == runs("squall_acked") == \
+            {("word-count", tid2)} else None
+    scraped = poll_for(relabelled, timeout=30,
+                       what=f"the supervisors' series of {tid2} alone")
+    for fams in scraped:
+        for f in fams.values():
+            for s in f.samples:
+                if "topology" in s.labels:
+                    assert (s.labels["topology"], s.labels["topology_id"]) in \
+                        {("word-count", tid2), ("word-count", tid)}, (f.name, s)

@@ -15,9 +15,15 @@ PROMETHEUS_DIR = os.path.join(ROOT, "deploy", "prometheus")
 PROMETHEUS_YML = os.path.join(PROMETHEUS_DIR, "prometheus.yml")
 ALERTS_YML = os.path.join(PROMETHEUS_DIR, "squall-alerts.yml")
 DASHBOARD_JSON = os.path.join(ROOT, "deploy", "grafana", "squall-dashboard.json")
+README = os.path.join(ROOT, "README.md")
+MONITORING_README = os.path.join(PROMETHEUS_DIR, "README.md")
+SECURITY = os.path.join(ROOT, "SECURITY.md")
+CONF_EXAMPLE = os.path.join(ROOT, "deploy", "squall.yaml.example")
 
+# The paths the README's cluster section gives the token and the CA (make-certs.sh
+# /etc/squall/pki): the scrape config must name the same ones.
 TOKEN_FILE = "/etc/squall/http.token"
-CA_FILE = "/etc/squall/tls/ca.pem"
+CA_FILE = "/etc/squall/pki/ca.pem"
 
 # Every metric family Squall exposes, named as exposed: counters with _total, histograms
 # without their _bucket/_sum/_count suffixes.
@@ -214,7 +220,7 @@ def test_alert_rules_are_well_formed(alerts):
 def test_alert_rules_cover_the_essentials(alerts):
     exprs = " ".join(r["expr"] for r in _alert_rules(alerts))
     for needle in ("squall_worker_up == 0",
-                   "increase(squall_supervisor_worker_restarts_total[5m]) > 3",
+                   "increase(squall_supervisor_worker_restarts_total[5m])) > 3",
                    "rate(squall_busy_seconds_total[5m])",
                    "squall_failed_total",
                    "max(squall_nimbus_is_leader) == 0"):
@@ -272,3 +278,61 @@ def test_dashboard_covers_the_main_families(dashboard):
 
 def test_dashboard_uses_only_known_metrics(dashboard):
     assert _unknown_metrics(_dashboard_exprs(dashboard)) == []
+
+
+# --- one set of paths, one label to select by ------------------------------------------
+
+def _text(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def _etc_paths(text):
+    return set(re.findall(r"/etc/squall/[\w./-]*\w", text))
+
+
+def test_the_scrape_config_names_the_paths_the_readme_names(prometheus):
+    """The token and CA files Prometheus reads are the ones the README (and SECURITY.md,
+    squall.yaml.example, deploy/prometheus/README.md) tell an operator to make: a copy
+    of the CA at another path is a target down with an x509 error."""
+    readme = _etc_paths(_text(README))
+    assert {TOKEN_FILE, CA_FILE} <= readme
+    for job in prometheus["scrape_configs"]:
+        assert job["authorization"]["credentials_file"] in readme, job["job_name"]
+        assert job["tls_config"]["ca_file"] in readme, job["job_name"]
+    raw = _text(PROMETHEUS_YML)
+    # Every /etc/squall path in the file, comments too, lives where the README's do.
+    dirs = {os.path.dirname(p) for p in readme}
+    assert all(os.path.dirname(p) in dirs for p in _etc_paths(raw)), _etc_paths(raw)
+    assert CA_FILE in _etc_paths(_text(MONITORING_README))
+    assert TOKEN_FILE in _etc_paths(_text(MONITORING_README))
+    assert f"squall.tls.ca.file: {CA_FILE}" in _text(SECURITY)
+    assert f'squall.tls.ca.file: "{CA_FILE}"' in _text(CONF_EXAMPLE)
+
+
+def test_no_job_for_daemons_without_metrics(prometheus):
+    """The logviewer and DRPC serve no /metrics (ui/logviewer.py, drpc/server.py): a job
+    for them would be a target always down."""
+    ports = {t.rsplit(":", 1)[1] for j in prometheus["scrape_configs"]
+             for sc in j["static_configs"] for t in sc["targets"]}
+    assert ports == {"9180", "9181", "8080"}
+
+
+_ID_MATCHER = re.compile(r"topology_id\s*(=~|!~|!=|=)")
+
+
+def test_rules_and_dashboard_select_by_topology_name(alerts, dashboard):
+    """A topology keeps its name across a kill and a resubmission, not its id: no rule or
+    panel matches on topology_id, and every rule that aggregates per topology keeps the
+    name label."""
+    exprs = [r["expr"] for r in _alert_rules(alerts)] + _dashboard_exprs(dashboard)
+    assert [e for e in exprs if _ID_MATCHER.search(e)] == []
+    for e in exprs:
+        for by in re.findall(r"\bby \(([^)]*)\)", e):
+            labels = {x.strip() for x in by.split(",")}
+            assert "topology_id" not in labels or "topology" in labels, e
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["topology"]["query"]["query"] == \
+        "label_values(squall_acked_total, topology)"
+    crash = next(r for r in _alert_rules(alerts) if r["alert"] == "SquallWorkerCrashLoop")
+    assert "sum by (supervisor, topology)" in crash["expr"]
