@@ -13,16 +13,22 @@ The three files come from ``squall.tls.ca.file``, ``squall.tls.cert.file`` and
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
+import logging
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 import grpc
 from cryptography import x509
-from cryptography.x509.oid import NameOID
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from . import config as cfg
 from .errors import ConfigError
+
+log = logging.getLogger("squall.tls")
 
 _KEYS = (cfg.SQUALL_TLS_CA_FILE, cfg.SQUALL_TLS_CERT_FILE, cfg.SQUALL_TLS_KEY_FILE)
 
@@ -121,6 +127,90 @@ def raise_fd_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     except (ImportError, ValueError, OSError):
         pass  # not permitted here: the OS's limit stands
+
+
+#: What to run when a host has no certificate that may serve (deploy/make-certs.sh).
+_MAKE_ONE = ("make one for this host with `deploy/make-certs.sh DIR --supervisor NAME@ADDRESS` "
+             "(or --nimbus ADDRESS)")
+_WILDCARD = ("0.0.0.0", "::", "")
+
+
+def serving_problem(conf: Mapping[str, Any], host: str) -> tuple[str, bool] | None:
+    """Why this process's certificate cannot serve TLS on ``host`` (a bind address), or None.
+    The bool says whether the problem is certain (the daemon must refuse to start) or only
+    likely (a host name in the certificate may still resolve to ``host``: a warning)."""
+    ca_pem, cert_pem, key_pem = _read(conf)
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        ca = x509.load_pem_x509_certificate(ca_pem)
+    except ValueError as e:
+        return f"it is not a PEM certificate ({e})", True
+    now = datetime.datetime.now(datetime.timezone.utc)
+    if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
+        return (f"it is valid from {cert.not_valid_before_utc:%Y-%m-%d} to "
+                f"{cert.not_valid_after_utc:%Y-%m-%d} only"), True
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return f"it is not signed by the CA in {conf[cfg.SQUALL_TLS_CA_FILE]}", True
+    try:
+        eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+        if ExtendedKeyUsageOID.SERVER_AUTH not in eku:
+            return ("it is a client-only certificate (extended key usage "
+                    f"{', '.join(getattr(u, '_name', u.dotted_string) for u in eku)}, "
+                    "no serverAuth)"), True
+    except x509.ExtensionNotFound:
+        pass  # no EKU extension: any use (RFC 5280)
+    try:
+        ku = cert.extensions.get_extension_for_class(x509.KeyUsage).value
+        if not ku.digital_signature:
+            return "its key usage lacks digitalSignature, which a TLS server needs", True
+    except x509.ExtensionNotFound:
+        pass
+    try:
+        key = serialization.load_pem_private_key(key_pem, None)
+    except (ValueError, TypeError) as e:
+        return f"its key {conf[cfg.SQUALL_TLS_KEY_FILE]} cannot be read ({e})", True
+    if key.public_key().public_numbers() != cert.public_key().public_numbers():
+        return f"its key {conf[cfg.SQUALL_TLS_KEY_FILE]} is not the certificate's", True
+    if host in _WILDCARD:
+        host = str(conf.get(cfg.STORM_LOCAL_HOSTNAME) or "")
+        if not host:
+            return None  # clients dial a name we cannot know here
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return f"it names no address or host name (no subjectAltName), not {host}", True
+    ips = [str(a) for a in sans.get_values_for_type(x509.IPAddress)]
+    names = sans.get_values_for_type(x509.DNSName)
+    try:
+        ip = str(ipaddress.ip_address(host))
+    except ValueError:
+        if host.lower() in (n.lower() for n in names):
+            return None
+        return f"it names {', '.join([*names, *ips])}, not {host}", not names
+    if ip in ips:
+        return None
+    # Clients may dial one of the names, which may resolve to this address: not certain
+    # (localhost aside, which never resolves to another host's address).
+    return (f"it names {', '.join([*names, *ips])}, not {ip}",
+            not any(n.lower() != "localhost" for n in names))
+
+
+def check_serving(conf: Mapping[str, Any], host: str, port: int, who: str) -> None:
+    """Refuse to serve TLS on ``host:port`` with a certificate that cannot: one line naming
+    the certificate and why (a client-only certificate made Prometheus fail with "unsuitable
+    certificate purpose" while the daemon started without a word)."""
+    problem = serving_problem(conf, host)
+    if problem is None:
+        return
+    reason, certain = problem
+    line = (f"{who} cannot serve TLS on {host}:{port} with {conf[cfg.SQUALL_TLS_CERT_FILE]}: "
+            f"{reason}")
+    if certain:
+        raise ConfigError(cfg.SQUALL_TLS_CERT_FILE, f"{line}; {_MAKE_ONE}")
+    log.warning("%s: clients that dial %s will refuse it unless a name in it resolves there",
+                line, host)
 
 
 def server_credentials(conf: Mapping[str, Any]) -> grpc.ServerCredentials:

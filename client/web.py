@@ -8,6 +8,9 @@
   redirected to the URL without the token. A POST authenticated by the cookie must also carry
   the ``X-Squall-Csrf`` header (a cross-site form cannot set it). Why one shared secret and
   not per-user logins is in SECURITY.md.
+* A link from one host's page to another host's (the UI's links to every logviewer) is
+  signed with the token (:func:`sign_link`) and expires: the browser's cookie is per host,
+  and the token itself never goes into a URL the pages show.
 * Plain HTTP on loopback; a non-loopback address is served over HTTPS with ``squall.tls.*``
   (the certificate must be a server certificate), or plain only with an explicit
   ``insecure``.
@@ -21,6 +24,7 @@ import json
 import logging
 import secrets
 import threading
+import time
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import parse_qsl, quote, urlencode
 
@@ -60,6 +64,25 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
+#: How long a signed link (:func:`sign_link`) opens its page: the UI makes its links anew on
+#: every refresh, so an hour covers a page left open; clocks of a cluster's hosts may differ
+#: by minutes, not hours.
+LINK_TTL_SECS = 3600
+
+
+def _link_mac(token: bytes, path: str, query: str) -> str:
+    return hmac.new(token, f"squall link\n{path}\n{query}".encode(), hashlib.sha256).hexdigest()
+
+
+def sign_link(token: str, path: str, query: str = "", now: float | None = None,
+              ttl: float = LINK_TTL_SECS) -> str:
+    """``path?query`` (query already URL-encoded) signed with the cluster's token: any host of
+    the cluster serves it, and logs the browser in there, until ``ttl`` seconds from now."""
+    expires = int((time.time() if now is None else now) + ttl)
+    query = f"{query}&expires={expires}" if query else f"expires={expires}"
+    return f"{path}?{query}&sig={_link_mac(token.encode(), path, query)}"
+
+
 def _json_error(start_response, status: str, message: str,
                 headers: list[tuple[str, str]] = ()) -> list[bytes]:
     body = json.dumps({"error": status, "errorMessage": message}).encode()
@@ -90,14 +113,46 @@ class TokenAuth:
     def _session_ok(self, given: str | None) -> bool:
         return bool(given) and hmac.compare_digest(given.encode(), self.session.encode())
 
+    def _set_cookie(self) -> str:
+        return f"{self.cookie}={self.session}; Path=/; HttpOnly; SameSite=Strict" + \
+            ("; Secure" if self.secure_cookie else "")
+
+    def _signed(self, path: str, raw_query: str) -> bool | str | None:
+        """None: not a signed link; True: a valid one; else why it is refused."""
+        head, sep, sig = raw_query.rpartition("&sig=")
+        if not sep:
+            return None
+        expires = next((v for k, v in parse_qsl(head) if k == "expires"), "")
+        if not hmac.compare_digest(sig.encode(), _link_mac(self.token, path, head).encode()):
+            return "this link was not signed with the cluster's token"
+        if not expires.isdigit() or int(expires) < time.time():
+            return ("this link has expired: reload the page that gave it (or open this "
+                    "port's URL with ?token=<token> once)")
+        return True
+
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         if environ.get("PATH_INFO", "") in self.open_paths:
             return self.app(environ, start_response)
         auth = environ.get("HTTP_AUTHORIZATION", "")
         if auth.startswith("Bearer ") and self._ok(auth[7:].strip()):
             return self.app(environ, start_response)
-        query = parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+        raw = environ.get("QUERY_STRING", "")
+        query = parse_qsl(raw, keep_blank_values=True)
         given = next((v for k, v in query if k == "token"), None)
+        signed = self._signed(environ.get("PATH_INFO", ""), raw)
+        if signed is not None and given is None:
+            if signed is not True:
+                return _json_error(start_response, "401 Unauthorized", signed)
+            if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
+                return _json_error(start_response, "403 Forbidden", "a signed link only reads")
+            # Served at once, not redirected: the link comes from another host's page, and a
+            # browser drops a SameSite=Strict cookie on a redirect that follows a cross-site
+            # click. The cookie set here serves the links within this host's pages.
+
+            def with_cookie(status, headers, exc_info=None):
+                return start_response(status, [*headers, ("Set-Cookie", self._set_cookie())],
+                                      exc_info)
+            return self.app(environ, with_cookie)
         if given is not None:
             if not self._ok(given):
                 return _json_error(start_response, "401 Unauthorized", "wrong token")
@@ -106,9 +161,8 @@ class TokenAuth:
             # "/\\host" would send the browser to another site).
             path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "/")
             location = "/" + quote(path.lstrip("/\\"), safe="/") + (f"?{rest}" if rest else "")
-            cookie = f"{self.cookie}={self.session}; Path=/; HttpOnly; SameSite=Strict" + \
-                ("; Secure" if self.secure_cookie else "")
-            start_response("303 See Other", [("Location", location), ("Set-Cookie", cookie),
+            start_response("303 See Other", [("Location", location),
+                                              ("Set-Cookie", self._set_cookie()),
                                               ("Content-Length", "0")])
             return [b""]
         if self._session_ok(_cookie(environ.get("HTTP_COOKIE", ""), self.cookie)):
@@ -169,6 +223,7 @@ def _guarded_manager(server: Any, name: str):
     import select
     import selectors
     import socket
+    import ssl
     import time as _time
     from collections import Counter
 
@@ -321,6 +376,11 @@ def _guarded_manager(server: Any, name: str):
         def _headers_in(self, conn: Any) -> bool | None:
             """True: the header block is there (or something cheroot must answer); False:
             not yet; None: the client closed."""
+            if isinstance(conn.socket, ssl.SSLSocket):
+                # A kept-alive HTTPS connection: its bytes cannot be peeked at (recv takes no
+                # flags there, and raised out of the serve loop, stopping the port); a thread
+                # reads them under the header watchdog (Request.parse_request).
+                return True
             try:
                 data = conn.socket.recv(_PEEK_BYTES, socket.MSG_PEEK | socket.MSG_DONTWAIT)
             except BlockingIOError:
@@ -416,6 +476,8 @@ class WebServer:
             raise SquallError(f"{name}: refusing plain HTTP on {host}:{port}, which is not a "
                               "loopback address: set squall.tls.* (a server certificate) for "
                               "HTTPS, bind to 127.0.0.1, or pass --insecure")
+        if use_tls:
+            tls.check_serving(conf, host, port, name)
         self.token = read_token(conf)
         self.scheme = "https" if use_tls else "http"
         wrapped = TokenAuth(app, self.token, secure_cookie=use_tls, open_paths=open_paths)

@@ -1,16 +1,17 @@
 """A cluster's CA and certificates for mutual TLS (``deploy/make-certs.sh`` runs this).
 
 One CA signs every certificate; a certificate's CN is its principal and its OUs the
-principal's groups (:mod:`squall.client.tls`). Daemon certificates carry the hosts they
-serve as subject alternative names (gRPC checks the address a client dialled against
-them); every certificate may serve and call (a Nimbus calls the leader for code sync).
-Keys are EC P-256, written with mode 0600. ``squall local`` and the tests make throwaway
-ones with :func:`throwaway`.
+principal's groups (:mod:`squall.client.tls`). A host's certificate (``--nimbus`` for a
+Nimbus host, ``--supervisor NAME@ADDRESS`` for any other) serves every TLS port of that host
+(Nimbus's and DRPC's gRPC, the UI, the logviewer, ``/metrics``) for the addresses it names
+(subject alternative names, which clients check against the address they dialled) and calls
+Nimbus as its principal; a user's certificate only calls. Keys are EC P-256, written with
+mode 0600. ``squall local`` and the tests make throwaway ones with :func:`throwaway`.
 
 Usage::
 
     python -m squall.deploy.certs DIR --nimbus nimbus1.example,10.0.0.5 \\
-        --supervisor supervisor --user alice:analysts,ops --user bob
+        --supervisor supervisor@10.0.0.6 --user alice:analysts,ops --user bob
 """
 
 from __future__ import annotations
@@ -103,8 +104,8 @@ class CertificateAuthority:
     def issue(self, cn: str, groups: Iterable[str] = (), hosts: Iterable[str] = (),
               file_stem: str | None = None, server: bool = False) -> Issued:
         """Sign a certificate for principal ``cn`` with ``groups`` (OUs). Only a ``server``
-        certificate (a Nimbus's) may serve TLS, for ``hosts`` and this host's loopback; the
-        others only call, so no user can pose as Nimbus."""
+        certificate (a host's) may serve TLS, for ``hosts`` and the host's loopback; the
+        others (users') only call, so no user can pose as a daemon."""
         key = ec.generate_private_key(ec.SECP256R1())
         attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
         attrs += [x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, g) for g in groups]
@@ -115,6 +116,9 @@ class CertificateAuthority:
              .not_valid_before(now - datetime.timedelta(minutes=5))
              .not_valid_after(now + datetime.timedelta(days=self.days))
              .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+             # digitalSignature: an ECDSA key signs the TLS handshake, on either side.
+             .add_extension(x509.KeyUsage(True, False, False, False, False, False, False,
+                                          False, False), critical=True)
              .add_extension(x509.ExtendedKeyUsage(
                  [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH] if server
                  else [ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False))
@@ -138,14 +142,23 @@ def _user(spec: str) -> tuple[str, list[str]]:
     return name, [g for g in groups.split(",") if g]
 
 
+def _host_cert(spec: str) -> tuple[str, list[str]]:
+    """``NAME@HOST[,HOST...]`` -> (principal, hosts); a bare NAME has no hosts."""
+    name, _, hosts = spec.partition("@")
+    return name, [h for h in hosts.split(",") if h]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m squall.deploy.certs",
                                 description="Make a Squall cluster's CA and certificates.")
     p.add_argument("dir", help="where ca.pem/ca.key and the certificates go")
     p.add_argument("--nimbus", action="append", default=[], metavar="HOST[,HOST...]",
                    help="a Nimbus certificate (CN nimbus) valid for these hosts")
-    p.add_argument("--supervisor", action="append", default=[], metavar="NAME",
-                   help="a supervisor certificate with this CN (it only calls Nimbus)")
+    p.add_argument("--supervisor", action="append", default=[], metavar="NAME@HOST[,HOST...]",
+                   help="a host's certificate with CN NAME (put NAME in "
+                        "nimbus.supervisor.users): it serves that host's HTTPS ports (metrics, "
+                        "logviewer, UI) and DRPC for these addresses and calls Nimbus; without "
+                        "@HOST it only calls, and cannot serve")
     p.add_argument("--user", action="append", default=[], metavar="NAME[:GROUP,...]",
                    help="a user certificate; groups become OUs")
     a = p.parse_args(argv)
@@ -154,12 +167,16 @@ def main(argv: list[str] | None = None) -> int:
     for i, hosts in enumerate(a.nimbus):
         made.append(ca.issue("nimbus", hosts=hosts.split(","),
                              file_stem="nimbus" if i == 0 else f"nimbus-{i}", server=True))
-    for name in a.supervisor:
-        made.append(ca.issue(name))
+    for spec in a.supervisor:
+        name, hosts = _host_cert(spec)
+        # One file per host: several hosts share a principal but not their addresses.
+        made.append(ca.issue(name, hosts=hosts, server=bool(hosts),
+                             file_stem=f"{name}-{hosts[0]}" if hosts else name))
     for spec in a.user:
         name, groups = _user(spec)
         made.append(ca.issue(name, groups))
-    print(f"CA: {ca.cert_path} (keep {os.path.join(a.dir, 'ca.key')} offline)")
+    print(f"CA: {ca.cert_path} (move {os.path.join(a.dir, 'ca.key')} off the daemons' hosts; "
+          "keep it offline)")
     for m in made:
         print(f"  {m.cert}  key {m.key}")
     print("In each host's squall.yaml:\n"

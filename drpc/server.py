@@ -175,6 +175,8 @@ def serve(servicer: Any, add: Any, conf: Mapping[str, Any], host: str, port: int
     ``squall.tls.*``; without, loopback only unless ``insecure``; a port in use is an error."""
     secure = tls.refuse_plaintext(conf, host, port, "the DRPC server", cfg.DRPC_BIND_HOST,
                                   insecure)
+    if secure:
+        tls.check_serving(conf, host, port, f"the DRPC server ({name})")
     address = f"{host}:{port}"
     queue = int(cfg.get(conf, cfg.DRPC_QUEUE_SIZE))
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads,

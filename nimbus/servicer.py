@@ -396,6 +396,8 @@ def serve(nimbus: Nimbus, host: str, port: int, max_workers: int = 16,
     """
     secure = tls.refuse_plaintext(nimbus.conf, host, port, "Nimbus", cfg.NIMBUS_BIND_HOST,
                                   insecure)
+    if secure:
+        tls.check_serving(nimbus.conf, host, port, "Nimbus")
     address = f"{host}:{port}"
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers,
                                                     thread_name_prefix="nimbus-grpc"),

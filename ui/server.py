@@ -18,7 +18,7 @@ from ..client.contract import worker_log_name
 from ..client.daemon import Daemon
 from ..client.errors import NimbusError
 from ..client.nimbus_client import NimbusClient
-from ..client.web import WebServer, loopback
+from ..client.web import WebServer, loopback, read_token, sign_link
 
 log = logging.getLogger("squall.ui")
 
@@ -38,13 +38,17 @@ class UiMetrics:
         self.seconds.labels(endpoint).observe(secs)
 
 
-def log_link_maker(conf: Mapping[str, Any], scheme: str, port: int | None = None):
-    """(topology id, host, port) -> the logviewer URL of that worker's log."""
+def log_link_maker(conf: Mapping[str, Any], scheme: str, port: int | None = None,
+                   token: str | None = None):
+    """(topology id, host, port) -> the logviewer URL of that worker's log, signed with the
+    cluster's token (client/web.py ``sign_link``): the browser's login cookie is per host,
+    and the link may lead to another host's logviewer."""
     lv_port = port or int(cfg.get(conf, cfg.LOGVIEWER_PORT))
 
     def link(tid: str, host: str, worker_port: int) -> str:
-        return (f"{scheme}://{host}:{lv_port}/log?file="
-                f"{quote(worker_log_name(tid, worker_port), safe='')}")
+        query = f"file={quote(worker_log_name(tid, worker_port), safe='')}"
+        path = sign_link(token, "/log", query) if token else f"/log?{query}"
+        return f"{scheme}://{host}:{lv_port}{path}"
     return link
 
 
@@ -141,7 +145,8 @@ class UiServer(WebDaemon):
         scheme = "https" if self.conf.get(cfg.SQUALL_TLS_CERT_FILE) and not loopback(lv_host) \
             else "http"
         app = make_app(self.client, self.conf, version,
-                       log_link_maker(self.conf, scheme, self.logviewer_port), metrics)
+                       log_link_maker(self.conf, scheme, self.logviewer_port,
+                                      read_token(self.conf)), metrics)
 
         @app.get("/metrics")
         def prometheus():

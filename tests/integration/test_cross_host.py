@@ -50,6 +50,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 #: The same ports on every host (each is a namespace of its own).
 SLOTS = [6700, 6701, 6702]
 NIMBUS_PORT = 6627
+METRICS_PORT, LOGVIEWER_PORT, UI_PORT = 9180, 8000, 8080
+HTTP_TOKEN = uuid.uuid4().hex
 
 # Small timeouts keep the module fast; every wait below is bounded by the ones it depends on.
 TASK_TIMEOUT = 3.0        # nimbus.task.timeout.secs: a silent slot is dead after this
@@ -105,22 +107,42 @@ class CrossHostCluster:
                      "storm.zookeeper.root": f"/squall-xhost-{uuid.uuid4().hex[:8]}",
                      "storm.zookeeper.auth.payload": f"squall:{uuid.uuid4().hex}",
                      "nimbus.seeds": [self.h0.ip],
-                     "nimbus.supervisor.users": ["supervisor"]})
-        conf.update(ca.issue("tester").conf())  # the CLI's user
+                     "nimbus.supervisor.users": ["supervisor"],
+                     "nimbus.daemon.users": ["nimbus"],
+                     "squall.http.token.file": str(self.tmp / "http.token")})
+        (self.tmp / "http.token").write_text(HTTP_TOKEN + "\n")
+        self.tester = ca.issue("tester")
+        conf.update(self.tester.conf())  # the CLI's user
+        self.ca = ca
         self.conf = conf
         self.yaml = self.tmp / "squall.yaml"
         self.yaml.write_text(yaml.safe_dump(conf))
         self.env = dict(os.environ, SQUALL_CONF=str(self.yaml))
         # Nimbus's certificate names host 0's address: the clients dial it and check.
-        nimbus_tls = ca.issue("nimbus", hosts=[self.h0.ip], server=True).conf()
-        sup_tls = ca.issue("supervisor").conf()
-        self.start_daemon("nimbus", self.h0, "nimbus", nimbus_tls,
+        # As the README's cluster section: host 0's certificate (Nimbus's) serves its ports,
+        # each other host has one for its own address (make-certs.sh --supervisor NAME@ADDR)
+        # that serves its /metrics and logviewer over HTTPS and calls Nimbus as "supervisor".
+        self.host_tls = {self.h0.index: ca.issue("nimbus", hosts=[self.h0.ip],
+                                                 server=True).conf()}
+        for h in self.sup_hosts:
+            self.host_tls[h.index] = ca.issue("supervisor", hosts=[h.ip], server=True,
+                                              file_stem=f"supervisor-{h.ip}").conf()
+        self.start_daemon("nimbus", self.h0, "nimbus", self.host_tls[self.h0.index],
                           {"storm.local.dir": self.tmp / "nimbus",
                            "storm.local.hostname": self.h0.ip})
         for h, d in zip(self.sup_hosts, self.sup_dirs):
-            self.start_daemon(f"supervisor{h.index}", h, "supervisor", sup_tls,
+            self.start_daemon(f"supervisor{h.index}", h, "supervisor", self.host_tls[h.index],
                               {"storm.local.dir": d, "storm.local.hostname": h.ip,
-                               "supervisor.slots.ports": json.dumps(SLOTS)})
+                               "supervisor.slots.ports": json.dumps(SLOTS),
+                               "supervisor.metrics.port": METRICS_PORT,
+                               "squall.metrics.host": h.ip})
+            self.start_daemon(f"logviewer{h.index}", h, "logviewer", self.host_tls[h.index],
+                              {"storm.local.dir": d, "logviewer.host": h.ip,
+                               "logviewer.port": LOGVIEWER_PORT})
+        self.start_daemon("ui", self.h0, "ui", self.host_tls[self.h0.index],
+                          {"storm.local.dir": self.tmp / "nimbus", "ui.host": self.h0.ip,
+                           "ui.port": UI_PORT, "logviewer.port": LOGVIEWER_PORT,
+                           "logviewer.host": self.h0.ip, "storm.local.hostname": self.h0.ip})
         n = len(self.sup_hosts)
         self.wait(lambda: f"{n} supervisor(s), 0/{n * len(SLOTS)} slots used" in self.list_out(),
                   30, f"{n} supervisors registered")
@@ -398,7 +420,126 @@ def test_worker_traffic_between_hosts_is_encrypted(c, tmp_path):
         c.kill(name)
 
 
-# --- 2. slow links ------------------------------------------------------------------------------
+# --- 2. every HTTPS port with the cluster's CA, and a log on another host from the UI --------
+#: GET a URL over HTTPS trusting only the cluster's CA, with the cluster's token (Prometheus's
+#: view of a scrape target); run inside a host's namespace.
+FETCH = r"""
+import ssl, sys, urllib.request
+ca, token, url = sys.argv[1:4]
+ctx = ssl.create_default_context(cafile=ca)
+req = urllib.request.Request(url, headers={"Authorization": "Bearer " + token})
+with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
+    sys.stdout.write(resp.read().decode())
+"""
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+
+
+def https_get(c: CrossHostCluster, host, url: str) -> str | None:
+    r = host.run([PY, "-c", FETCH, c.conf["squall.tls.ca.file"], HTTP_TOKEN, url],
+                 capture_output=True, text=True, timeout=30)
+    return r.stdout if r.returncode == 0 else None
+
+
+def browser_in(c: CrossHostCluster, host, tmp_path):
+    """(executable, env) of a Chromium that runs inside ``host``'s namespace and trusts the
+    cluster's CA as an operator's browser does once it is imported (README: its NSS
+    database, `certutil -A -t C,,`), and nothing else added."""
+    home = tmp_path / "home"
+    nssdb = home / ".pki" / "nssdb"
+    nssdb.mkdir(parents=True)
+    subprocess.run(["certutil", "-N", "-d", f"sql:{nssdb}", "--empty-password"], check=True)
+    subprocess.run(["certutil", "-A", "-d", f"sql:{nssdb}", "-t", "C,,", "-n", "squall-ca",
+                    "-i", c.conf["squall.tls.ca.file"]], check=True)
+    # Playwright talks to the browser over inherited pipes, which `ip netns exec` keeps.
+    wrapper = tmp_path / "chromium-in-netns"
+    wrapper.write_text(f"#!/bin/sh\nexec {netns.IP} netns exec {host.name} {CHROMIUM} \"$@\"\n")
+    wrapper.chmod(0o755)
+    return str(wrapper), dict(os.environ, HOME=str(home))
+
+
+def test_every_https_port_serves_with_the_clusters_ca_and_the_ui_opens_another_hosts_log(
+        c, tmp_path):
+    """Issue 25's operator: host certificates from make-certs.sh serve each supervisor's
+    /metrics and logviewer over HTTPS that Prometheus (the CA, the token) accepts; a daemon
+    given a certificate that cannot serve refuses to start in one line; the UI on host 0
+    opens a worker's log on another host's logviewer in a browser that trusts the CA (the
+    link is signed: the browser has no cookie for that host)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    h0 = c.h0
+    for h in c.sup_hosts:
+        text = c.wait(lambda h=h: https_get(c, h0, f"https://{h.ip}:{METRICS_PORT}/metrics"),
+                      LAUNCH_SLACK, f"host {h.index}'s supervisor /metrics over HTTPS")
+        names = {f.name for f in text_string_to_metric_families(text)}
+        assert any(n.startswith("squall_supervisor") for n in names), sorted(names)[:20]
+        assert "<title>" in c.wait(
+            lambda h=h: https_get(c, h0, f"https://{h.ip}:{LOGVIEWER_PORT}/"), LAUNCH_SLACK,
+            f"host {h.index}'s logviewer over HTTPS")
+
+    # A user's (client-only) certificate cannot serve: the logviewer says so and exits.
+    h1 = c.sup_hosts[0]
+    r = h1.run([PY, "-m", "squall.cli", "logviewer",
+                *[f"-c{k}={v}" for k, v in {**c.tester.conf(), "logviewer.host": h1.ip,
+                                             "logviewer.port": LOGVIEWER_PORT + 1,
+                                             "storm.local.dir": tmp_path}.items()]],
+               capture_output=True, text=True, env=c.env, timeout=60)
+    said = [ln for ln in (r.stdout + r.stderr).splitlines() if c.tester.cert in ln]
+    assert r.returncode != 0 and len(said) == 1, r.stdout + r.stderr
+    assert "client-only" in said[0] and f"{h1.ip}:{LOGVIEWER_PORT + 1}" in said[0], said[0]
+    assert "Traceback" not in r.stderr, r.stderr
+
+    if not os.path.exists(CHROMIUM) or shutil.which("certutil") is None:
+        pytest.skip("the browser half needs Debian's chromium and libnss3-tools (certutil): "
+                    "run scripts/setup.sh --with-browser")
+    pytest.importorskip("playwright.sync_api")
+    from playwright.sync_api import sync_playwright
+
+    pkg = write_package(tmp_path / "pkg")
+    tid = c.jar(pkg, "marker", "logs", **{"test.marker.key": "logs", "test.spout.rate": 20,
+                                          "test.events.dir": tmp_path,
+                                          "topology.message.timeout.secs": MSG_TIMEOUT})
+    placed = c.wait(lambda: spread_one_per_host(c, "logs"), LAUNCH_SLACK,
+                    "logs: one running worker on each host")
+    far = c.sup_hosts[-1]  # the log to open lives on this host, the UI on host 0
+    far_port = placed[far.index]["port"]
+    login = f"https://{h0.ip}:{UI_PORT}/?token={HTTP_TOKEN}"
+    executable, env = browser_in(c, h0, tmp_path)
+    (tmp_path / "profile").mkdir()
+    with sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=executable, headless=True, env=env,
+            args=CHROMIUM_ARGS)
+        try:
+            ctx.set_default_timeout(int(LAUNCH_SLACK * 1000))
+            page = ctx.pages[0] if ctx.pages else ctx.new_page()
+            page.goto(login)  # no certificate error: the CA is trusted, nothing is ignored
+            page.goto(f"https://{h0.ip}:{UI_PORT}/#/topology/{tid}")
+            link = page.locator(f"#workers a[href^='https://{far.ip}:{LOGVIEWER_PORT}/log?']")
+            link.first.wait_for()  # the page has polled the REST API and drawn the workers
+            hrefs = [link.nth(i).get_attribute("href") for i in range(link.count())]
+            assert HTTP_TOKEN not in " ".join(hrefs) and all("&sig=" in u for u in hrefs)
+            mine = page.locator(f"#workers tr:has-text('{far_port}') "
+                                f"a[href^='https://{far.ip}:{LOGVIEWER_PORT}/log?']")
+            with ctx.expect_page() as opened:
+                mine.first.click()  # target=_blank: a new tab on the other host
+            log_page = opened.value
+            log_page.wait_for_load_state()
+            body = log_page.locator("#log").inner_text()
+            assert tid in body or "logs" in body, body[:2000]
+            # The signed link logged the browser in there: the page's own search works.
+            log_page.locator("input[name=q]").fill("worker")
+            log_page.locator("form button").click()
+            log_page.wait_for_url("**q=worker**")
+            assert log_page.locator("#log mark").count() > 0, log_page.content()[:2000]
+        finally:
+            ctx.close()
+    c.kill("logs")
+
+
+# --- 3. slow links ------------------------------------------------------------------------------
 SLOW_MESSAGES, SLOW_RATE = 600, 100
 
 
@@ -454,7 +595,7 @@ def test_narrow_link_loses_no_message(c, tmp_path):
     c.kill("narrow")
 
 
-# --- 3. partition (last: it leaves host 2 rejoining) ------------------------------
+# --- 4. partition (last: it leaves host 2 rejoining) ------------------------------
 MESSAGES, RATE = 1500, 150  # msg ids, and per spout task per second (2 tasks): ~5 s of input
 
 

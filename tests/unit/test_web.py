@@ -103,6 +103,37 @@ def test_the_cookie_lets_a_browser_in_after_the_redirect():
     assert other.get("/logs").status_code == 401
 
 
+def test_a_signed_link_opens_its_page_on_any_host_of_the_cluster_and_logs_the_browser_in():
+    """The UI's log links lead to other hosts' logviewers, where the browser has no cookie
+    (it is per host): a link signed with the cluster's token serves the page at once, without
+    a redirect (a SameSite=Strict cookie is dropped on a redirect after a cross-site click),
+    and sets the cookie for that host's own links."""
+    link = web.sign_link(TOKEN, "/log", "file=wc-1%2F6700%2Fworker.log")
+    assert TOKEN not in link and link.startswith("/log?file=wc-1%2F6700%2Fworker.log&expires=")
+    other_host = client(secure_cookie=True)  # another daemon holding the same token
+    resp = other_host.get(link)
+    assert resp.status_code == 200 and resp.get_json()["path"] == "/log"
+    assert "file=wc-1%2F6700%2Fworker.log" in resp.get_json()["query"]
+    cookie = resp.headers["Set-Cookie"]
+    assert cookie.startswith("__Host-squall_token=") and TOKEN not in cookie
+    assert "SameSite=Strict" in cookie and "HttpOnly" in cookie and "; Secure" in cookie
+    assert other_host.get("/log?file=other").status_code == 200  # the cookie now serves
+
+
+def test_a_tampered_foreign_expired_or_writing_signed_link_is_refused():
+    link = web.sign_link(TOKEN, "/log", "file=a.log")
+    for bad in (link.replace("file=a.log", "file=b.log"),        # another file
+                link.replace("/log?", "/api/v1/topology?"),       # another path
+                web.sign_link("another-clusters-token-xyz", "/log", "file=a.log"),
+                web.sign_link(TOKEN, "/log", "file=a.log", now=1_000_000)):  # long expired
+        resp = client().get(bad)
+        assert resp.status_code == 401, bad
+        assert "Set-Cookie" not in resp.headers
+    assert "expired" in client().get(
+        web.sign_link(TOKEN, "/log", "file=a.log", ttl=-1)).get_json()["errorMessage"]
+    assert client().post(link).status_code == 403  # a link only reads
+
+
 def test_a_post_with_the_cookie_needs_the_csrf_header():
     c = client()
     c.set_cookie(web.COOKIE, web.TokenAuth(None, TOKEN).session)
@@ -336,6 +367,35 @@ def test_off_loopback_the_port_speaks_https_with_the_daemons_certificate(tmp_pat
         plain = urllib.request.Request(server.url.replace("https", "http") + "/")
         with pytest.raises((urllib.error.URLError, ConnectionError)):
             urllib.request.urlopen(plain, timeout=10).close()
+    finally:
+        server.stop()
+
+
+def test_https_keeps_a_browsers_connection_alive_across_requests(tmp_path):
+    """A browser sends its second request on the same TLS connection: the header guard could
+    not peek at it and its ValueError stopped the port's serve loop (found opening the UI
+    over HTTPS in Chromium)."""
+    import http.client
+    import ssl
+
+    from squall.deploy.certs import CertificateAuthority
+
+    issued = CertificateAuthority(str(tmp_path / "pki")).issue("ui", hosts=["127.0.0.1"],
+                                                              server=True)
+    conf = {"squall.http.token.file": token_file(tmp_path), **issued.conf()}
+    server = web.WebServer(echo_app, "0.0.0.0", 0, conf, "keepalive-test")
+    try:
+        ctx = ssl.create_default_context(cafile=conf["squall.tls.ca.file"])
+        conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=ctx, timeout=10)
+        for i in range(3):
+            conn.request("GET", f"/r{i}", headers={"Authorization": f"Bearer {TOKEN}"})
+            resp = conn.getresponse()
+            assert resp.status == 200 and json.loads(resp.read())["path"] == f"/r{i}"
+        conn.close()
+        with urllib.request.urlopen(urllib.request.Request(
+                server.url + "/after", headers={"Authorization": f"Bearer {TOKEN}"}),
+                context=ctx, timeout=10) as resp:
+            assert resp.status == 200  # the port still serves
     finally:
         server.stop()
 
