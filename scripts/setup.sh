@@ -3,21 +3,105 @@
 # (editable, with the spark, trident-redis and test extras), Debian's
 # ZooKeeper and Redis, a Java runtime for Spark, and (with --with-browser, as
 # scripts/test.sh asks) Chromium for the UI's browser tests. Idempotent; run
-# from any cwd:  bash scripts/setup.sh [--with-browser]
+# from any cwd:  bash scripts/setup.sh [--with-browser] [--service-user USER]
+#
+# --service-user USER (or SQUALL_SERVICE_USER=USER): the user the systemd units run
+# the daemons as (squall); setup ends with a warning if USER cannot run the venv's
+# interpreter. --check-service-user USER makes that check alone, changing nothing
+# (exit status 1 if it warns).
 set -euo pipefail
 
 WITH_BROWSER=0
-for arg in "$@"; do
-  case "$arg" in
+SERVICE_USER="${SQUALL_SERVICE_USER:-}"
+CHECK_ONLY=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
     --with-browser) WITH_BROWSER=1 ;;
-    *) echo "[setup] unknown argument $arg (known: --with-browser)" >&2; exit 2 ;;
+    --service-user|--check-service-user)
+      [[ $# -ge 2 && -n $2 ]] || { echo "[setup] $1 needs a user name" >&2; exit 2; }
+      [[ $1 == --check-service-user ]] && CHECK_ONLY=1
+      SERVICE_USER=$2; shift ;;
+    --service-user=*) SERVICE_USER=${1#*=} ;;
+    *) echo "[setup] unknown argument $1 (known: --with-browser, --service-user USER, --check-service-user USER)" >&2
+       exit 2 ;;
   esac
+  shift
 done
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 log() { echo "[setup] $*"; }
+
+# check_service_user USER: warn (one line, status 1) unless USER can run .venv/bin/python.
+# A venv's python is a symlink to the interpreter it was made from: one under /root or a
+# home directory (pyenv, a user's own build) is closed to the daemons' user, and the
+# systemd units hide those directories (ProtectHome=) even where their modes allow it.
+check_service_user() {
+  local user=$1 py="$ROOT/.venv/bin/python" as=() problem="" f d target hops=0 base
+  local sys_py=/usr/bin/python3.11
+  [[ -x $sys_py ]] || sys_py=/usr/bin/python3
+  local fix="rebuild the venv from a system python: rm -rf $ROOT/.venv && PYTHON=$sys_py bash $ROOT/scripts/setup.sh --service-user $user"
+  if ! id -u "$user" >/dev/null 2>&1; then
+    echo "[setup] WARNING: service user $user does not exist: create it (useradd --system ... $user, README's cluster step 1), then run setup again" >&2
+    return 1
+  fi
+  if [[ ! -e $py ]]; then
+    echo "[setup] WARNING: $py does not exist: run bash scripts/setup.sh --service-user $user" >&2
+    return 1
+  fi
+  if [[ $(id -u) -eq $(id -u "$user") ]]; then
+    as=()
+  elif [[ $(id -u) -eq 0 ]] && command -v runuser >/dev/null 2>&1; then
+    as=(runuser -u "$user" --)
+  elif command -v sudo >/dev/null 2>&1 && sudo -n true >/dev/null 2>&1; then
+    as=(sudo -n -u "$user" --)
+  else
+    log "cannot check that $user can run $py (needs root or sudo): check it with: sudo -u $user $py -c pass"
+    return 0
+  fi
+  # The symlink chain to the real binary, and every directory on the way, must be open to USER.
+  local chain=("$py")
+  f=$py
+  while [[ -L $f && $hops -lt 40 ]]; do
+    target=$(readlink "$f")
+    [[ $target == /* ]] || target="$(dirname "$f")/$target"
+    f=$target; chain+=("$f"); hops=$((hops + 1))
+  done
+  base=$("$py" -c 'import sys; print(sys.base_prefix)' 2>/dev/null || true)
+  for f in "${chain[@]}"; do
+    d=$(dirname "$f")
+    local dirs=()
+    while [[ $d != / ]]; do dirs=("$d" "${dirs[@]}"); d=$(dirname "$d"); done
+    for d in "${dirs[@]}"; do
+      if ! "${as[@]}" test -x "$d"; then problem="$user cannot enter $d (on the way to $f)"; break 2; fi
+    done
+  done
+  if [[ -z $problem ]] && ! "${as[@]}" test -x "$(readlink -f "$py")"; then
+    problem="$user cannot execute $(readlink -f "$py")"
+  fi
+  if [[ -z $problem ]] && ! "${as[@]}" "$py" -I -c pass >/dev/null 2>&1; then
+    problem="$py fails as $user (is ${base:-its base prefix} readable by $user?)"
+  fi
+  if [[ -z $problem ]]; then
+    for f in "${chain[@]}" "$base"; do
+      case "$f" in
+        /root|/root/*|/home|/home/*|/run/user|/run/user/*)
+          problem="$f is under a home directory, which the systemd units hide (ProtectHome=)"; break ;;
+      esac
+    done
+  fi
+  if [[ -n $problem ]]; then
+    echo "[setup] WARNING: service user $user cannot run .venv/bin/python: $problem; $fix" >&2
+    return 1
+  fi
+  log "service user $user can run .venv/bin/python ($(readlink -f "$py"))"
+}
+
+if [[ $CHECK_ONLY -eq 1 ]]; then
+  check_service_user "$SERVICE_USER"
+  exit $?
+fi
 
 # Run a command with its output kept aside; show it only if the command fails.
 quiet() {
@@ -111,13 +195,20 @@ fi
 
 # --- Chromium (Debian package): the UI's browser tests drive it through Playwright --
 # (tests/integration/test_ui_browser.py); Playwright's own browser download is never used.
+# certutil (libnss3-tools) gives a test browser the cluster's CA, as an operator does
+# (tests/integration/test_cross_host.py).
 if [[ $WITH_BROWSER -eq 0 ]]; then
   :  # running topologies needs no browser
-elif [[ -x /usr/bin/chromium ]]; then
-  log "chromium present (/usr/bin/chromium)"
+elif [[ -x /usr/bin/chromium ]] && command -v certutil >/dev/null 2>&1; then
+  log "chromium and certutil present (/usr/bin/chromium)"
 else
-  log "installing chromium and fonts-dejavu-core with apt-get (for the UI's browser tests)"
-  apt_install chromium fonts-dejavu-core
+  log "installing chromium, fonts-dejavu-core and libnss3-tools with apt-get (for the UI's browser tests)"
+  apt_install chromium fonts-dejavu-core libnss3-tools
+fi
+
+# Last, so that it is not scrolled away: the warning says how to rebuild the venv.
+if [[ -n $SERVICE_USER ]]; then
+  check_service_user "$SERVICE_USER" || true
 fi
 
 log "done"
