@@ -8,8 +8,10 @@ with ``reason="signal-N"``.
 from __future__ import annotations
 
 import contextlib
+import os
 import logging
 import signal
+import sys
 import threading
 import time
 from typing import Any, Callable, Iterable, Mapping
@@ -128,7 +130,13 @@ def run_web(daemon: Any, echo: Echo, wait: Callable[[], int] = wait_for_signal) 
     """A web daemon (ui/server.py) until ``wait()`` returns a signal."""
     daemon.start()
     try:
-        echo(f"{daemon.label} running: open {daemon.login_url()} ; Ctrl-C stops it")
+        if os.environ.get("JOURNAL_STREAM") or not sys.stdout.isatty():
+            # A service's output is kept (the journal, a log file) and read by others than
+            # the operator: name the token's file, never the token.
+            echo(f"{daemon.label} running: open {daemon.url}/?token=<the token in "
+                 f"{daemon.conf.get(cfg.SQUALL_HTTP_TOKEN_FILE)}> ; Ctrl-C stops it")
+        else:
+            echo(f"{daemon.label} running: open {daemon.login_url()} ; Ctrl-C stops it")
         signum = wait()
         echo(f"{daemon.label} stopping (signal-{signum})")
     finally:

@@ -107,3 +107,35 @@ def test_a_crash_is_summed_up_as_what_and_where_in_the_users_code():
                     "builtins.set")
     assert text == "SerializationError: field 'tags' holds a builtins.set"
     assert user_crash("worker started\nnothing raised here\n") is None
+
+
+def test_a_web_daemon_under_a_service_manager_names_the_token_file_not_the_token(monkeypatch,
+                                                                              tmp_path):
+    """Under systemd the output goes to the journal, which others read (the adm group): the
+    login line names the token's file; at a terminal it is the URL to open."""
+    from squall.cli import daemons
+
+    class Web:
+        label = "UI"
+        url = "https://10.0.0.1:8080"
+        conf = {"squall.http.token.file": "/etc/squall/http.token"}
+
+        def start(self):
+            pass
+
+        def close(self):
+            pass
+
+        def login_url(self):
+            return self.url + "/?token=s3cret-token-value"
+
+    said = []
+    monkeypatch.setenv("JOURNAL_STREAM", "8:1234")
+    daemons.run_web(Web(), said.append, wait=lambda: 15)
+    assert "s3cret-token-value" not in " ".join(said)
+    assert "https://10.0.0.1:8080/?token=<the token in /etc/squall/http.token>" in said[0]
+    monkeypatch.delenv("JOURNAL_STREAM")
+    monkeypatch.setattr(daemons.sys.stdout, "isatty", lambda: True, raising=False)
+    said.clear()
+    daemons.run_web(Web(), said.append, wait=lambda: 15)
+    assert "?token=s3cret-token-value" in said[0]
