@@ -47,7 +47,8 @@ def read_token(conf: Mapping[str, Any]) -> str:
     if not path:
         raise ConfigError(cfg.SQUALL_HTTP_TOKEN_FILE,
                           "not set: every HTTP port of Squall asks for a token; make one with "
-                          "`head -c 32 /dev/urandom | base64 > /etc/squall/http.token` and set "
+                          "`(umask 0027; head -c 32 /dev/urandom | base64 > /etc/squall/http.token)` "
+                          "(readable by the daemons' group only) and set "
                           f"{cfg.SQUALL_HTTP_TOKEN_FILE} to its path")
     try:
         with open(path, encoding="utf-8") as fh:
