@@ -83,6 +83,19 @@ def _jar_environment(package: str, config_path: str | None, overrides: Mapping[s
         sys.path.insert(0, package)
 
 
+def jar_dependencies(requirements: str | None, wheelhouse: str | None) -> None:
+    """``--requirements FILE`` and ``--wheelhouse DIR`` for the submitter (absolute: the
+    topology's main may change directory); unset when not given, so nothing carries over
+    from an earlier jar in this process."""
+    from ..client.submitter import ENV_REQUIREMENTS, ENV_WHEELHOUSE
+
+    for var, value in ((ENV_REQUIREMENTS, requirements), (ENV_WHEELHOUSE, wheelhouse)):
+        if value:
+            os.environ[var] = os.path.abspath(value)
+        else:
+            os.environ.pop(var, None)
+
+
 def run_topology_file(path: str, args: list[str], config_path: str | None,
                       overrides: Mapping[str, Any]) -> str:
     """``squall jar FILE.py``: submit the topology a file exposes (``topology()``, ``CONF``,

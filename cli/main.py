@@ -267,10 +267,21 @@ def drpc_client(function: str, args: tuple[str, ...], host: str | None, port: in
 @click.argument("module", required=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @with_flux_options
+@click.option("--requirements", "requirements", type=click.Path(exists=True, dir_okay=False),
+              default=None, metavar="FILE",
+              help="pip requirements the workers need (names, versions, extras, markers, "
+                   "--hash): shipped in the package, installed by each supervisor into a "
+                   "virtualenv of the topology's own. Default: requirements.txt at the "
+                   "package's root, if any.")
+@click.option("--wheelhouse", "wheelhouse", type=click.Path(exists=True, file_okay=False),
+              default=None, metavar="DIR",
+              help="Ship DIR's wheels in the package and install the requirements from them "
+                   "alone (pip --no-index), for hosts without a package index.")
 @config_option
 @conf_option
 def jar(package: str, module: str | None, args: tuple[str, ...], flux: bool,
-        flux_filter: str | None, env_filter: bool, config_path: str | None,
+        flux_filter: str | None, env_filter: bool, requirements: str | None,
+        wheelhouse: str | None, config_path: str | None,
         conf_pairs: tuple[str, ...]) -> None:
     """Submit a topology to the cluster: PACKAGE MODULE [ARGS], FILE.py [ARGS], or
     --flux FILE.yaml.
@@ -282,8 +293,13 @@ def jar(package: str, module: str | None, args: tuple[str, ...], flux: bool,
     squall.client.submitter.submit_topology. With --flux, PACKAGE is a Flux YAML
     file and its directory the package. Options this command does not know
     are passed on in ARGS (put ARGS after `--` to pass -c or --config).
+
+    Python dependencies: --requirements FILE (or a requirements.txt at the
+    package's root) and --wheelhouse DIR; the workers run in a virtualenv with
+    them, over the cluster's own packages (README: "Dependencies of a topology").
     """
     from . import commands
+    commands.jar_dependencies(requirements, wheelhouse)
     if flux:
         if module is not None or args:
             raise click.UsageError("--flux takes the YAML file only")

@@ -202,6 +202,34 @@ SUPERVISOR_WORKER_ADOPT_SECS = _key(
     "under nimbus.task.timeout.secs: a worker still running when Nimbus moves its tasks "
     "runs them twice until it exits. 0: workers exit with their supervisor ('squall local').")
 
+# --- a topology's Python dependencies (client/requirements.py, supervisor/venvs.py) -------
+TOPOLOGY_PYTHON_REQUIREMENTS = _key(
+    "topology.python.requirements", str, None,
+    "The requirements file, a path inside the topology's package, that each supervisor "
+    "pip-installs into a virtualenv of the topology's own before launching its workers "
+    "(names, extras, versions, markers and --hash only). Set by squall jar from "
+    "--requirements or a requirements.txt at the package's root; null: the workers run on "
+    "the cluster's interpreter alone.", nullable=True)
+TOPOLOGY_PYTHON_WHEELHOUSE = _key(
+    "topology.python.wheelhouse", str, None,
+    "A directory of wheels inside the package (squall jar --wheelhouse) that the "
+    "requirements are installed from, with no package index (pip --no-index --find-links), "
+    "for hosts that cannot reach one. Unset: pip uses the index the supervisor host's pip "
+    "configuration names.", nullable=True)
+SUPERVISOR_VENV_DIR = _key(
+    "supervisor.venv.dir", str, None,
+    "Where a supervisor keeps topologies' virtualenvs, one per distinct requirements, "
+    "wheels and interpreter, shared by every topology and resubmission that needs the same; "
+    "unset: <storm.local.dir>/supervisor/venvs.", nullable=True)
+SUPERVISOR_VENV_BUILD_TIMEOUT_SECS = _key(
+    "supervisor.venv.build.timeout.secs", _NUM, 600,
+    "Most seconds one virtualenv build (venv and pip install) may take before it is killed "
+    "and reported as the topology's error.")
+SUPERVISOR_VENV_CLEANUP_AGE_SECS = _key(
+    "supervisor.venv.cleanup.age.secs", _NUM, 86400,
+    "A virtualenv no topology assigned to the supervisor has used for this long is deleted "
+    "(a resubmission within it reuses the environment without installing anything).")
+
 # --- the ZooKeeper client (client/zk_cluster_state.py) ----------------------------------
 STORM_ZOOKEEPER_SESSION_TIMEOUT = _key(
     "storm.zookeeper.session.timeout", _NUM, 20000,
@@ -672,6 +700,12 @@ def validate(conf: Mapping[str, Any]) -> None:
     if frame is not None and not 64 * 1024 <= frame <= 1024 ** 3:
         raise ConfigError(TOPOLOGY_MAX_FRAME_BYTES, f"must be 64 KiB..1 GiB, got {frame}")
     _check_serializers(conf.get(TOPOLOGY_SERIALIZERS))
+    for name in (TOPOLOGY_PYTHON_REQUIREMENTS, TOPOLOGY_PYTHON_WHEELHOUSE):
+        if conf.get(name) is not None:
+            from .requirements import package_path_problem
+            problem = package_path_problem(conf[name])
+            if problem:
+                raise ConfigError(name, problem)
     lo, hi = conf.get(BACKPRESSURE_LOW_WATERMARK), conf.get(BACKPRESSURE_HIGH_WATERMARK)
     if lo is not None and hi is not None and not 0 < lo < hi <= 1:
         raise ConfigError(BACKPRESSURE_HIGH_WATERMARK,

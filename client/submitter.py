@@ -10,7 +10,10 @@ object), imports MODULE and calls ``MODULE.main(args)``, which builds its topolo
 
 :func:`submit_topology` packs PACKAGE (a directory becomes a zip without ``__pycache__``,
 ``.git`` and ``.venv``; a ``.zip`` or ``.pyz`` is sent as is), uploads it to Nimbus in chunks
-with a progress bar on stderr, submits the topology and prints its id.
+with a progress bar on stderr, submits the topology and prints its id. The topology's Python
+requirements (``squall jar --requirements``/``--wheelhouse``, or a ``requirements.txt`` at the
+package's root) travel in the package, named by ``topology.python.*`` in the conf
+(:func:`python_dependencies`).
 
 Conf layering, lowest first: defaults < ``squall.yaml`` < the topology conf < ``-c``
 overrides. The cluster-side keys of ``squall.yaml`` (``nimbus.seeds``...) only tell the
@@ -23,13 +26,16 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import sys
 import tempfile
 import zipfile
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from . import config as cfg
 from .errors import SquallError
+from .requirements import (DEFAULT_REQUIREMENTS, REQUIREMENTS_MAX_BYTES, SHIPPED_REQUIREMENTS,
+                           SHIPPED_WHEELHOUSE, entry_name, parse_requirements)
 from .topology import Topology, TopologyBuilder, topology_name_problem
 from .values import entries_from_conf
 
@@ -43,6 +49,9 @@ EXCLUDED_DIRS = frozenset({"__pycache__", ".git", ".venv", ".mypy_cache", ".pyte
 EXCLUDED_SUFFIXES = (".pyc", ".pyo")
 #: Package files sent as they are.
 ARCHIVE_SUFFIXES = (".zip", ".pyz")
+#: Environment variables carrying ``squall jar --requirements FILE`` / ``--wheelhouse DIR``.
+ENV_REQUIREMENTS = "SQUALL_JAR_REQUIREMENTS"
+ENV_WHEELHOUSE = "SQUALL_JAR_WHEELHOUSE"
 
 
 def pack_directory(src: str | os.PathLike, dest_zip: str | os.PathLike) -> str:
@@ -89,6 +98,110 @@ def package_file(package: str | os.PathLike, workdir: str) -> str:
     if not os.path.exists(package):
         raise SquallError(f"package {package} does not exist")
     raise SquallError(f"package {package} must be a directory, a .zip or a .pyz")
+
+
+def _package_has(package: str) -> Callable[[str], bool]:
+    """Whether the package holds an entry of this name (a directory: as packed)."""
+    if os.path.isdir(package):
+        def in_dir(name: str) -> bool:
+            parts = name.split("/")
+            return not any(p in EXCLUDED_DIRS for p in parts[:-1]) and \
+                os.path.isfile(os.path.join(package, *parts))
+        return in_dir
+    if not zipfile.is_zipfile(package):
+        return lambda name: False  # package_file says what is wrong with it
+    with zipfile.ZipFile(package) as zf:
+        names = set(zf.namelist())
+    return names.__contains__
+
+
+def _read_package_file(package: str, name: str) -> bytes:
+    if os.path.isdir(package):
+        with open(os.path.join(package, *name.split("/")), "rb") as fh:
+            return fh.read(REQUIREMENTS_MAX_BYTES + 1)
+    with zipfile.ZipFile(package) as zf, zf.open(name) as fh:
+        return fh.read(REQUIREMENTS_MAX_BYTES + 1)
+
+
+def python_dependencies(package: str, sent: Mapping[str, Any], requirements: str | None,
+                        wheelhouse: str | None) -> tuple[dict[str, str], dict[str, Any], str]:
+    """What a topology's Python requirements add to its package and its conf:
+    (archive name -> local file to add, conf keys to set, a line saying what ships; '' for
+    none).
+
+    ``requirements`` (``--requirements FILE``) wins over ``topology.python.requirements``
+    in the conf, which wins over a ``requirements.txt`` at the package's root (a conf that
+    sets the key to null turns that off). ``wheelhouse`` (``--wheelhouse DIR``) ships DIR's
+    ``*.whl``; the package bound (``nimbus.package.max.bytes``) bounds them, at Nimbus. The
+    requirements are checked here as the supervisors will (line numbers, at once)."""
+    extras: dict[str, str] = {}
+    conf: dict[str, Any] = {}
+    has = _package_has(package)
+    if requirements is not None:
+        if not os.path.isfile(requirements):
+            raise SquallError(f"--requirements {requirements}: no such file")
+        with open(requirements, "rb") as fh:
+            data = fh.read(REQUIREMENTS_MAX_BYTES + 1)
+        where = requirements
+        extras[SHIPPED_REQUIREMENTS] = requirements
+        conf[cfg.TOPOLOGY_PYTHON_REQUIREMENTS] = SHIPPED_REQUIREMENTS
+    elif cfg.TOPOLOGY_PYTHON_REQUIREMENTS in sent:
+        named = sent[cfg.TOPOLOGY_PYTHON_REQUIREMENTS]
+        if named is None:
+            data, where = None, ""
+        elif not has(entry_name(named)):
+            raise SquallError(f"{cfg.TOPOLOGY_PYTHON_REQUIREMENTS}: {named} is not a file of "
+                              f"the package {package}")
+        else:
+            data, where = _read_package_file(package, entry_name(named)), named
+    elif has(DEFAULT_REQUIREMENTS):
+        data, where = _read_package_file(package, DEFAULT_REQUIREMENTS), \
+            os.path.join(package, DEFAULT_REQUIREMENTS)
+        conf[cfg.TOPOLOGY_PYTHON_REQUIREMENTS] = DEFAULT_REQUIREMENTS
+    else:
+        data, where = None, ""
+    if data is None:
+        if wheelhouse is not None:
+            raise SquallError("--wheelhouse needs requirements to install from it: "
+                              "--requirements FILE, or a requirements.txt in the package")
+        return extras, conf, ""
+    if len(data) > REQUIREMENTS_MAX_BYTES:
+        raise SquallError(f"{where}: larger than {REQUIREMENTS_MAX_BYTES} bytes")
+    try:
+        reqs = parse_requirements(data.decode("utf-8"), where)
+    except UnicodeDecodeError:
+        raise SquallError(f"{where}: not UTF-8 text") from None
+    line = f"Python requirements: {len(reqs)} from {where}"
+    if wheelhouse is not None:
+        if not os.path.isdir(wheelhouse):
+            raise SquallError(f"--wheelhouse {wheelhouse}: not a directory")
+        wheels = sorted(n for n in os.listdir(wheelhouse) if n.endswith(".whl")
+                        and os.path.isfile(os.path.join(wheelhouse, n)))
+        for n in wheels:
+            extras[f"{SHIPPED_WHEELHOUSE}/{n}"] = os.path.join(wheelhouse, n)
+        conf[cfg.TOPOLOGY_PYTHON_WHEELHOUSE] = SHIPPED_WHEELHOUSE
+        size = sum(os.path.getsize(os.path.join(wheelhouse, n)) for n in wheels)
+        line += f", installed with no index from {len(wheels)} wheel(s) ({size:,} bytes)"
+    clash = sorted(n for n in extras if has(n))
+    if clash:
+        raise SquallError(f"the package {package} already holds {clash[0]}: move it away or "
+                          "leave out --requirements/--wheelhouse")
+    return extras, conf, line
+
+
+def add_to_package(path: str, workdir: str, extras: Mapping[str, str]) -> str:
+    """``path`` with ``extras`` (archive name -> local file) added: a zip of ``workdir`` is
+    appended to in place, any other archive copied into ``workdir`` first."""
+    if not extras:
+        return path
+    if os.path.dirname(os.path.abspath(path)) != os.path.abspath(workdir):
+        path = shutil.copy(path, os.path.join(workdir, os.path.basename(path)))
+    with zipfile.ZipFile(path, "a", compression=zipfile.ZIP_DEFLATED) as zf:
+        for arcname, src in sorted(extras.items()):
+            # Wheels are zips already: storing them again costs nothing to unpack.
+            zf.write(src, arcname, compress_type=zipfile.ZIP_STORED
+                     if arcname.endswith(".whl") else zipfile.ZIP_DEFLATED)
+    return path
 
 
 def cli_overrides() -> dict[str, Any]:
@@ -154,8 +267,14 @@ def submit_topology(name: str, conf: Mapping[str, Any] | None,
     except cfg.ConfigError as e:
         raise SquallError(str(e)) from None
     echo = echo or (lambda s: click.echo(s))
+    extras, dep_conf, dep_line = python_dependencies(
+        package, sent, os.environ.get(ENV_REQUIREMENTS) or None,
+        os.environ.get(ENV_WHEELHOUSE) or None)
+    sent.update(dep_conf)
     with tempfile.TemporaryDirectory(prefix="squall-jar-") as workdir:
-        path = package_file(package, workdir)
+        path = add_to_package(package_file(package, workdir), workdir, extras)
+        if dep_line:
+            click.echo(dep_line, err=True)
         size = os.path.getsize(path)
         with NimbusClient(full) as nimbus:
             # Only on a terminal: in logs and pipes a bar is noise before the result line.

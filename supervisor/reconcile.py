@@ -20,7 +20,7 @@ import math
 import signal
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Union
+from typing import Any, Container, Iterable, Mapping, Union
 
 #: Launched, no heartbeat read yet.
 STARTING = "starting"
@@ -367,7 +367,8 @@ class RestartPolicy:
 
 def plan(desired: Mapping[int, WorkerSpec], running: Mapping[int, RunningWorker], now: float,
          heartbeat_timeout: float, policy: RestartPolicy, *,
-         start_timeout: float | None = None) -> list[Instruction]:
+         start_timeout: float | None = None,
+         held: Container[str] = frozenset()) -> list[Instruction]:
     """The instructions of one sync round: every kill (port order), then every launch (port order).
 
     Kills come first and the daemon must finish each (process reaped) before
@@ -375,7 +376,9 @@ def plan(desired: Mapping[int, WorkerSpec], running: Mapping[int, RunningWorker]
     failed is not relaunched in the same round: the daemon reports its exit to
     ``policy`` and a later round relaunches it once the backoff has passed.
     Launches the policy holds back (backing off, gave up) are left out; the
-    daemon wakes at ``policy.next_restart_at(now)``. ``policy`` is only read.
+    daemon wakes at ``policy.next_restart_at(now)``. ``policy`` is only read. So are
+    the launches of the topologies in ``held`` (their Python environment is not built yet:
+    supervisor/venvs.py); their running workers are judged as any other.
 
     The daemon's dispatch::
 
@@ -394,6 +397,8 @@ def plan(desired: Mapping[int, WorkerSpec], running: Mapping[int, RunningWorker]
         if kill is not None and kill.failed:
             continue
         if policy.blocked(spec.key, now, spec.version) is not None:
+            continue
+        if spec.topology_id in held:
             continue
         out.append(LaunchWorker(spec))
     return out

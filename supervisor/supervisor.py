@@ -14,7 +14,9 @@ full syncs a short local tick reaps dead workers and relaunches them once the
 liveness stays on this host (``heartbeat.json``); nothing is written to
 ZooKeeper per heartbeat. Every ``supervisor.heartbeat.frequency.secs`` the
 :mod:`.outbox` sends Nimbus the running workers' heartbeats and their errors
-(default: gRPC; failures logged, never fatal).
+(default: gRPC; failures logged, never fatal). The workers of a topology that ships Python
+requirements are launched once its virtualenv is ready, with its interpreter
+(:mod:`.venvs` builds it on another thread; a failed build is the topology's error).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from .metrics import SupervisorMetrics
 from .outbox import Outbox
 from .reconcile import (KillWorker, LaunchWorker, RestartPolicy, RunningWorker, WorkerSpec,
                         plan)
+from .venvs import PythonEnvs
 
 log = logging.getLogger("squall.supervisor")
 
@@ -333,6 +336,10 @@ class Supervisor(Daemon):
                              make_sender=self._grpc_sender,
                              on_send_error=self.metrics.send_errors.inc)
         self.on_worker_event = on_worker_event
+        #: Topologies' own Python environments (topology.python.requirements), built off
+        #: this loop; a finished build wakes it.
+        self.envs = PythonEnvs(self.conf, on_failed=self._env_failed,
+                               on_change=lambda: self._wake.set())
         self._hb_thread: threading.Thread | None = None
         #: port -> the process running there (only pids this supervisor launched).
         self.procs: dict[int, _Proc] = {}
@@ -451,7 +458,7 @@ class Supervisor(Daemon):
         now = self.clock()
         self.policy.retain(s.key for s in self.desired.values())
         for inst in plan(self.desired, self.running(), now, self.hb_timeout, self.policy,
-                         start_timeout=self.start_timeout):
+                         start_timeout=self.start_timeout, held=self.envs_not_ready()):
             if isinstance(inst, KillWorker):
                 self.kill(inst)
             elif isinstance(inst, LaunchWorker):
@@ -459,6 +466,8 @@ class Supervisor(Daemon):
             else:
                 raise TypeError(inst)
         if full:
+            self.envs.collect([s.topology_id for s in self.desired.values()] +
+                              [p.spec.topology_id for p in self.procs.values()])
             self.files.clean([s.key for s in self.desired.values()] +
                              [p.spec.key for p in self.procs.values()],
                              [s.topology_id for s in self.desired.values()] +
@@ -503,6 +512,20 @@ class Supervisor(Daemon):
                 log_levels.write_config(self.files.write_worker_dir(a, status), levels)
                 out[port] = worker_spec(a)
         return out
+
+    def envs_not_ready(self) -> set[str]:
+        """The assigned topologies with requirements whose environment is not ready: their
+        workers wait (the first ask starts the build, on another thread)."""
+        confs = {s.topology_id: getattr(s.payload, "conf", None) for s in self.desired.values()}
+        return {tid for tid, conf in confs.items() if PythonEnvs.wanted(conf) and
+                self.envs.python(tid, self.files.topology_dir(tid), conf) is None}
+
+    def _env_failed(self, tid: str, failures: int, why: str, retry_in: float) -> None:
+        """A failed build is the topology's error (squall list, the UI), as a failed fetch is."""
+        self.outbox.supervisor_error(
+            tid, f"supervisor {self.id} on {self.host} cannot install the topology's Python "
+                 f"requirements: {why} (tried {failures} time(s); again in {retry_in:.0f} s, "
+                 "or at once for a resubmission)")
 
     def _fetch_failed(self, tid: str, count: int, why: str) -> None:
         """Each failed fetch of a topology's package goes to Nimbus (squall list shows it as
@@ -560,9 +583,19 @@ class Supervisor(Daemon):
         SupervisorMark.of_this_process(self.id).write(wdir)
         follow = (["--adopt-secs", f"{self.adopt_secs:g}"] if self.adopt_secs > 0
                   else ["--exit-with-parent"])
-        cmd = [sys.executable, "-m", "squall.worker", "--topology-dir",
+        # The topology's own environment when it has requirements (it is ready: plan()
+        # holds its launches until then), else the cluster's interpreter.
+        python = self.envs.python_of(tid) or sys.executable
+        cmd = [python, "-m", "squall.worker", "--topology-dir",
                self.files.topology_dir(tid), "--worker-dir", wdir, *follow]
         env = worker_environment(tid, spec.payload.conf)
+        if python != sys.executable:
+            # As an activated virtualenv: shell components' `python` and console scripts
+            # are the environment's.
+            env_dir = os.path.dirname(os.path.dirname(python))
+            env["VIRTUAL_ENV"] = env_dir
+            env["PATH"] = os.pathsep.join([os.path.join(env_dir, "bin"),
+                                           env.get("PATH", os.defpath)])
         log_path = self.files.log_path(tid, port)
         now = self.clock()
         proc = self.spawn(cmd, log_path, env)
@@ -640,6 +673,7 @@ class Supervisor(Daemon):
             self._thread.join(timeout=30)
         if self._hb_thread is not None:
             self._hb_thread.join(timeout=10)
+        self.envs.close()
         self.outbox.close()
         if self._metrics_server is not None:
             self._metrics_server.stop()
