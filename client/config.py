@@ -553,14 +553,46 @@ def storm_keys() -> frozenset[str]:
         return frozenset(line.strip() for line in fh if line.strip() and not line.startswith("#"))
 
 
+@functools.cache
+def spark_keys() -> tuple[frozenset[str], tuple[str, ...]]:
+    """Spark's configuration keys and its free-form families (prefixes such as
+    ``spark.hadoop.``), from ``spark_keys.txt`` beside this module (written offline from
+    pyspark's jars by ``scripts/spark_keys.py``)."""
+    with open(os.path.join(os.path.dirname(__file__), "spark_keys.txt")) as fh:
+        lines = [line.strip() for line in fh if line.strip() and not line.startswith("#")]
+    return (frozenset(k for k in lines if not k.endswith(".")),
+            tuple(k for k in lines if k.endswith(".")))
+
+
+def spark_key_warning(name: str) -> str | None:
+    """What is wrong with ``spark.*`` key ``name``: it is not Spark's but close to one of
+    Spark's (a likely typo, ``spark.mastr``); None for Spark's keys, keys in its free-form
+    families and keys close to none (connectors and plugins define ``spark.*`` keys of their
+    own, which Spark passes on)."""
+    keys, families = spark_keys()
+    if name in keys or name.startswith(families):
+        return None
+    close = difflib.get_close_matches(name, keys, n=1, cutoff=0.85)
+    if not close:
+        return None
+    return (f"{name} is not a key Spark knows: did you mean {close[0]}? (it would reach "
+            "Spark as it is, and Spark ignores keys it does not know)")
+
+
 def conf_warnings(conf: Mapping[str, Any], where: str = "") -> list[str]:
     """What to tell the user about the keys of a submitted conf: a Storm key Squall does
-    not implement (it has no effect here), or a key in Storm's or Squall's namespaces that
-    neither knows (a likely typo: the closest known key is suggested)."""
+    not implement (it has no effect here), a key in Storm's or Squall's namespaces that
+    neither knows (a likely typo: the closest known key is suggested), or a ``spark.*`` key
+    close to one of Spark's but not Spark's (:func:`spark_key_warning`)."""
     prefix = f"{where}: " if where else ""
     out = []
     for name in sorted(conf):
         if name in _KEYS or name in ALIASES:
+            continue
+        if isinstance(name, str) and name.startswith("spark."):
+            problem = spark_key_warning(name)
+            if problem:
+                out.append(prefix + problem)
             continue
         if name in storm_keys():
             out.append(f"{prefix}{name} is a Storm key Squall does not implement; it has no "

@@ -3,7 +3,7 @@
 import pytest
 
 from squall.client import config as cfg
-from squall.client.errors import ConfigError
+from squall.client.errors import ConfigError, SquallError
 
 
 def test_defaults():
@@ -215,6 +215,33 @@ def test_conf_warnings_name_storm_keys_squall_lacks_and_likely_typos():
         "topology wc: trident.redis.hots is not a key Squall or Storm knows: did you mean "
         "trident.redis.host?"]
     assert cfg.conf_warnings(cfg.defaults()) == []  # every Squall key is known
+
+
+def test_spark_keys_close_to_sparks_own_are_likely_typos(monkeypatch):
+    conf = {"spark.mastr": "spark://h:7077", "spark.master": "local[2]",
+            "spark.sql.shuffle.partition": 4, "spark.sql.shuffle.partitions": 4,
+            "spark.hadoop.fs.s3a.endpoint": "x",  # a family: Hadoop's keys pass
+            "spark.executor.resource.gpu.amount": 1, "spark.executorEnv.PATH": "/bin",
+            "spark.cassandra.connection.host": "h"}  # a connector's own: close to none
+    assert cfg.conf_warnings(conf, "-c") == [
+        "-c: spark.mastr is not a key Spark knows: did you mean spark.master? (it would reach "
+        "Spark as it is, and Spark ignores keys it does not know)",
+        "-c: spark.sql.shuffle.partition is not a key Spark knows: did you mean "
+        "spark.sql.shuffle.partitions? (it would reach Spark as it is, and Spark ignores keys "
+        "it does not know)"]
+    monkeypatch.setenv(cfg.STRICT_ENV, "1")
+    with pytest.raises(SquallError, match=r"spark.mastr .* did you mean spark.master\?.*"
+                                          r"\(refused: --strict\)"):
+        cfg.refuse_unknown_keys({"spark.mastr": "x"}, "CONF")
+    cfg.refuse_unknown_keys({"spark.master": "x", "spark.cassandra.connection.host": "h"}, "CONF")
+
+
+def test_spark_keys_are_sparks():
+    keys, families = cfg.spark_keys()
+    assert len(keys) > 1000 and {"spark.master", "spark.driver.memory", "spark.ui.enabled",
+                                 "spark.sql.shuffle.partitions", "spark.executor.memory",
+                                 "spark.cores.max"} <= keys
+    assert "spark.hadoop." in families and all(f.endswith(".") for f in families)
 
 
 def test_storm_keys_are_storms():
