@@ -1,6 +1,6 @@
 """What the ``squall`` client commands do, as plain functions (``cli/main.py`` only parses
 options): ``jar``, ``kill``, ``activate``, ``deactivate``, ``rebalance``, ``list``,
-``drpc-client``.
+``drpc-client``, ``set_log_level``, ``monitor``, ``profile``, ``debug``.
 
 Each takes the layered conf and an ``echo`` for its output; failures are
 :class:`~squall.client.errors.SquallError` s with a message a person can act on, which the
@@ -312,6 +312,75 @@ def set_log_level(conf: Mapping[str, Any], name: str, specs: Iterable[str],
         until = (f" until {time.strftime('%H:%M:%S', time.localtime(lv.reset_at_secs))}"
                  if lv.reset_at_secs else "")
         echo(f"  {logger} = {lv.level}{until}")
+
+
+# --- profile and debug (Storm's UI "Profiling and Debugging") -----------------------------
+def _logviewer_url(conf: Mapping[str, Any], host: str, path: str) -> str:
+    from ..client.tls import loopback
+    https = conf.get(cfg.SQUALL_TLS_CERT_FILE) and not loopback(host)
+    return f"{'https' if https else 'http'}://{host}:{cfg.get(conf, cfg.LOGVIEWER_PORT)}{path}"
+
+
+def profile(conf: Mapping[str, Any], name: str, worker: str | None, action: str | None,
+            secs: int | None, echo: Echo) -> None:
+    """Ask one worker of topology ``name`` for a thread dump, a memory snapshot or a CPU
+    profile (or stop one); without a worker, list the workers and the requests pending."""
+    from urllib.parse import quote
+
+    from ..client import profiling
+    with _client(conf) as nimbus:
+        if worker is None:
+            info = nimbus.topology_info(name)
+            pending = nimbus.pending_profile_actions(name)
+            echo(f"Workers of topology {name} ({info.id}):")
+            for w in sorted({f"{e.host}:{e.port}" for e in info.executors if e.host}):
+                comps = sorted({e.component_id for e in info.executors
+                                if f"{e.host}:{e.port}" == w and
+                                not e.component_id.startswith("__")})
+                echo(f"  {w}  {', '.join(comps)}")
+            for r in pending.requests:
+                left = r.time_secs + r.secs - time.time()
+                state = (f"sampling, {left:.0f} s left" if r.action == "cpu" and left > 0 and
+                         any(a.id == r.id for a in pending.active) else "requested")
+                echo(f"  request {r.id}: {r.action} of {r.worker} at "
+                     f"{time.strftime('%H:%M:%S', time.localtime(r.time_secs))} ({state})")
+            return
+        if action is None:
+            raise ValueError(f"give what to take of {worker}: "
+                             f"{', '.join(profiling.ACTIONS)}")
+        r = nimbus.set_worker_profiler(name, worker, profiling.canonical_action(action),
+                                       secs or 0)
+    host = worker.rpartition(":")[0]
+    page = _logviewer_url(conf, host,
+                          f"/dumps/{quote(r.topology_id, safe='')}/{quote(worker, safe=':')}")
+    what = {"threads": "a thread dump", "memory": f"a memory snapshot (tracemalloc; "
+            f"{r.secs} s after it starts, or at once if it runs)",
+            "cpu": f"a CPU profile of {r.secs} s (flame graph)",
+            "stop": "the end of its CPU profile"}[r.action]
+    echo(f"Asked worker {worker} of topology {name} for {what} (request {r.id}).")
+    if r.action != "stop":
+        echo(f"Its file appears in the worker's log directory within a few seconds"
+             f"{' after that' if r.secs else ''}: {page}")
+
+
+def debug(conf: Mapping[str, Any], name: str, component: str | None, pct: float,
+          echo: Echo) -> None:
+    """Sample ``pct`` percent of the tuples topology ``name`` (or one component) emits into
+    its workers' events logs; 0 stops (Storm's debug)."""
+    from ..client import profiling
+    pct = profiling.check_pct(pct)
+    with _client(conf) as nimbus:
+        result = nimbus.debug(name, component or "", pct > 0, pct)
+    on = {c: o.sampling_pct for c, o in result.component_debug.items() if o.enable}
+    off = sorted(c for c, o in result.component_debug.items() if not o.enable)
+    if not on:
+        echo(f"Topology {name}: debug sampling off")
+        return
+    parts = [f"{c or 'all components'} {p:g}%" for c, p in sorted(on.items())]
+    parts += [f"{c} off" for c in off]
+    echo(f"Topology {name}: debug sampling {', '.join(parts)}. Sampled tuples go to each "
+         "worker's events log (<topology id>-<port>.events.log), shown by the logviewer's "
+         "events page (`squall profile NAME` lists the workers); within a supervisor sync.")
 
 
 # --- monitor (Storm's `storm monitor`) -----------------------------------------------

@@ -350,6 +350,60 @@ def set_log_level(name: str, levels: tuple[str, ...], remove: tuple[str, ...],
 
 @cli.command()
 @name_argument
+@click.argument("worker", required=False, metavar="[HOST:PORT")
+@click.argument("action", required=False, metavar="threads|memory|cpu|stop]")
+@click.option("-s", "--secs", type=click.IntRange(1, 600), default=None, metavar="SECS",
+              help="memory: seconds from starting tracemalloc to the snapshot; cpu: seconds "
+                   "of sampling (default 10).")
+@config_option
+@conf_option
+def profile(name: str, worker: str | None, action: str | None, secs: int | None,
+            config_path: str | None, conf_pairs: tuple[str, ...]) -> None:
+    """Ask worker HOST:PORT of topology NAME for a thread dump (threads), a memory snapshot
+    (memory), a CPU profile as a flame graph (cpu) or the end of one (stop); the file
+    appears in the worker's log directory, served by its host's logviewer. Storm's names
+    (dumpjstack, dumpheap, start) work too. Without HOST:PORT: the workers and the
+    requests pending."""
+    from . import commands
+    try:
+        _run(commands.profile, _conf(config_path, conf_pairs), name, worker, action, secs,
+             echo=lambda s: click.echo(s))
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+
+
+@cli.command()
+@name_argument
+@click.argument("args", nargs=-1, metavar="[COMPONENT] PCT")
+@click.option("--off", is_flag=True, help="Stop sampling (the whole topology, or COMPONENT).")
+@config_option
+@conf_option
+def debug(name: str, args: tuple[str, ...], off: bool, config_path: str | None,
+          conf_pairs: tuple[str, ...]) -> None:
+    """Log PCT percent (0 to 100; 0 stops) of the tuples topology NAME, or only its
+    COMPONENT, emits into its workers' events logs, which the logviewer shows (Storm's
+    debug button). A component's own setting wins over the topology's; the topology's
+    --off stops them all."""
+    from . import commands
+    if off:
+        if len(args) > 1:
+            raise click.UsageError("--off takes at most a COMPONENT")
+        component, pct = (args[0] if args else None), "0"
+    elif len(args) == 1:
+        component, pct = None, args[0]
+    elif len(args) == 2:
+        component, pct = args
+    else:
+        raise click.UsageError("give [COMPONENT] PCT, or --off")
+    try:
+        _run(commands.debug, _conf(config_path, conf_pairs), name, component, pct,
+             echo=lambda s: click.echo(s))
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+
+
+@cli.command()
+@name_argument
 @click.option("-m", "--component", default=None, help="Only this component.")
 @click.option("-s", "--stream", default=None, help="Only this stream (default: all).")
 @click.option("-i", "--interval", type=Seconds(), default=4.0, show_default=True,

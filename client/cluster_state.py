@@ -73,6 +73,9 @@ class Paths:
     ``/errors/<id>/<component>``   JSON list of the last :data:`MAX_ERRORS_PER_COMPONENT` errors
     ``/nimbuses/<host:port>``      ephemeral: one per running Nimbus
     ``/logconfigs/<id>``           the topology's dynamic log levels (set_log_level)
+    ``/profilerconfig/<id>``       its recent profiler requests (squall profile; bounded,
+                                   expiring: client/profiling.py)
+    ``/debugoptions/<id>``         its debug sampling per component (squall debug)
     ``/leader-lock``               kazoo ``Election`` for the Nimbus leader
     ``<transactional root>/<namespace>/<state id>/<path>``  Trident's transactional state
                                    (JSON values; ``transactional.zookeeper.root``, default
@@ -91,7 +94,9 @@ class Paths:
     STORMS, ASSIGNMENTS, SUPERVISORS = "/storms", "/assignments", "/supervisors"
     ERRORS, NIMBUSES, LEADER_LOCK = "/errors", "/nimbuses", "/leader-lock"
     LOGCONFIGS = "/logconfigs"
-    SUBTREES = (STORMS, ASSIGNMENTS, SUPERVISORS, ERRORS, NIMBUSES, LOGCONFIGS)
+    PROFILERCONFIG, DEBUGOPTIONS = "/profilerconfig", "/debugoptions"
+    SUBTREES = (STORMS, ASSIGNMENTS, SUPERVISORS, ERRORS, NIMBUSES, LOGCONFIGS, PROFILERCONFIG,
+                DEBUGOPTIONS)
 
     def __init__(self, root: str = "/squall", transactional_root: str = "/transactional",
                  tx_namespace: str | None = None):
@@ -124,6 +129,12 @@ class Paths:
 
     def log_config(self, storm_id: str) -> str:
         return self.node(self.LOGCONFIGS, storm_id)
+
+    def profiler_config(self, storm_id: str) -> str:
+        return self.node(self.PROFILERCONFIG, storm_id)
+
+    def debug_options(self, storm_id: str) -> str:
+        return self.node(self.DEBUGOPTIONS, storm_id)
 
     @property
     def leader_lock(self) -> str:
@@ -270,6 +281,8 @@ class ClusterState(abc.ABC):
         Its transactional states stay: its owner resubmitting it under its name resumes them
         (nobody else can reach them: zk_auth.py)."""
         self._delete_trees([self.paths.errors(storm_id), self.paths.log_config(storm_id),
+                            self.paths.profiler_config(storm_id),
+                            self.paths.debug_options(storm_id),
                             self.paths.assignment(storm_id), self.paths.storm(storm_id)])
 
     # --- dynamic log levels (set_log_level) ---
@@ -280,6 +293,29 @@ class ClusterState(abc.ABC):
     def get_log_config(self, storm_id: str, watch: Watch | None = None) -> dict:
         found = self._read(self.paths.log_config(storm_id), watch)
         return {} if found is None else decode(found[0], self.paths.log_config(storm_id))
+
+    # --- profiling and debugging (squall profile, squall debug: client/profiling.py) ---
+    def set_profile_requests(self, storm_id: str, requests: list[Mapping[str, Any]]) -> None:
+        """The topology's recent profiler requests (Storm's ``setWorkerProfiler``)."""
+        self._write(self.paths.profiler_config(storm_id),
+                    encode({"requests": [dict(r) for r in requests]}), None)
+
+    def get_profile_requests(self, storm_id: str, watch: Watch | None = None) -> list[dict]:
+        path = self.paths.profiler_config(storm_id)
+        found = self._read(path, watch)
+        data = {} if found is None else decode(found[0], path)
+        reqs = data.get("requests") if isinstance(data, dict) else None
+        return [r for r in reqs if isinstance(r, dict)] if isinstance(reqs, list) else []
+
+    def set_debug_options(self, storm_id: str, options: Mapping[str, Any]) -> None:
+        """``{component or "" (all): {"enable", "pct"}}`` (Storm's StormBase.component_debug)."""
+        self._write(self.paths.debug_options(storm_id), encode(dict(options)), None)
+
+    def get_debug_options(self, storm_id: str, watch: Watch | None = None) -> dict:
+        path = self.paths.debug_options(storm_id)
+        found = self._read(path, watch)
+        data = {} if found is None else decode(found[0], path)
+        return data if isinstance(data, dict) else {}
 
     # --- assignments ---
     def set_assignment(self, storm_id: str, assignment: Mapping[str, Any],

@@ -107,10 +107,19 @@ class Histogram(_Buckets):
 
 
 class MetricRegistry:
-    """One task's user metrics, by name."""
+    """One task's user metrics, by name; and the task's latest batch progress, if it works
+    in batches (the Spark bridge: :meth:`report_progress`)."""
 
     def __init__(self) -> None:
         self.metrics: dict[str, tuple[str, Any]] = {}
+        #: The latest batch's progress record (JSON-ready; proto ``BatchProgress``'s fields),
+        #: reported with the task's counters up to Nimbus and the UI's component page.
+        self.progress: dict[str, Any] | None = None
+
+    def report_progress(self, record: dict[str, Any]) -> None:
+        """Replace the task's progress record (one attribute write: the heartbeat thread
+        reads whole records only)."""
+        self.progress = record
 
     def _add(self, name: str, kind: str, metric: Any) -> Any:
         if not isinstance(name, str) or not _USER_NAME.match(name):

@@ -235,6 +235,28 @@ class NimbusClient:
             name=name, levels={k: pb.LogLevel(level=lv, timeout_secs=int(secs))
                                for k, (lv, secs) in levels.items()}, remove=list(remove)))
 
+    def set_worker_profiler(self, name: str, worker: str, action: str,
+                            secs: int = 0) -> pb.ProfileRequest:
+        """Ask worker ``host:port`` of topology ``name`` for ``threads``, ``memory``,
+        ``cpu`` (for ``secs``) or ``stop`` (Storm's setWorkerProfiler); answers the stored
+        request (its id, when it expires)."""
+        return self._call("SetWorkerProfiler", pb.ProfileRequest(
+            name=name, worker=worker, action=action, secs=int(secs)))
+
+    def pending_profile_actions(self, name: str | None = None,
+                                topology_id: str | None = None) -> pb.ProfileRequests:
+        """The topology's unexpired profiler requests and its CPU profiles still sampling."""
+        ref = pb.TopologyRef(id=topology_id) if topology_id is not None \
+            else pb.TopologyRef(name=name)
+        return self._call("GetComponentPendingProfileActions", ref)
+
+    def debug(self, name: str, component: str = "", enable: bool = True,
+              sampling_pct: float = 100.0) -> pb.ComponentDebug:
+        """Turn debug sampling of topology ``name`` (or one ``component``) on or off
+        (Storm's debug); answers the topology's debug options."""
+        return self._call("Debug", pb.DebugRequest(name=name, component=component,
+                                                   enable=enable, sampling_pct=sampling_pct))
+
     def leader(self) -> pb.NimbusSummary:
         return self._call("GetLeader", topology_pb2.Empty())
 

@@ -40,7 +40,7 @@ CONF = {
     "topology.workers": 2,
     SENTENCES_KEY: 5000,
     # Sentences wait in a batch (up to 2 s) and then in Spark: keep enough of them in flight,
-    # and give the first batch time for the worker's JVM to start (~10 s).
+    # and room for slow batches (while Spark starts, the bridge holds their timeouts).
     "topology.max.spout.pending": 2000,
     "topology.message.timeout.secs": 60,
     "spark.sql.shuffle.partitions": 4,  # small batches: Spark's default 200 tasks per job is waste

@@ -5,8 +5,9 @@ Verbs keep Storm's operation names. The rules, as Storm's:
 * admins (``nimbus.admins``, members of ``nimbus.admins.groups``) may do everything;
 * user verbs (upload, submit, the cluster summary): anyone authenticated, or only
   ``nimbus.users`` when that is set;
-* topology verbs (kill, (de)activate, rebalance, its conf, info and code): the topology's
-  owner, its ``topology.users`` and members of its ``topology.groups``;
+* topology verbs (kill, (de)activate, rebalance, its conf, info and code, log levels,
+  profiling and debug sampling): the topology's owner, its ``topology.users`` and members
+  of its ``topology.groups``;
 * daemon verbs (worker heartbeats, package downloads, a conf with its secrets): the
   supervisors of ``nimbus.supervisor.users`` and the Nimbuses of ``nimbus.daemon.users``,
   which may also read any topology (to run it, or to copy it as a follower).
@@ -28,7 +29,12 @@ TOPOLOGY_VERBS = frozenset({"killTopology", "activate", "deactivate", "rebalance
                             "getTopologyConf", "getTopologyInfo", "getUserTopology",
                             "setLogConfig",
                             # A worker's log (the logviewer, issue 12, asks with this verb).
-                            "getTopologyLogs"})
+                            "getTopologyLogs",
+                            # Profiling and debug sampling (Storm's verbs): a thread dump
+                            # or a sampled tuple shows the topology's data, so the same
+                            # people as kill and rebalance.
+                            "setWorkerProfiler", "getComponentPendingProfileActions",
+                            "debug"})
 DAEMON_VERBS = frozenset({"fileDownload", "sendSupervisorWorkerHeartbeats",
                           "getTopologyConfSecrets"})
 #: User verbs daemons may use whatever nimbus.users says (a supervisor finds the leader).

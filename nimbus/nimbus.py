@@ -38,6 +38,7 @@ import itertools
 import json
 import logging
 import os
+import secrets
 import threading
 import time
 from dataclasses import replace
@@ -45,6 +46,7 @@ from typing import Any, Callable, Mapping
 
 from ..client import __version__
 from ..client import config as cfg
+from ..client import profiling
 from ..client.cluster_state import NO_NODE, ClusterState, ClusterStateError, VersionConflict
 from ..client.contract import (MAX_COMPONENT_CHARS, Assignment, SupervisorInfo, cut_error,
                                host_port)
@@ -729,6 +731,97 @@ class Nimbus(Daemon):
         log.info("topology %s: log levels %s", tid, config or "reset")
         return config
 
+    # --- profiling and debugging (Storm's setWorkerProfiler and debug) ---
+    def set_worker_profiler(self, name: str, worker: str, action: str, secs: float = 0,
+                            guard: Guard | None = None) -> dict[str, Any]:
+        """Store a profiler request for one of the topology's workers in ZooKeeper, where its
+        supervisor finds it (client/profiling.py); returns the stored request. Expired
+        requests are dropped as this one is added; too many unexpired ones are refused."""
+        try:
+            action = profiling.canonical_action(action)
+            secs = profiling.check_secs(action, secs)
+        except ValueError as e:
+            raise InvalidRequest(str(e)) from None
+        with self._lock:  # one read-modify-write at a time
+            self.require_leader()
+            tid = self._guarded(name, guard).topology_id
+            found = self.cluster_state.get_assignment(tid)
+            workers = sorted(found[0].get("workers", {})) if found else []
+            if worker not in workers:
+                raise InvalidRequest(f"topology {name} has no worker {worker[:80]!r}; its "
+                                     f"workers: {', '.join(workers) or 'none yet'}")
+            now = time.time()
+            live = profiling.live_requests(self.cluster_state.get_profile_requests(tid), now)
+            mine = [r for r in live if r.get("worker") == worker]
+            if len(mine) >= profiling.MAX_PENDING_PER_WORKER or \
+                    len(live) >= profiling.MAX_PENDING_PER_TOPOLOGY:
+                raise LimitExceeded(
+                    f"topology {name}: worker {worker} has {len(mine)} and the topology "
+                    f"{len(live)} profiler requests not yet expired (at most "
+                    f"{profiling.MAX_PENDING_PER_WORKER} and "
+                    f"{profiling.MAX_PENDING_PER_TOPOLOGY}); retry in "
+                    f"{profiling.PICKUP_SECS} s")
+            request = {"id": secrets.token_hex(6), "worker": worker, "action": action,
+                       "secs": secs, "time": round(now, 3)}
+            self.cluster_state.set_profile_requests(tid, live + [request])
+        log.info("topology %s: profiler request %s: %s of %s%s", tid, request["id"], action,
+                 worker, f" for {secs} s" if secs else "")
+        return dict(request, expires=profiling.expires_at(request), topology_id=tid)
+
+    def pending_profile_actions(self, name: str | None = None,
+                                topology_id: str | None = None) -> dict[str, Any]:
+        """The topology's unexpired profiler requests and the CPU profiles still sampling
+        (Storm's getComponentPendingProfileActions and profilerActive)."""
+        state = self._by_name(name) if name is not None else self._state(topology_id or "")
+        if state is None:
+            raise TopologyNotFound(f"no live topology with id {topology_id!r}; `squall list` "
+                                   "shows the running ones")
+        tid = state.topology_id
+        reqs = self.cluster_state.get_profile_requests(tid)
+        now = time.time()
+        return {"topology_id": tid, "requests": profiling.live_requests(reqs, now),
+                "active": profiling.active_profiles(reqs, now)}
+
+    def debug(self, name: str, component: str, enable: bool, pct: float,
+              guard: Guard | None = None) -> dict[str, dict]:
+        """Turn debug sampling on (``pct`` percent of the emits logged) or off, for one
+        component or (``component`` empty) the whole topology, as Storm's ``debug``: a
+        component's own setting wins over the topology's; the topology's off drops them
+        all. Stored in ZooKeeper for the supervisors; returns the topology's options."""
+        try:
+            pct = profiling.check_pct(pct) if enable else 0.0
+        except ValueError as e:
+            raise InvalidRequest(str(e)) from None
+        enable = bool(enable) and pct > 0  # Storm's UI sends 0 to mean off
+        with self._lock:
+            self.require_leader()
+            tid = self._guarded(name, guard).topology_id
+            if component:
+                sys_topo, _ = self._executors(tid)
+                if component not in sys_topo.components:
+                    raise InvalidRequest(
+                        f"topology {name} has no component {component[:80]!r} (components: "
+                        f"{', '.join(sorted(sys_topo.components))})")
+            options = self.cluster_state.get_debug_options(tid)
+            if not component and not enable:
+                options = {}
+            else:
+                options[component or profiling.ALL_COMPONENTS] = {"enable": enable, "pct": pct}
+            self.cluster_state.set_debug_options(tid, options)
+        log.info("topology %s: debug %s %s", tid, component or "(all components)",
+                 f"on, {pct:g}% sampled" if enable else "off")
+        return options
+
+    def component_debug(self, topology_id: str) -> dict[str, dict]:
+        """The topology's debug options as TopologyInfo's component_debug."""
+        try:
+            options = self.cluster_state.get_debug_options(topology_id)
+        except ClusterStateError as e:
+            log.warning("topology %s: cannot read its debug options: %s", topology_id, e)
+            return {}
+        return {c: {"enable": bool(o.get("enable")), "sampling_pct": float(o.get("pct", 0))}
+                for c, o in options.items() if isinstance(o, dict)}
+
     def record_heartbeats(self, supervisor_id: str, heartbeats: list[Any],
                           errors: list[Any] = (), restarts: list[Any] | None = None,
                           topology_stats: list[Any] = ()) -> None:
@@ -806,8 +899,10 @@ class Nimbus(Daemon):
         if state is None:
             raise TopologyNotFound(f"no live topology with id {topology_id!r}; `squall list` "
                                    "shows the running ones")
-        return views.topology_info(self.cluster_state, self.package_store, self.liveness, state,
+        info = views.topology_info(self.cluster_state, self.package_store, self.liveness, state,
                                    window_secs)
+        info["component_debug"] = self.component_debug(state.topology_id)
+        return info
 
     def topology_acl(self, name: str | None = None, topology_id: str | None = None
                      ) -> TopologyAcl:

@@ -32,6 +32,7 @@ from ..client.cluster_state import ClusterStateError, ZooKeeperUnavailable
 from ..client.errors import (LEADER_METADATA, InvalidRequest, InvalidTopology, LimitExceeded,
                              NimbusError,
                              NimbusUnavailable, NotALeader, SquallError, Unauthenticated)
+from ..client.profiling import expires_at
 from ..client.rpc import Undecodable, add_tolerant
 from ..client.tls import Principal
 from ..client.transitions import InvalidTransition
@@ -263,6 +264,38 @@ class NimbusServicer(pb_grpc.NimbusServicer):
                                                    reset_at_secs=int(v.get("reset_at") or 0))
                                     for k, v in config.items()})
 
+    # --- profiling and debugging ---
+    @_rpc
+    def SetWorkerProfiler(self, request, context):
+        r = self.nimbus.set_worker_profiler(
+            request.name, request.worker, request.action, request.secs,
+            guard=self._guard(context, "setWorkerProfiler"))
+        return _profile_request(request.name, r)
+
+    @_rpc
+    def GetComponentPendingProfileActions(self, request, context):
+        which = request.WhichOneof("ref")
+        if which == "name":
+            self._allow(context, "getComponentPendingProfileActions", name=request.name)
+            found = self.nimbus.pending_profile_actions(name=request.name)
+        else:
+            self._allow(context, "getComponentPendingProfileActions", topology_id=request.id)
+            found = self.nimbus.pending_profile_actions(topology_id=request.id)
+        name = request.name if which == "name" else ""
+        return pb.ProfileRequests(
+            requests=[_profile_request(name, dict(r, topology_id=found["topology_id"]))
+                      for r in found["requests"]],
+            active=[_profile_request(name, dict(r, topology_id=found["topology_id"]))
+                    for r in found["active"]])
+
+    @_rpc
+    def Debug(self, request, context):
+        options = self.nimbus.debug(request.name, request.component, request.enable,
+                                    request.sampling_pct, guard=self._guard(context, "debug"))
+        return pb.ComponentDebug(component_debug={
+            c: pb.DebugOptions(enable=bool(o.get("enable")), sampling_pct=float(o.get("pct", 0)))
+            for c, o in options.items()})
+
     @_rpc
     def Activate(self, request, context):
         self.nimbus.activate(request.name, guard=self._guard(context, "activate"))
@@ -346,6 +379,13 @@ class NimbusServicer(pb_grpc.NimbusServicer):
                                       list(request.errors), list(request.restarts),
                                       list(request.topology_stats))
         return topology_pb2.Empty()
+
+
+def _profile_request(name: str, r: dict) -> pb.ProfileRequest:
+    return pb.ProfileRequest(name=name, worker=r["worker"], action=r["action"],
+                             secs=int(r.get("secs", 0)), id=r["id"],
+                             time_secs=float(r["time"]), expires_secs=expires_at(r),
+                             topology_id=r.get("topology_id", ""))
 
 
 class _IdleLimit:

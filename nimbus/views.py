@@ -121,6 +121,10 @@ def topology_info(state: ClusterState, packages: PackageStore, liveness: Livenes
         times = [latest[t][0] for t in tasks if t in latest]
         if times:
             ex["stats_time_secs"] = max(times)
+        progress = merge_progress([progress_row(latest[t][1].progress) for t in tasks
+                                   if t in latest and latest[t][1].HasField("progress")])
+        if progress:
+            ex["progress"] = progress
         executors.append(ex)
     components = component_stats(_spouts(packages, tid), executors, parts)
     return {"id": tid, "name": topology.name, "status": topology.status.name,
@@ -130,6 +134,26 @@ def topology_info(state: ClusterState, packages: PackageStore, liveness: Livenes
             "window_secs": int(window_secs),
             "recent_restarts": liveness.recent_restarts(tid, now, RESTART_WINDOW_SECS),
             "restart_window_secs": RESTART_WINDOW_SECS}
+
+
+#: BatchProgress fields merged by sum (counts and rates of tasks working side by side) and by
+#: max (the latest batch id and time, the longest durations).
+_SUMMED = ("num_input_rows", "input_rows_per_second", "processed_rows_per_second", "batches",
+           "rows", "failed_batches")
+
+
+def progress_row(msg: Any) -> dict[str, Any]:
+    """A BatchProgress message -> a dict of its fields."""
+    return {f.name: getattr(msg, f.name) for f in msg.DESCRIPTOR.fields}
+
+
+def merge_progress(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The latest batches of a group of tasks as one BatchProgress (its doc says how), or
+    None when no task of the group reported one."""
+    if not rows:
+        return None
+    return {k: sum(r.get(k, 0) for r in rows) if k in _SUMMED else max(r.get(k, 0) for r in rows)
+            for k in rows[0]}
 
 
 def error_row(e: dict) -> dict[str, Any]:
@@ -164,5 +188,8 @@ def component_stats(spouts: set[str], executors: list[dict],
         c.update(summarize([p for i in groups[comp] for p in parts[i]]))
         c["capacity"] = max((e.get("capacity", 0.0) for e in exs), default=0.0)
         c["pending"] = sum(e.get("pending", 0) for e in exs)
+        progress = merge_progress([e["progress"] for e in exs if e.get("progress")])
+        if progress:
+            c["progress"] = progress
         out.append(c)
     return out

@@ -159,6 +159,67 @@ class LogConfig(_message.Message):
     levels: _containers.MessageMap[str, LogLevel]
     def __init__(self, levels: _Optional[_Mapping[str, LogLevel]] = ...) -> None: ...
 
+class ProfileRequest(_message.Message):
+    __slots__ = ("name", "worker", "action", "secs", "id", "time_secs", "expires_secs", "topology_id")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    SECS_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TIME_SECS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_SECS_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_ID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    worker: str
+    action: str
+    secs: int
+    id: str
+    time_secs: float
+    expires_secs: float
+    topology_id: str
+    def __init__(self, name: _Optional[str] = ..., worker: _Optional[str] = ..., action: _Optional[str] = ..., secs: _Optional[int] = ..., id: _Optional[str] = ..., time_secs: _Optional[float] = ..., expires_secs: _Optional[float] = ..., topology_id: _Optional[str] = ...) -> None: ...
+
+class ProfileRequests(_message.Message):
+    __slots__ = ("requests", "active")
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[ProfileRequest]
+    active: _containers.RepeatedCompositeFieldContainer[ProfileRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[ProfileRequest, _Mapping]]] = ..., active: _Optional[_Iterable[_Union[ProfileRequest, _Mapping]]] = ...) -> None: ...
+
+class DebugRequest(_message.Message):
+    __slots__ = ("name", "component", "enable", "sampling_pct")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COMPONENT_FIELD_NUMBER: _ClassVar[int]
+    ENABLE_FIELD_NUMBER: _ClassVar[int]
+    SAMPLING_PCT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    component: str
+    enable: bool
+    sampling_pct: float
+    def __init__(self, name: _Optional[str] = ..., component: _Optional[str] = ..., enable: _Optional[bool] = ..., sampling_pct: _Optional[float] = ...) -> None: ...
+
+class DebugOptions(_message.Message):
+    __slots__ = ("enable", "sampling_pct")
+    ENABLE_FIELD_NUMBER: _ClassVar[int]
+    SAMPLING_PCT_FIELD_NUMBER: _ClassVar[int]
+    enable: bool
+    sampling_pct: float
+    def __init__(self, enable: _Optional[bool] = ..., sampling_pct: _Optional[float] = ...) -> None: ...
+
+class ComponentDebug(_message.Message):
+    __slots__ = ("component_debug",)
+    class ComponentDebugEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: DebugOptions
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[DebugOptions, _Mapping]] = ...) -> None: ...
+    COMPONENT_DEBUG_FIELD_NUMBER: _ClassVar[int]
+    component_debug: _containers.MessageMap[str, DebugOptions]
+    def __init__(self, component_debug: _Optional[_Mapping[str, DebugOptions]] = ...) -> None: ...
+
 class SupervisorSummary(_message.Message):
     __slots__ = ("id", "host", "uptime_secs", "num_slots", "num_used_slots")
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -204,6 +265,36 @@ class TopologySummary(_message.Message):
     health_known: bool
     stalled: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., num_workers: _Optional[int] = ..., num_executors: _Optional[int] = ..., num_tasks: _Optional[int] = ..., uptime_secs: _Optional[int] = ..., owner: _Optional[str] = ..., recent_restarts: _Optional[int] = ..., restart_window_secs: _Optional[int] = ..., last_error: _Optional[_Union[ErrorInfo, _Mapping]] = ..., live_workers: _Optional[int] = ..., health_known: _Optional[bool] = ..., stalled: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class BatchProgress(_message.Message):
+    __slots__ = ("batch_id", "timestamp_secs", "num_input_rows", "input_rows_per_second", "processed_rows_per_second", "duration_ms", "conversion_ms", "session_ms", "wait_ms", "fn_ms", "batches", "rows", "failed_batches")
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_SECS_FIELD_NUMBER: _ClassVar[int]
+    NUM_INPUT_ROWS_FIELD_NUMBER: _ClassVar[int]
+    INPUT_ROWS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    PROCESSED_ROWS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    CONVERSION_MS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_MS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    FN_MS_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    batch_id: int
+    timestamp_secs: float
+    num_input_rows: int
+    input_rows_per_second: float
+    processed_rows_per_second: float
+    duration_ms: float
+    conversion_ms: float
+    session_ms: float
+    wait_ms: float
+    fn_ms: float
+    batches: int
+    rows: int
+    failed_batches: int
+    def __init__(self, batch_id: _Optional[int] = ..., timestamp_secs: _Optional[float] = ..., num_input_rows: _Optional[int] = ..., input_rows_per_second: _Optional[float] = ..., processed_rows_per_second: _Optional[float] = ..., duration_ms: _Optional[float] = ..., conversion_ms: _Optional[float] = ..., session_ms: _Optional[float] = ..., wait_ms: _Optional[float] = ..., fn_ms: _Optional[float] = ..., batches: _Optional[int] = ..., rows: _Optional[int] = ..., failed_batches: _Optional[int] = ...) -> None: ...
 
 class StreamCount(_message.Message):
     __slots__ = ("emitted", "transferred")
@@ -257,7 +348,7 @@ class ClusterSummary(_message.Message):
     def __init__(self, supervisors: _Optional[_Iterable[_Union[SupervisorSummary, _Mapping]]] = ..., topologies: _Optional[_Iterable[_Union[TopologySummary, _Mapping]]] = ..., nimbus_uptime_secs: _Optional[int] = ..., nimbuses: _Optional[_Iterable[_Union[NimbusSummary, _Mapping]]] = ...) -> None: ...
 
 class ExecutorSummary(_message.Message):
-    __slots__ = ("component_id", "task_start", "task_end", "host", "port", "uptime_secs", "emitted", "transferred", "acked", "failed", "complete_latency_ms", "executed", "pending", "stats_time_secs", "execute_latency_ms", "process_latency_ms", "capacity", "complete_latency_p50_ms", "complete_latency_p99_ms", "streams", "timed_out")
+    __slots__ = ("component_id", "task_start", "task_end", "host", "port", "uptime_secs", "emitted", "transferred", "acked", "failed", "complete_latency_ms", "executed", "pending", "stats_time_secs", "execute_latency_ms", "process_latency_ms", "capacity", "complete_latency_p50_ms", "complete_latency_p99_ms", "streams", "timed_out", "progress")
     class StreamsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -286,6 +377,7 @@ class ExecutorSummary(_message.Message):
     COMPLETE_LATENCY_P99_MS_FIELD_NUMBER: _ClassVar[int]
     STREAMS_FIELD_NUMBER: _ClassVar[int]
     TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     component_id: str
     task_start: int
     task_end: int
@@ -307,10 +399,11 @@ class ExecutorSummary(_message.Message):
     complete_latency_p99_ms: float
     streams: _containers.MessageMap[str, StreamCount]
     timed_out: int
-    def __init__(self, component_id: _Optional[str] = ..., task_start: _Optional[int] = ..., task_end: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., uptime_secs: _Optional[int] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., complete_latency_ms: _Optional[float] = ..., executed: _Optional[int] = ..., pending: _Optional[int] = ..., stats_time_secs: _Optional[float] = ..., execute_latency_ms: _Optional[float] = ..., process_latency_ms: _Optional[float] = ..., capacity: _Optional[float] = ..., complete_latency_p50_ms: _Optional[float] = ..., complete_latency_p99_ms: _Optional[float] = ..., streams: _Optional[_Mapping[str, StreamCount]] = ..., timed_out: _Optional[int] = ...) -> None: ...
+    progress: BatchProgress
+    def __init__(self, component_id: _Optional[str] = ..., task_start: _Optional[int] = ..., task_end: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., uptime_secs: _Optional[int] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., complete_latency_ms: _Optional[float] = ..., executed: _Optional[int] = ..., pending: _Optional[int] = ..., stats_time_secs: _Optional[float] = ..., execute_latency_ms: _Optional[float] = ..., process_latency_ms: _Optional[float] = ..., capacity: _Optional[float] = ..., complete_latency_p50_ms: _Optional[float] = ..., complete_latency_p99_ms: _Optional[float] = ..., streams: _Optional[_Mapping[str, StreamCount]] = ..., timed_out: _Optional[int] = ..., progress: _Optional[_Union[BatchProgress, _Mapping]] = ...) -> None: ...
 
 class ComponentStats(_message.Message):
-    __slots__ = ("component_id", "type", "num_executors", "num_tasks", "emitted", "transferred", "executed", "acked", "failed", "complete_latency_ms", "pending", "execute_latency_ms", "process_latency_ms", "capacity", "complete_latency_p50_ms", "complete_latency_p99_ms", "streams", "timed_out")
+    __slots__ = ("component_id", "type", "num_executors", "num_tasks", "emitted", "transferred", "executed", "acked", "failed", "complete_latency_ms", "pending", "execute_latency_ms", "process_latency_ms", "capacity", "complete_latency_p50_ms", "complete_latency_p99_ms", "streams", "timed_out", "progress")
     class StreamsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -336,6 +429,7 @@ class ComponentStats(_message.Message):
     COMPLETE_LATENCY_P99_MS_FIELD_NUMBER: _ClassVar[int]
     STREAMS_FIELD_NUMBER: _ClassVar[int]
     TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     component_id: str
     type: str
     num_executors: int
@@ -354,7 +448,8 @@ class ComponentStats(_message.Message):
     complete_latency_p99_ms: float
     streams: _containers.MessageMap[str, StreamCount]
     timed_out: int
-    def __init__(self, component_id: _Optional[str] = ..., type: _Optional[str] = ..., num_executors: _Optional[int] = ..., num_tasks: _Optional[int] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., executed: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., complete_latency_ms: _Optional[float] = ..., pending: _Optional[int] = ..., execute_latency_ms: _Optional[float] = ..., process_latency_ms: _Optional[float] = ..., capacity: _Optional[float] = ..., complete_latency_p50_ms: _Optional[float] = ..., complete_latency_p99_ms: _Optional[float] = ..., streams: _Optional[_Mapping[str, StreamCount]] = ..., timed_out: _Optional[int] = ...) -> None: ...
+    progress: BatchProgress
+    def __init__(self, component_id: _Optional[str] = ..., type: _Optional[str] = ..., num_executors: _Optional[int] = ..., num_tasks: _Optional[int] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., executed: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., complete_latency_ms: _Optional[float] = ..., pending: _Optional[int] = ..., execute_latency_ms: _Optional[float] = ..., process_latency_ms: _Optional[float] = ..., capacity: _Optional[float] = ..., complete_latency_p50_ms: _Optional[float] = ..., complete_latency_p99_ms: _Optional[float] = ..., streams: _Optional[_Mapping[str, StreamCount]] = ..., timed_out: _Optional[int] = ..., progress: _Optional[_Union[BatchProgress, _Mapping]] = ...) -> None: ...
 
 class ErrorInfo(_message.Message):
     __slots__ = ("component", "error", "time_secs", "host", "port", "task")
@@ -373,7 +468,14 @@ class ErrorInfo(_message.Message):
     def __init__(self, component: _Optional[str] = ..., error: _Optional[str] = ..., time_secs: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., task: _Optional[int] = ...) -> None: ...
 
 class TopologyInfo(_message.Message):
-    __slots__ = ("id", "name", "status", "uptime_secs", "executors", "components", "errors", "owner", "window_secs", "recent_restarts", "restart_window_secs")
+    __slots__ = ("id", "name", "status", "uptime_secs", "executors", "components", "errors", "owner", "window_secs", "recent_restarts", "restart_window_secs", "component_debug")
+    class ComponentDebugEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: DebugOptions
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[DebugOptions, _Mapping]] = ...) -> None: ...
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -385,6 +487,7 @@ class TopologyInfo(_message.Message):
     WINDOW_SECS_FIELD_NUMBER: _ClassVar[int]
     RECENT_RESTARTS_FIELD_NUMBER: _ClassVar[int]
     RESTART_WINDOW_SECS_FIELD_NUMBER: _ClassVar[int]
+    COMPONENT_DEBUG_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     status: str
@@ -396,7 +499,8 @@ class TopologyInfo(_message.Message):
     window_secs: int
     recent_restarts: int
     restart_window_secs: int
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., uptime_secs: _Optional[int] = ..., executors: _Optional[_Iterable[_Union[ExecutorSummary, _Mapping]]] = ..., components: _Optional[_Iterable[_Union[ComponentStats, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[ErrorInfo, _Mapping]]] = ..., owner: _Optional[str] = ..., window_secs: _Optional[int] = ..., recent_restarts: _Optional[int] = ..., restart_window_secs: _Optional[int] = ...) -> None: ...
+    component_debug: _containers.MessageMap[str, DebugOptions]
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., uptime_secs: _Optional[int] = ..., executors: _Optional[_Iterable[_Union[ExecutorSummary, _Mapping]]] = ..., components: _Optional[_Iterable[_Union[ComponentStats, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[ErrorInfo, _Mapping]]] = ..., owner: _Optional[str] = ..., window_secs: _Optional[int] = ..., recent_restarts: _Optional[int] = ..., restart_window_secs: _Optional[int] = ..., component_debug: _Optional[_Mapping[str, DebugOptions]] = ...) -> None: ...
 
 class JsonConf(_message.Message):
     __slots__ = ("json_conf",)
@@ -425,7 +529,7 @@ class LatencyStats(_message.Message):
     def __init__(self, mean: _Optional[float] = ..., p50: _Optional[float] = ..., p99: _Optional[float] = ..., n: _Optional[int] = ...) -> None: ...
 
 class TaskStats(_message.Message):
-    __slots__ = ("task", "component", "emitted", "transferred", "executed", "acked", "failed", "timed_out", "pending", "complete_latency", "streams", "complete_hist", "execute_hist", "busy_secs")
+    __slots__ = ("task", "component", "emitted", "transferred", "executed", "acked", "failed", "timed_out", "pending", "complete_latency", "streams", "complete_hist", "execute_hist", "busy_secs", "progress")
     class StreamsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -447,6 +551,7 @@ class TaskStats(_message.Message):
     COMPLETE_HIST_FIELD_NUMBER: _ClassVar[int]
     EXECUTE_HIST_FIELD_NUMBER: _ClassVar[int]
     BUSY_SECS_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     task: int
     component: str
     emitted: int
@@ -461,7 +566,8 @@ class TaskStats(_message.Message):
     complete_hist: Histogram
     execute_hist: Histogram
     busy_secs: float
-    def __init__(self, task: _Optional[int] = ..., component: _Optional[str] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., executed: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., timed_out: _Optional[int] = ..., pending: _Optional[int] = ..., complete_latency: _Optional[_Union[LatencyStats, _Mapping]] = ..., streams: _Optional[_Mapping[str, StreamCount]] = ..., complete_hist: _Optional[_Union[Histogram, _Mapping]] = ..., execute_hist: _Optional[_Union[Histogram, _Mapping]] = ..., busy_secs: _Optional[float] = ...) -> None: ...
+    progress: BatchProgress
+    def __init__(self, task: _Optional[int] = ..., component: _Optional[str] = ..., emitted: _Optional[int] = ..., transferred: _Optional[int] = ..., executed: _Optional[int] = ..., acked: _Optional[int] = ..., failed: _Optional[int] = ..., timed_out: _Optional[int] = ..., pending: _Optional[int] = ..., complete_latency: _Optional[_Union[LatencyStats, _Mapping]] = ..., streams: _Optional[_Mapping[str, StreamCount]] = ..., complete_hist: _Optional[_Union[Histogram, _Mapping]] = ..., execute_hist: _Optional[_Union[Histogram, _Mapping]] = ..., busy_secs: _Optional[float] = ..., progress: _Optional[_Union[BatchProgress, _Mapping]] = ...) -> None: ...
 
 class WorkerHeartbeat(_message.Message):
     __slots__ = ("topology_id", "port", "time_secs", "executors", "tasks", "uptime_secs", "state", "stalled")

@@ -122,6 +122,21 @@ class NimbusStub:
                 request_serializer=nimbus__pb2.SetLogConfigRequest.SerializeToString,
                 response_deserializer=nimbus__pb2.LogConfig.FromString,
                 _registered_method=True)
+        self.SetWorkerProfiler = channel.unary_unary(
+                '/squall.Nimbus/SetWorkerProfiler',
+                request_serializer=nimbus__pb2.ProfileRequest.SerializeToString,
+                response_deserializer=nimbus__pb2.ProfileRequest.FromString,
+                _registered_method=True)
+        self.GetComponentPendingProfileActions = channel.unary_unary(
+                '/squall.Nimbus/GetComponentPendingProfileActions',
+                request_serializer=nimbus__pb2.TopologyRef.SerializeToString,
+                response_deserializer=nimbus__pb2.ProfileRequests.FromString,
+                _registered_method=True)
+        self.Debug = channel.unary_unary(
+                '/squall.Nimbus/Debug',
+                request_serializer=nimbus__pb2.DebugRequest.SerializeToString,
+                response_deserializer=nimbus__pb2.ComponentDebug.FromString,
+                _registered_method=True)
         self.SendSupervisorWorkerHeartbeats = channel.unary_unary(
                 '/squall.Nimbus/SendSupervisorWorkerHeartbeats',
                 request_serializer=nimbus__pb2.SupervisorWorkerHeartbeats.SerializeToString,
@@ -254,6 +269,29 @@ class NimbusServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetWorkerProfiler(self, request, context):
+        """Ask one worker for a thread dump, a memory snapshot or a CPU profile (Storm's
+        setWorkerProfiler); the file appears in the worker's log directory.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetComponentPendingProfileActions(self, request, context):
+        """A topology's unexpired profiler requests (Storm's
+        getComponentPendingProfileActions).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Debug(self, request, context):
+        """Turn debug sampling of a topology or one component on or off (Storm's debug).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SendSupervisorWorkerHeartbeats(self, request, context):
         """Supervisors report their workers' heartbeats (worker liveness never goes
         through ZooKeeper).
@@ -349,6 +387,21 @@ def add_NimbusServicer_to_server(servicer, server):
                     servicer.SetLogConfig,
                     request_deserializer=nimbus__pb2.SetLogConfigRequest.FromString,
                     response_serializer=nimbus__pb2.LogConfig.SerializeToString,
+            ),
+            'SetWorkerProfiler': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetWorkerProfiler,
+                    request_deserializer=nimbus__pb2.ProfileRequest.FromString,
+                    response_serializer=nimbus__pb2.ProfileRequest.SerializeToString,
+            ),
+            'GetComponentPendingProfileActions': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetComponentPendingProfileActions,
+                    request_deserializer=nimbus__pb2.TopologyRef.FromString,
+                    response_serializer=nimbus__pb2.ProfileRequests.SerializeToString,
+            ),
+            'Debug': grpc.unary_unary_rpc_method_handler(
+                    servicer.Debug,
+                    request_deserializer=nimbus__pb2.DebugRequest.FromString,
+                    response_serializer=nimbus__pb2.ComponentDebug.SerializeToString,
             ),
             'SendSupervisorWorkerHeartbeats': grpc.unary_unary_rpc_method_handler(
                     servicer.SendSupervisorWorkerHeartbeats,
@@ -817,6 +870,87 @@ class Nimbus:
             '/squall.Nimbus/SetLogConfig',
             nimbus__pb2.SetLogConfigRequest.SerializeToString,
             nimbus__pb2.LogConfig.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetWorkerProfiler(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/squall.Nimbus/SetWorkerProfiler',
+            nimbus__pb2.ProfileRequest.SerializeToString,
+            nimbus__pb2.ProfileRequest.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetComponentPendingProfileActions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/squall.Nimbus/GetComponentPendingProfileActions',
+            nimbus__pb2.TopologyRef.SerializeToString,
+            nimbus__pb2.ProfileRequests.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Debug(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/squall.Nimbus/Debug',
+            nimbus__pb2.DebugRequest.SerializeToString,
+            nimbus__pb2.ComponentDebug.FromString,
             options,
             channel_credentials,
             insecure,

@@ -26,6 +26,7 @@ import zipfile
 from typing import Any, Callable, Iterable, Mapping
 
 from ..client import config as cfg
+from ..client.profiling import WORKER_ARTIFACT
 from ..client.contract import (CONF_FILE, PACKAGE_NAMES, RESOURCES_DIR, TOPOLOGY_FILE,
                                WORKER_LOG, WorkerAssignment, WorkerStatus, worker_log_name,
                                write_status)
@@ -238,7 +239,8 @@ class LocalFiles:
 
     def _clean_logs(self, keep_t: set[str], before: float) -> None:
         for name in os.listdir(self.logs_dir):
-            m = WORKER_LOG.match(name)
+            # Its dumps and events log (client/profiling.py) go with the worker's log.
+            m = WORKER_LOG.match(name) or WORKER_ARTIFACT.match(name)
             if m is None or m.group("tid") in keep_t:
                 continue  # a daemon's log, or a running topology's
             path = os.path.join(self.logs_dir, name)

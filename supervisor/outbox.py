@@ -291,3 +291,19 @@ def _fill_task_stats(ts: Any, task: int, st: dict) -> None:
             target.sum = total
             target.n = n
     ts.busy_secs = float(st.get("busy_secs", 0.0) or 0.0)
+    progress = st.get("progress")
+    if isinstance(progress, dict):
+        _fill_progress(ts.progress, progress)
+
+
+def _fill_progress(msg: Any, record: dict) -> None:
+    """A task's batch progress record (the Spark bridge's) into a BatchProgress message:
+    the message's fields by name; values that are not numbers are left out."""
+    msg.SetInParent()
+    for f in msg.DESCRIPTOR.fields:
+        v = record.get(f.name)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            try:
+                setattr(msg, f.name, int(v) if f.type == f.TYPE_INT64 else float(v))
+            except (ValueError, OverflowError):
+                continue  # a NaN or an int64 overflow: that figure is left out, not the rest

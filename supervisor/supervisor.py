@@ -33,7 +33,7 @@ from hashlib import blake2b
 from typing import Any, Callable, Mapping
 
 from ..client import config as cfg
-from ..client import log_levels
+from ..client import log_levels, profiling
 from ..client.cluster_state import ClusterState, ClusterStateError, Paths, WatchEvent
 from ..client.contract import (HEARTBEAT_FILE, Assignment, ContractError, SupervisorInfo,
                                SupervisorMark, WorkerAssignment, WorkerHeartbeat, WorkerStatus,
@@ -498,6 +498,10 @@ class Supervisor(Daemon):
                 continue
             storm = self.state.get_storm(tid, watch=self._watch(paths.storm(tid))) or {}
             levels = self.state.get_log_config(tid, watch=self._watch(paths.log_config(tid)))
+            # squall profile / squall debug reach the workers the way log levels do.
+            requests = self.state.get_profile_requests(
+                tid, watch=self._watch(paths.profiler_config(tid)))
+            debug = self.state.get_debug_options(tid, watch=self._watch(paths.debug_options(tid)))
             topo_dir = self.files.ensure_topology(tid)
             if topo_dir is None:
                 continue
@@ -509,7 +513,10 @@ class Supervisor(Daemon):
                 a = WorkerAssignment(tid, wid, self.host, port, workers, conf,
                                      code_paths=self.files.code_paths(topo_dir),
                                      executors=assignment.executors_on(wid))
-                log_levels.write_config(self.files.write_worker_dir(a, status), levels)
+                wdir = self.files.write_worker_dir(a, status)
+                log_levels.write_config(wdir, levels)
+                profiling.write_worker_files(
+                    wdir, [r for r in requests if r.get("worker") == wid], debug)
                 out[port] = worker_spec(a)
         return out
 

@@ -228,6 +228,99 @@ def make_app(client: Any, conf: Mapping[str, Any], version: str,
         return action(tid, "rebalance",
                       lambda name: client.rebalance(name, secs, workers, executors))
 
+    # --- profiling and debugging (Storm's /profiling and /debug endpoints) ---
+    # Storm answers GET here; a change is a POST in Squall (the page's X-Squall-Csrf header
+    # guards them: a GET could be a link on another site).
+    def worker_of(tid: str, host_port: str) -> tuple[str, str, int]:
+        host, sep, port = host_port.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise InvalidRequest(f"worker {host_port[:80]!r}: give HOST:PORT")
+        topology = info(tid)
+        # Only the topology's own workers: the UI asks that host's logviewer with the
+        # cluster's token, which must never go to an address a caller names.
+        if (host, int(port)) not in {(ex.host, ex.port) for ex in topology.executors}:
+            raise InvalidRequest(f"{host_port[:80]} is not a worker of {topology.name}")
+        return topology.name, host, int(port)
+
+    def profile(tid: str, action: str, host_port: str, secs: str | int | None = None):
+        name, host, port = worker_of(tid, host_port)
+        try:
+            n = 0 if secs in (None, "") else int(secs)  # type: ignore[arg-type]
+        except ValueError:
+            raise InvalidRequest(f"seconds {str(secs)[:40]!r} is not a whole number") from None
+        r = client.set_worker_profiler(name, f"{host}:{port}", action, n)
+        log.info("UI: profiler %s of %s:%d of topology %s (request %s)", r.action, host, port,
+                 name, r.id)
+        out = {"status": "ok", "id": f"{host}:{port}", "requestId": r.id, "action": r.action,
+               "secs": r.secs, "expires": r.expires_secs}
+        if hasattr(log_link, "dumps"):
+            out["dumpsLink"] = log_link.dumps(tid, host, port)  # type: ignore[attr-defined]
+        return jsonify(out)
+
+    @app.post("/api/v1/topology/<tid>/profiling/<action>/<host_port>")
+    def profiling(tid: str, action: str, host_port: str):
+        """dumpjstack (threads), dumpheap (memory, ?secs=N), stop; threads/memory/cpu too."""
+        return profile(tid, action, host_port, request.args.get("secs"))
+
+    @app.post("/api/v1/topology/<tid>/profiling/<action>/<host_port>/<secs>")
+    def profiling_for(tid: str, action: str, host_port: str, secs: str):
+        """start (cpu) for SECS seconds (Storm's timeout is minutes of a JVM recording; a
+        sampling profile is seconds), or dumpheap after SECS."""
+        return profile(tid, action, host_port, secs)
+
+    @app.get("/api/v1/topology/<tid>/profiling/dumps/<host_port>")
+    def profiling_dumps(tid: str, host_port: str):
+        """The worker's dumps and logs, from its host's logviewer, with signed links."""
+        _, host, port = worker_of(tid, host_port)
+        lister = getattr(log_link, "list_dumps", None)
+        if lister is None:
+            return json_error(501, "this UI has no logviewer to ask")
+        try:
+            files = lister(tid, host, port)
+        except SquallError as e:
+            return json_error(503, str(e))
+        return jsonify({"id": f"{host}:{port}", "files": files,
+                        **sj._worker_links(log_link, tid, host, port)})
+
+    @app.get("/api/v1/topology/<tid>/profiling/pending")
+    def profiling_pending(tid: str):
+        """Storm's pending profile actions, and profilerActive: the CPU profiles running."""
+        found = client.pending_profile_actions(topology_id=tid)
+
+        def row(r):
+            host, _, port = r.worker.rpartition(":")
+            return {"host": host, "port": int(port), "action": r.action, "secs": r.secs,
+                    "requestId": r.id, "timestamp": int(r.time_secs * 1000),
+                    "expires": r.expires_secs,
+                    **({"dumplink": log_link.dumps(tid, host, int(port))}  # type: ignore
+                       if hasattr(log_link, "dumps") else {})}
+        return jsonify({"requests": [row(r) for r in found.requests],
+                        "profilerActive": [row(r) for r in found.active]})
+
+    def debug(tid: str, component: str, action: str, spct: str):
+        if action not in ("enable", "disable"):
+            raise InvalidRequest(f"debug action {action[:40]!r}: enable or disable")
+        try:
+            pct = float(spct)
+        except ValueError:
+            raise InvalidRequest(f"sampling percentage {spct[:40]!r} is not a number") \
+                from None
+        name = info(tid).name
+        result = client.debug(name, component, action == "enable", pct)
+        log.info("UI: debug %s %s of topology %s at %s%%", action, component or "(all)", name,
+                 spct)
+        return jsonify({"topologyOperation": "debug", "topologyId": tid, "status": "success",
+                        "debug": {c: {"enable": o.enable, "samplingPct": o.sampling_pct}
+                                  for c, o in result.component_debug.items()}})
+
+    @app.post("/api/v1/topology/<tid>/debug/<action>/<spct>")
+    def debug_topology(tid: str, action: str, spct: str):
+        return debug(tid, "", action, spct)
+
+    @app.post("/api/v1/topology/<tid>/component/<component>/debug/<action>/<spct>")
+    def debug_component(tid: str, component: str, action: str, spct: str):
+        return debug(tid, component, action, spct)
+
     @app.get("/api/v1/topology/<tid>/errors")
     def topology_errors(tid: str):
         main = info(tid)

@@ -3,10 +3,13 @@ Prometheus metrics at ``/metrics`` on the same port."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import ssl
 import threading
 import time
+import urllib.request
 from typing import Any, Mapping
 from urllib.parse import quote
 
@@ -16,11 +19,18 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from ..client import config as cfg
 from ..client.contract import worker_log_name
 from ..client.daemon import Daemon
-from ..client.errors import NimbusError
+from ..client.errors import NimbusError, SquallError
+from ..client.profiling import events_name
 from ..client.nimbus_client import NimbusClient
 from ..client.web import WebServer, loopback, read_token, sign_link
 
 log = logging.getLogger("squall.ui")
+
+#: Listing a worker's files through its host's logviewer: the wait, the bytes and the files
+#: taken from its answer.
+DUMPS_TIMEOUT_SECS = 3.0
+DUMPS_MAX_BYTES = 256 * 1024
+DUMPS_MAX_FILES = 100
 
 
 class UiMetrics:
@@ -38,18 +48,73 @@ class UiMetrics:
         self.seconds.labels(endpoint).observe(secs)
 
 
-def log_link_maker(conf: Mapping[str, Any], scheme: str, port: int | None = None,
-                   token: str | None = None):
-    """(topology id, host, port) -> the logviewer URL of that worker's log, signed with the
-    cluster's token (client/web.py ``sign_link``): the browser's login cookie is per host,
-    and the link may lead to another host's logviewer."""
-    lv_port = port or int(cfg.get(conf, cfg.LOGVIEWER_PORT))
+class LogLinks:
+    """Links to the logviewers, signed with the cluster's token (client/web.py
+    ``sign_link``): the browser's login cookie is per host, and a link may lead to another
+    host's logviewer. Called as ``links(topology id, host, port)``: that worker's log."""
 
-    def link(tid: str, host: str, worker_port: int) -> str:
-        query = f"file={quote(worker_log_name(tid, worker_port), safe='')}"
-        path = sign_link(token, "/log", query) if token else f"/log?{query}"
-        return f"{scheme}://{host}:{lv_port}{path}"
-    return link
+    def __init__(self, conf: Mapping[str, Any], scheme: str, port: int | None = None,
+                 token: str | None = None):
+        self.conf, self.scheme, self.token = conf, scheme, token
+        self.port = port or int(cfg.get(conf, cfg.LOGVIEWER_PORT))
+
+    def url(self, host: str, path: str, query: str = "") -> str:
+        signed = sign_link(self.token, path, query) if self.token else \
+            (f"{path}?{query}" if query else path)
+        return f"{self.scheme}://{host}:{self.port}{signed}"
+
+    def __call__(self, tid: str, host: str, worker_port: int) -> str:
+        return self.url(host, "/log", f"file={quote(worker_log_name(tid, worker_port), safe='')}")
+
+    def dumps(self, tid: str, host: str, worker_port: int) -> str:
+        """The worker's page: its logs, dumps and events log (Storm's dumps listing)."""
+        return self.url(host, f"/dumps/{quote(tid, safe='')}/{quote(f'{host}:{worker_port}')}")
+
+    def events(self, tid: str, host: str, worker_port: int, component: str = "") -> str:
+        """The worker's sampled events (squall debug), of one component if given."""
+        query = f"file={quote(events_name(tid, worker_port), safe='')}" + \
+            (f"&component={quote(component, safe='')}" if component else "")
+        return self.url(host, "/events", query)
+
+    def file(self, host: str, view: str) -> str:
+        """A logviewer's own link to a file (``/dump?file=...``), signed for the browser."""
+        path, _, query = view.partition("?")
+        return self.url(host, path, query)
+
+    def list_dumps(self, tid: str, host: str, worker_port: int,
+                   timeout: float = DUMPS_TIMEOUT_SECS) -> list[dict]:
+        """The worker's files, as its host's logviewer lists them (asked by the UI daemon
+        with the token: the page cannot read another host's logviewer itself); SquallError
+        when that logviewer does not answer."""
+        url = (f"{self.scheme}://{host}:{self.port}/api/v1/dumps/{quote(tid, safe='')}/"
+               f"{quote(f'{host}:{worker_port}')}")
+        req = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.token}"}
+                                     if self.token else {})
+        context = None
+        if self.scheme == "https":
+            context = ssl.create_default_context(cafile=self.conf.get(cfg.SQUALL_TLS_CA_FILE))
+        try:
+            with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:
+                data = json.loads(resp.read(DUMPS_MAX_BYTES + 1)[:DUMPS_MAX_BYTES])
+        except (OSError, ValueError) as e:  # URLError and HTTPError are OSErrors
+            raise SquallError(f"the logviewer of {host} ({self.scheme}://{host}:{self.port}) "
+                              f"did not list the worker's files: {e}") from None
+        files = data.get("files") if isinstance(data, dict) else None
+        out = []
+        for f in (files if isinstance(files, list) else [])[:DUMPS_MAX_FILES]:
+            if isinstance(f, dict) and isinstance(f.get("link"), str) and \
+                    str(f["link"]).startswith("/"):
+                out.append({"name": str(f.get("name", "")), "kind": str(f.get("kind", "")),
+                            "size": f.get("size"), "mtime": f.get("mtime"),
+                            "link": self.file(host, f["link"])})
+        return out
+
+
+def log_link_maker(conf: Mapping[str, Any], scheme: str, port: int | None = None,
+                   token: str | None = None) -> LogLinks:
+    """(topology id, host, port) -> the logviewer URL of that worker's log (and its other
+    links: :class:`LogLinks`)."""
+    return LogLinks(conf, scheme, port, token)
 
 
 class LeaderClient(NimbusClient):

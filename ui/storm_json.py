@@ -17,6 +17,7 @@ from typing import Any, Callable
 from urllib.parse import quote
 
 from ..client.cluster_state import MAX_ERRORS_PER_COMPONENT
+from ..client.profiling import ALL_COMPONENTS, sampling_pct
 
 #: Storm's UI windows, seconds; 0 is all time.
 WINDOWS = (600, 10800, 86400, 0)
@@ -24,6 +25,28 @@ WINDOWS = (600, 10800, 86400, 0)
 PRETTY = {600: "10m 0s", 10800: "3h 0m 0s", 86400: "1d 0h 0m 0s", 0: "All time"}
 
 LogLink = Callable[[str, str, int], str]  # (topology id, host, port) -> URL
+
+
+def _worker_links(log_link: LogLink, tid: str, host: str, port: int,
+                  component: str = "") -> dict:
+    """The worker's page (its dumps) and its events on its host's logviewer, when the link
+    maker makes those (ui/server.py LogLinks)."""
+    out = {}
+    if hasattr(log_link, "dumps"):
+        out["dumpsLink"] = log_link.dumps(tid, host, port)  # type: ignore[attr-defined]
+    if hasattr(log_link, "events"):
+        out["eventLogLink"] = log_link.events(tid, host, port,  # type: ignore[attr-defined]
+                                              component)
+    return out
+
+
+def debug_of(info: Any, component: str | None = None) -> tuple[bool, float]:
+    """(debug sampling on, its percentage) of the topology (``component`` None) or of one
+    component, as its workers resolve them (client/profiling.py sampling_pct)."""
+    options = {c: {"enable": o.enable, "pct": o.sampling_pct}
+               for c, o in getattr(info, "component_debug", {}).items()}
+    pct = sampling_pct(options, ALL_COMPONENTS if component is None else component)
+    return pct > 0, pct
 
 
 def pretty_uptime(secs: int) -> str:
@@ -223,11 +246,13 @@ def topology_page(info: Any, by_window: dict[int, Any], secs: int, conf: dict,
             "topologyId": info.id, "topologyName": info.name, "host": ex.host, "port": ex.port,
             "supervisorId": "", "uptime": pretty_uptime(ex.uptime_secs),
             "uptimeSeconds": ex.uptime_secs, "executorsTotal": 0, "componentNumTasks": {},
-            "workerLogLink": log_link(info.id, ex.host, ex.port)})
+            "workerLogLink": log_link(info.id, ex.host, ex.port),
+            **_worker_links(log_link, info.id, ex.host, ex.port)})
         w["executorsTotal"] += 1
         n = ex.task_end - ex.task_start + 1
         w["componentNumTasks"][ex.component_id] = w["componentNumTasks"].get(
             ex.component_id, 0) + n
+    sampling, pct = debug_of(info)
     return {"id": info.id, "encodedId": quote(info.id, safe=""), "name": info.name,
             "owner": info.owner, "status": info.status,
             "uptime": pretty_uptime(info.uptime_secs), "uptimeSeconds": info.uptime_secs,
@@ -237,7 +262,10 @@ def topology_page(info: Any, by_window: dict[int, Any], secs: int, conf: dict,
             "msgTimeout": conf.get("topology.message.timeout.secs", 30),
             "window": window_label(secs), "windowHint": PRETTY.get(secs, f"{secs}s"),
             "schedulerDisplayResource": False, "replicationCount": 1,
-            "debug": bool(conf.get("topology.debug", False)),
+            # Storm's debug button: the topology-wide sampling (topology.debug logs every
+            # emit into the worker's log instead: 100%).
+            "debug": sampling or bool(conf.get("topology.debug", False)),
+            "samplingPct": pct if sampling else (100 if conf.get("topology.debug") else 0),
             "topologyStats": [window_stats(by_window[w], w, include_sys)
                               for w in WINDOWS if w in by_window],
             "spouts": spouts, "bolts": bolts, "workers": list(workers.values()),
@@ -261,6 +289,27 @@ def _counts(kind: str, x: Any, include_sys: bool) -> dict:
     return out
 
 
+def batch_progress(x: Any) -> dict | None:
+    """The latest batch of an executor or component that works in batches (the Spark
+    bridge), in the names of Spark's StreamingQueryProgress JSON (``batchId``,
+    ``numInputRows``, ``inputRowsPerSecond``, ``processedRowsPerSecond``, ``durationMs``
+    with ``triggerExecution`` and ``addBatch``, the time ``fn`` took); None for others."""
+    if not x.HasField("progress"):
+        return None
+    p = x.progress
+    return {"batchId": p.batch_id,
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(p.timestamp_secs))
+            + f".{int(p.timestamp_secs * 1000) % 1000:03d}Z",
+            "numInputRows": p.num_input_rows,
+            "inputRowsPerSecond": round(p.input_rows_per_second, 1),
+            "processedRowsPerSecond": round(p.processed_rows_per_second, 1),
+            "durationMs": {"triggerExecution": round(p.duration_ms),
+                           "conversion": round(p.conversion_ms),
+                           "session": round(p.session_ms), "wait": round(p.wait_ms),
+                           "addBatch": round(p.fn_ms)},
+            "batches": p.batches, "rows": p.rows, "failedBatches": p.failed_batches}
+
+
 def component_page(info: Any, component: str, secs: int, by_window: dict[int, Any],
                    log_link: LogLink, include_sys: bool = False,
                    now: float | None = None) -> dict | None:
@@ -279,8 +328,14 @@ def component_page(info: Any, component: str, secs: int, by_window: dict[int, An
                       "port": ex.port, "uptime": pretty_uptime(ex.uptime_secs),
                       "uptimeSeconds": ex.uptime_secs,
                       "workerLogLink": log_link(info.id, ex.host, ex.port),
+                      **_worker_links(log_link, info.id, ex.host, ex.port, component),
                       **_counts(kind, ex, include_sys)})
+        progress = batch_progress(ex)
+        if progress is not None:
+            execs[-1]["batchProgress"] = progress
     summary_key = "spoutSummary" if kind == "spout" else "boltStats"
+    sampling, pct = debug_of(info, component)
+    progress = batch_progress(comp)
     summaries = []
     for w in WINDOWS:
         if w not in by_window:
@@ -295,8 +350,11 @@ def component_page(info: Any, component: str, secs: int, by_window: dict[int, An
             "topologyStatus": info.status, "user": info.owner, "componentType": kind,
             "executors": comp.num_executors, "tasks": comp.num_tasks,
             "window": window_label(secs), "windowHint": PRETTY.get(secs, f"{secs}s"),
-            "schedulerDisplayResource": False, "debug": False,
-            "profilingAndDebuggingCapable": False, "profileActionEnabled": False,
+            "schedulerDisplayResource": False,
+            "debug": sampling, "samplingPct": pct,
+            # squall profile: the page's buttons; the CPU profiles running come from
+            # /profiling/pending (Storm's profilerActive, asked only by that page).
+            "profilingAndDebuggingCapable": True, "profileActionEnabled": True,
             "profilerActive": [],
             summary_key: summaries,
             "outputStats": [{"stream": k, "emitted": v.emitted, "transferred": v.transferred}
@@ -306,7 +364,8 @@ def component_page(info: Any, component: str, secs: int, by_window: dict[int, An
             "componentErrors": [
                 {k: v for k, v in _error_row(e, log_link, info.id, now).items()
                  if k != "component"} for e in mine],
-            "componentErrorGroups": error_groups(mine, log_link, info.id, now)}
+            "componentErrorGroups": error_groups(mine, log_link, info.id, now),
+            **({"batchProgress": progress} if progress is not None else {})}
 
 
 def visualization(topology: Any, info: Any) -> dict:

@@ -124,7 +124,8 @@ class _Base:
 
     def _resolve(self, values: Any, stream: str, direct_task: int | None
                  ) -> tuple[Route, list, list[int]]:
-        """The emit preamble: route, arity check, target tasks, counters, debug log."""
+        """The emit preamble: route, arity check, target tasks, counters (the emit methods
+        log the tuple when debugging, with the message id a spout's has)."""
         r = self.routes.get(stream) or self._route(stream)
         if type(values) is not list or len(values) != r.nfields:
             values = self._check_arity(r, values)
@@ -136,8 +137,6 @@ class _Base:
         n = r.emitted
         if n <= 64 or not n & 1023:  # a stream's first 64 tuples, then one in 1,024
             self._check_values(r, values)
-        if self.debug:
-            self.ex.log_emit(self.task, stream, values, targets)
         return r, values, targets
 
     def _check_values(self, r: Route, values: list) -> None:
@@ -195,6 +194,8 @@ class SpoutOutputCollector(_Base):
         """
         r, values, targets = self._resolve(values, stream, direct_task)
         self.emits += 1
+        if self.debug:  # topology.debug, or squall debug sampling (Executor.log_emit)
+            self.ex.log_emit(self.task, stream, values, targets, msg_id)
         if msg_id is not None and self.ex.acking:
             root = new_id()
             ack_val = 0
@@ -236,6 +237,8 @@ class OutputCollector(_Base):
         if type(anchors) is Tuple:
             return self.emit_anchored(values, stream, anchors, direct_task)
         r, values, targets = self._resolve(values, stream, direct_task)
+        if self.debug:
+            self.ex.log_emit(self.task, stream, values, targets)
         acking = anchors and self.ex.acking
         lineage = self.lineage
         if acking:

@@ -27,6 +27,7 @@ import logging
 import threading
 import time
 from collections import deque
+from random import random as _random
 from time import perf_counter
 from typing import Any, Callable
 
@@ -111,7 +112,16 @@ class Executor:
         self.component_id = component_id
         self.tasks = tasks
         self.conf = ws.component_conf(component_id)
-        self.debug = bool(self.conf.get(cfg.TOPOLOGY_DEBUG))
+        #: topology.debug: every emit goes to the worker's log.
+        self.log_all = bool(self.conf.get(cfg.TOPOLOGY_DEBUG))
+        #: squall debug (Storm's debug sampling): this share of the emits, in percent, goes
+        #: to the worker's events log ``events`` (None: off). Set by the worker's main thread.
+        self.sample_pct = 0.0
+        self.events: Any = None
+        #: Whether the collectors call log_emit: their one test per emit while it is off.
+        self.debug = self.log_all
+        #: The collectors of this executor's tasks (debug is switched on theirs too).
+        self.collectors: list[Any] = []
         #: A step of user code longer than this is named in the heartbeat (``stalled``).
         self.stall_secs = float(cfg.get(self.conf, cfg.TOPOLOGY_EXECUTOR_STALL_SECS))
         self.acking = ws.acking
@@ -205,9 +215,25 @@ class Executor:
     def teardown(self) -> None:
         pass
 
-    def log_emit(self, task: int, stream: str, values: list, targets: list[int]) -> None:
-        log.info("topology=%s component=%s task=%d emit stream=%s values=%r -> tasks %s",
-                 self.ws.topology_id, self.component_id, task, stream, values, targets)
+    def log_emit(self, task: int, stream: str, values: list, targets: list[int],
+                 msg_id: Any = None) -> None:
+        if self.log_all:
+            log.info("topology=%s component=%s task=%d emit stream=%s values=%r -> tasks %s",
+                     self.ws.topology_id, self.component_id, task, stream, values, targets)
+        events = self.events
+        if events is not None:
+            pct = self.sample_pct
+            if pct >= 100.0 or _random() * 100.0 < pct:
+                events.log(self.component_id, task, stream, msg_id, values)
+
+    def set_debug(self, pct: float, events: Any) -> None:
+        """Sample ``pct`` percent of this executor's emits into ``events`` (0: stop); from
+        the worker's main thread, while the executor runs."""
+        self.sample_pct = float(pct)
+        self.events = events if pct > 0 else None
+        self.debug = self.log_all or self.events is not None
+        for c in list(self.collectors):
+            c.debug = self.debug
 
     # -- one step -------------------------------------------------------------------
     def step(self) -> int:
@@ -381,6 +407,7 @@ class BoltExecutor(Executor):
             bolt = component_object(comp)
             ctx = self.context(t)
             out = OutputCollector(self, t, build_routes(self.ws, self.component_id, t, ctx))
+            self.collectors.append(out)
             window = None
             if barrier is not None and isinstance(bolt, WindowedBolt):
                 # No acker: nothing to ack; BoltBarrier checkpoints the window's contents.
@@ -575,6 +602,7 @@ class SpoutExecutor(Executor):
             st.collector = SpoutOutputCollector(
                 self, st.task, build_routes(self.ws, self.component_id, st.task, ctx), st.pending,
                 bool(getattr(st.spout, "stable_message_ids", False)))
+            self.collectors.append(st.collector)
             st.spout.open(self.conf, ctx, st.collector)
             if st.barrier is not None:
                 st.barrier.opened(st.collector, self.conf, ctx)

@@ -66,6 +66,18 @@ class RotatingFile:
         os.close(self.fd)
 
 
+def stderr_dir() -> str | None:
+    """The directory of the file on this process's stderr (the supervisor opens the worker's
+    log there: its dumps and events log go beside it), or None when stderr is not a file."""
+    try:
+        path = os.readlink("/proc/self/fd/2")  # Linux
+        if stat.S_ISREG(os.fstat(2).st_mode) and os.path.isabs(path):
+            return os.path.dirname(path)
+    except OSError:
+        pass
+    return None
+
+
 def bound_log(max_bytes: int, backups: int) -> Callable[[], None] | None:
     """Rotate this process's stderr file (see the module docstring); returns ``finish()``,
     which drains the pipe before the process exits (bounded: a child may hold it open).

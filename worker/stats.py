@@ -67,4 +67,6 @@ class TaskStats:
             out["busy_secs"] = self.busy_secs
         if self.metrics.metrics:
             out["metrics"] = self.metrics.snapshot()
+        if self.metrics.progress is not None:  # a batch-wise component's latest batch
+            out["progress"] = self.metrics.progress
         return out

@@ -14,6 +14,9 @@ Files in the worker directory, as :mod:`squall.client.contract` defines them:
 * ``status`` -- :class:`~squall.client.contract.WorkerStatus` (read, optional).
 * ``heartbeat.json`` -- :class:`~squall.client.contract.WorkerHeartbeat`, written every
   ``topology.stats.freq.secs`` (atomic rename).
+* ``profiler.json``, ``debug.json`` -- ``squall profile`` requests and ``squall debug``
+  options (client/profiling.py; read by mtime): dumps and the events log go into the
+  directory of the worker's log (:mod:`.profiler`).
 
 Exit codes (the contract's): 0 stopped on request, ``EXIT_USER_CODE`` user code raised,
 ``EXIT_PARENT_GONE`` the launching process died, ``EXIT_STARTUP_FAILED`` startup failure.
@@ -35,6 +38,7 @@ import zmq
 
 from ..client import config as cfg
 from ..client import log_levels
+from ..client import profiling as prof
 from ..client.contract import (ASSIGNMENT_FILE, EXIT_PARENT_GONE, EXIT_STARTUP_FAILED,
                                EXIT_USER_CODE, STATUS_FILE, TOPOLOGY_FILE, ContractError,
                                HeartbeatState, WorkerAssignment, WorkerHeartbeat, WorkerStatus,
@@ -44,8 +48,9 @@ from ..client.tuple import TM_REPORT_STREAM_ID, TOPOLOGY_MASTER_ID
 from ..client.topology_proto import from_bytes
 from .executor import Executor, executor_for
 from .frame import Codec
-from .logfile import bound_log
+from .logfile import bound_log, stderr_dir
 from .loop import EventLoop
+from .profiler import EventLog, Profiler
 from .state import WorkerState
 from .supervision import SupervisorWatch
 from .topology_master import upstream_spouts
@@ -81,9 +86,11 @@ class Worker:
     """
 
     def __init__(self, topology_dir: str, worker_dir: str,
-                 supervision: SupervisorWatch | None = None):
+                 supervision: SupervisorWatch | None = None, log_dir: str | None = None):
         self.topology_dir = topology_dir
         self.worker_dir = worker_dir
+        #: Where its dumps and events log go: beside its log (the logviewer serves them).
+        self.log_dir = log_dir or worker_dir
         #: Whether it still has a supervisor (None: nobody watched, as in tests).
         self.supervision = supervision
         self.assignment = WorkerAssignment.read(worker_dir)
@@ -116,6 +123,13 @@ class Worker:
         self._log_mtime = 0.0
         self._log_config: dict = {}
         self._log_levels = log_levels.Applier()
+        #: squall profile and squall debug (client/profiling.py), followed like log levels.
+        self.profiler = Profiler(worker_dir, self.log_dir, self.assignment.topology_id,
+                                 self.assignment.port, self.assignment.worker_id,
+                                 self._executor_lines)
+        self._debug_mtime = 0.0
+        self._debug_pct: dict[str, float] = {}
+        self.events: EventLog | None = None
         self._assignment_mtime = self._mtime(ASSIGNMENT_FILE)
         self._peers: dict[str, zmq.Socket] = {}
         self._codec = Codec()
@@ -193,6 +207,7 @@ class Worker:
             self._broadcast_backpressure()
             self._share_load()
             now = time.monotonic()
+            self._follow_profiling()
             if now >= next_beat:
                 self._follow_log_levels()
                 self.write_heartbeat()
@@ -210,6 +225,7 @@ class Worker:
 
     def _shutdown(self) -> int:
         log.info("worker %s stopping: %s", self.ws.worker_id, self._stop_reason)
+        self.profiler.close()
         self.ws.active = False
         for ex in self.executors:
             ex.stop()  # a shared one the loop moves to a thread meanwhile stops at once
@@ -230,6 +246,8 @@ class Worker:
         if self.ws.fatal is not None:
             return self._die()
         self.write_heartbeat(HeartbeatState.STOPPED)
+        if self.events is not None:
+            self.events.close()
         for s in self._peers.values():
             s.close(0)
         if self.ws.membership is not None:
@@ -264,6 +282,48 @@ class Worker:
         if changes:
             log.warning("worker %s of topology %s: log levels %s", self.ws.worker_id,
                         self.ws.topology_id, ", ".join(changes))
+
+    def _follow_profiling(self) -> None:
+        """Start new profiler requests (profiler.json), follow the debug options
+        (debug.json) and write the sampled events out: every round, a stat each."""
+        try:
+            self.profiler.poll()
+        except Exception:  # noqa: BLE001 - profiling must never stop the worker
+            log.exception("worker %s: profiler requests failed", self.ws.worker_id)
+        mtime = self._mtime(prof.DEBUG_FILE)
+        if mtime != self._debug_mtime:
+            self._debug_mtime = mtime
+            self._apply_debug(prof.read_debug(self.worker_dir))
+        if self.events is not None:
+            self.events.flush()
+
+    def _apply_debug(self, options: dict) -> None:
+        """Each executor samples its component's share of emits into the events log."""
+        changed = []
+        for ex in self.executors:
+            pct = prof.sampling_pct(options, ex.component_id)
+            if pct > 0 and self.events is None:
+                self.events = EventLog(os.path.join(self.log_dir, prof.events_name(
+                    self.ws.topology_id, self.assignment.port)))
+            ex.set_debug(pct, self.events)
+            if self._debug_pct.get(ex.component_id, 0.0) != pct:
+                self._debug_pct[ex.component_id] = pct
+                changed.append(f"{ex.component_id} {pct:g}%" if pct else
+                               f"{ex.component_id} off")
+        if changed:
+            log.warning("worker %s of topology %s: debug sampling %s", self.ws.worker_id,
+                        self.ws.topology_id, ", ".join(sorted(set(changed))))
+
+    def _executor_lines(self) -> list[str]:
+        """The executors and the user code each is in, for a thread dump."""
+        now = perf_counter()
+        out = ["Executors (thread: their own, else the event loop's):"]
+        for ex in self.executors:
+            thread = ex.thread.name if ex.thread is not None else "event loop"
+            since = ex.calling
+            what = f"in {ex.phase} for {now - since:.3f} s" if since else "between steps"
+            out.append(f"  {ex.name} [{thread}]: {what}, queue {len(ex.queue)}")
+        return out
 
     def _mtime(self, name: str) -> float:
         try:
@@ -513,6 +573,7 @@ def main(argv: list[str] | None = None) -> int:
         tid, conf = assignment.topology_id, assignment.conf
     except (OSError, ContractError):
         tid, conf = "?", {}
+    log_dir = stderr_dir()  # before bound_log puts a pipe on fd 2
     # Bounded before anything is logged; drained (finish) before every exit below.
     finish = bound_log(int(cfg.get(conf, cfg.WORKER_LOG_MAX_BYTES)),
                        int(cfg.get(conf, cfg.WORKER_LOG_BACKUPS))) or (lambda: None)
@@ -520,7 +581,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO, stream=sys.stderr,
         format=f"%(asctime)s %(levelname)s [{tid} pid={os.getpid()}] %(name)s: %(message)s")
     try:
-        worker = Worker(a.topology_dir, a.worker_dir, supervision)
+        worker = Worker(a.topology_dir, a.worker_dir, supervision, log_dir)
     except Exception as exc:
         log.exception("worker failed to start: %s", exc)
         finish()

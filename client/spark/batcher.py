@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Sequence
+from typing import Any, Hashable, Iterator, Sequence
 
 from ..errors import SquallError
 from ..transitions import History
@@ -207,6 +207,21 @@ class Batcher:
         n = sum(len(b.tuple_ids) for b in self.waiting)
         n += sum(len(b.tuple_ids) for b in self.in_flight.values())
         return n + (len(self.open.tuple_ids) if self.open else 0)
+
+    @property
+    def last_id(self) -> int:
+        """The id of the last batch opened (0 before the first)."""
+        return self._next_id - 1
+
+    def held(self) -> Iterator[Hashable]:
+        """Every tuple id held (in flight, waiting, open), for the bolt to refresh their
+        timeouts while Spark starts."""
+        for b in self.in_flight.values():
+            yield from b.tuple_ids
+        for b in self.waiting:
+            yield from b.tuple_ids
+        if self.open is not None:
+            yield from self.open.tuple_ids
 
     @property
     def idle(self) -> bool:

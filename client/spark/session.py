@@ -11,16 +11,90 @@ The session's conf is every ``spark.*`` key of the topology conf over :data:`DEF
 ``k8s://...``) and the same topology feeds a Spark cluster. Spark's own progress bar
 is off (worker output is a log) and so is its UI (it costs memory and start-up time in
 every worker; set ``spark.ui.enabled: true`` to have it back).
+
+Spark that cannot be used is :class:`SparkUnavailable`, which the bridge lets out of its
+component, so the worker stops as when a component raises (the error in the topology's
+errors, ``squall local`` ending with it, a supervisor starting the worker again): a
+``spark://`` master that no TCP connection reaches is found in seconds by
+:func:`check_master` (Spark itself would retry registering for 60 s and then stop the
+context); a session that fails to start, or whose SparkContext stops as it starts (a port
+that takes connections but is no Spark master: after Spark's 60 s), is one too. A context
+that stops later (its master went away) is replaced by a new session at the next batch,
+which checks the master again.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from typing import Any, Mapping
 
+from ..errors import SquallError
+
 log = logging.getLogger("squall.spark")
+
+#: Seconds a TCP connection to a ``spark://`` master may take before it counts as
+#: unreachable (a master on a reachable host answers in milliseconds).
+CONNECT_TIMEOUT_SECS = 5.0
+#: Spark standalone's default master port.
+DEFAULT_MASTER_PORT = 7077
+
+
+class SparkUnavailable(SquallError):
+    """Spark cannot be used from this worker: its ``spark.master`` is unreachable, or the
+    SparkSession failed to start or its context stopped as it started. ``master`` is the
+    URL."""
+
+    def __init__(self, message: str, master: str = ""):
+        super().__init__(message)
+        self.master = master
+
+
+def master_addresses(master: str) -> list[tuple[str, int]]:
+    """The (host, port) pairs of a ``spark://`` master URL (``spark://h1:7077,h2:7077`` for
+    standby masters); [] for other masters (``local[*]``, ``yarn``, ``k8s://...``)."""
+    if not master.startswith("spark://"):
+        return []
+    out = []
+    for part in master[len("spark://"):].split(","):
+        part = part.strip().rstrip("/")
+        if not part:
+            continue
+        host, sep, port = part.rpartition(":")
+        if not sep or not port.isdigit():
+            host, port = part, str(DEFAULT_MASTER_PORT)
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def check_master(master: str, timeout: float = CONNECT_TIMEOUT_SECS) -> None:
+    """Raise :class:`SparkUnavailable` naming ``master`` when it is a ``spark://`` URL and
+    none of its hosts takes a TCP connection within ``timeout`` seconds."""
+    addresses = master_addresses(master)
+    if master.startswith("spark://") and not addresses:
+        raise SparkUnavailable(f"spark.master {master!r} names no host: give "
+                               "spark://HOST:PORT", master)
+    why = []
+    for host, port in addresses:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            return
+        except OSError as e:
+            reason = "timed out" if isinstance(e, TimeoutError) else \
+                (e.strerror or str(e) or type(e).__name__).lower()
+            why.append(f"{host}:{port}: {reason}")
+    if why:
+        raise SparkUnavailable(
+            f"the Spark master {master} is unreachable ({'; '.join(why)}): check "
+            f"spark.master, that the master runs (its log says 'Starting Spark master at "
+            f"spark://...') and that this host reaches it", master)
+
+
+def master_of(conf: Mapping[str, Any]) -> str:
+    """The ``spark.master`` the session of ``conf`` uses."""
+    return spark_conf(conf)["spark.master"]
 
 DEFAULTS: dict[str, str] = {
     "spark.master": "local[*]",
@@ -50,23 +124,74 @@ def acquire() -> None:
 
 
 def get(conf: Mapping[str, Any], app_name: str) -> Any:
-    """This process's SparkSession, started now if it is the first call (seconds: a JVM)."""
+    """This process's SparkSession, started now if it is the first call (seconds: a JVM),
+    or if the context of the one before stopped. Raises :class:`SparkUnavailable` when it
+    cannot start."""
     global _session
     with _lock:
         if _session is not None:
-            return _session
+            if not stopped(_session):
+                return _session
+            old, _session = _session, None
+            log.warning("app=%s the SparkContext stopped (its master or executors went away?); "
+                        "starting a new SparkSession", app_name)
+            try:
+                old.stop()  # clears pyspark's active context, so a new one can start
+            except Exception:  # noqa: BLE001 - it is gone already
+                pass
         from pyspark.sql import SparkSession  # pyspark only where a bridge runs
 
         settings = spark_conf(conf)
+        master = settings["spark.master"]
+        check_master(master)
         builder = SparkSession.builder.appName(app_name)
         for key, value in settings.items():
             builder = builder.config(key, value)
         started = time.monotonic()
-        log.info("app=%s starting SparkSession (master %s)", app_name, settings["spark.master"])
-        _session = builder.getOrCreate()
-        log.info("app=%s SparkSession started in %.1f s (Spark %s)", app_name,
-                 time.monotonic() - started, _session.version)
-        return _session
+        log.info("app=%s starting SparkSession (master %s)", app_name, master)
+        try:
+            session = builder.getOrCreate()
+        except Exception as e:
+            if "stopped SparkContext" in str(e):  # pyspark's own calls on the dead context
+                raise SparkUnavailable(_stopped_at_start(master, time.monotonic() - started),
+                                       master) from e
+            raise SparkUnavailable(f"the SparkSession (master {master}) could not start: "
+                                   f"{_short(e)}", master) from e
+        took = time.monotonic() - started
+        if stopped(session):
+            try:
+                session.stop()
+            except Exception:  # noqa: BLE001
+                pass
+            raise SparkUnavailable(_stopped_at_start(master, took), master)
+        _session = session
+        log.info("app=%s SparkSession started in %.1f s (Spark %s, master %s)", app_name, took,
+                 session.version, master)
+        return session
+
+
+def _stopped_at_start(master: str, took: float) -> str:
+    return (f"the SparkContext (master {master}) stopped as it started, after {took:.0f} s: "
+            "the master did not take the application (does a Spark master of pyspark's "
+            "version listen there? Spark gives up registering after 60 s: 'All masters are "
+            "unresponsive'); Spark's reason is in the worker log")
+
+
+def stopped(session: Any) -> bool:
+    """Whether the session's SparkContext is stopped (or its JVM gone)."""
+    try:
+        return bool(session.sparkContext._jsc.sc().isStopped())
+    except Exception:  # noqa: BLE001 - no gateway: as good as stopped
+        return True
+
+
+def _short(e: BaseException) -> str:
+    """An error in one bounded line: its first line and, for a Py4J error (whose first line
+    only names the call), the Java exception's line."""
+    lines = [ln.strip() for ln in f"{type(e).__name__}: {e}".strip().splitlines()]
+    cause = next((ln.lstrip(": ") for ln in lines[1:] if not ln.startswith("at ") and
+                  ("Exception" in ln or "Error" in ln)), "")
+    return (lines[0] + (f" ({cause})" if cause else ""))[:500]
 
 
 def release() -> None:

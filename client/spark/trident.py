@@ -25,7 +25,9 @@ from ..errors import ReportedFailedException
 from ..trident.persist import StateUpdater
 from . import session
 from .bridge import describe
+from .progress import Progress, Timings
 from .schema import StreamSchema
+from .session import SparkUnavailable
 
 log = logging.getLogger("squall.spark")
 
@@ -41,6 +43,9 @@ class SparkState:
         self.partition = partition
         self.txid: int | None = None
         self.app_name = f"squall-{conf.get(cfg.TOPOLOGY_NAME) or 'trident'}"
+        # An unreachable master stops the worker now, with the reason (as the bolt does).
+        session.check_master(session.master_of(conf))
+        self.progress = Progress(float(conf.get(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30)))
         prepare_fn = getattr(fn, "prepare", None)
         if callable(prepare_fn):  # as the bolt does: fn objects may read the topology conf
             prepare_fn(conf)
@@ -64,18 +69,36 @@ class SparkState:
             raise ReportedFailedException(
                 f"Spark bridge txid {txid}: {len(rejected)} tuple(s) do not fit the schema, "
                 f"the batch fails and is retried: {first}")
-        started = time.monotonic()
+        clock = time.monotonic
+        started = clock()
+        self.progress.closed(txid, started)
+        spark_secs = fn_secs = 0.0
         try:
-            df = session.get(self.conf, self.app_name).createDataFrame(table)
+            spark = session.get(self.conf, self.app_name)
+            spark_secs = clock() - started
+            df = spark.createDataFrame(table)
+            t = clock()
             self.fn(df, txid)
+            fn_secs = clock() - t
+        except SparkUnavailable:
+            raise  # no Spark for any batch: the worker stops with it
         except Exception as e:
             log.error("Spark bridge txid %d (%d rows) failed after %.2f s", txid, len(rows),
-                      time.monotonic() - started, exc_info=True)
+                      clock() - started, exc_info=True)
+            self._progress(txid, len(rows), False, Timings(session=spark_secs))
             raise ReportedFailedException(
                 f"Spark bridge txid {txid}: fn raised; the batch fails and is retried with "
                 f"the same txid: {describe(e)}") from e
-        log.debug("Spark bridge txid %d: %d rows through fn in %.2f s", txid, len(rows),
-                  time.monotonic() - started)
+        self._progress(txid, len(rows), True, Timings(
+            max(0.0, clock() - started - spark_secs - fn_secs), spark_secs, 0.0, fn_secs))
+
+    def _progress(self, txid: int, rows: int, ok: bool, timings: Timings) -> None:
+        """The batch's progress line in the worker log (throttled as the bolt's)."""
+        _, line = self.progress.finished(txid, rows, ok, timings, time.monotonic(),
+                                         time.time())
+        if line is not None:
+            log.info("Spark bridge partition %d txid %s", self.partition,
+                     line.replace("batch ", "", 1))
 
     def close(self) -> None:
         session.release()

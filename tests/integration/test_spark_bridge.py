@@ -238,16 +238,22 @@ def test_bridge_worker_kill9_loses_nothing(spark_cluster, tmp_path, spark):
     poll_for(lambda: "2 supervisor(s), 0/4 slots used" in c.run("list").stdout, timeout=20,
              what="2 supervisors registered\n" + c.logs())
     t0 = time.monotonic()
+    # A short timeout: the trees lost with the killed worker fail (and replay) 6-12 s after
+    # it, and a cold JVM (the first one, and the restarted worker's) costs nothing: the
+    # bridge holds its tuples' timeouts while Spark starts.
     r = c.run("jar", str(package(tmp_path)), "spark_topos", "plain",
-              "-c", f"{OUTPUT_KEY}={out}", "-c", "topology.message.timeout.secs=15",
+              "-c", f"{OUTPUT_KEY}={out}", "-c", "topology.message.timeout.secs=6",
               "-c", "topology.stats.freq.secs=0.2")
     assert r.returncode == 0, r.stdout + r.stderr + c.logs()
     # Two bridge executors, one per worker: kill the one not running the spout.
     sup_dir, victim, jvm = bridge_worker(c, exclude="sentences")
+    t_jvm = time.monotonic() - t0
     poll_for(lambda: len(calls(str(out))) >= 2, timeout=90,
              what="two batches through Spark\n" + c.logs())
+    t_batches = time.monotonic() - t0
     before = len(calls(str(out)))
     restarted = kill_jvm_and_worker(c, sup_dir, victim, jvm)
+    t_kill = time.monotonic() - t0
     sentences = 5000
 
     def all_acked():
@@ -262,7 +268,8 @@ def test_bridge_worker_kill9_loses_nothing(spark_cluster, tmp_path, spark):
     assert not short, f"words lost: {dict(list(short.items())[:10])}"
     extra = sum(got.values()) - sum(expected.values())
     print(f"\nbridge worker kill -9 after {before} batches: restarted {restarted:.2f} s, all "
-          f"sentences acked {done:.1f} s after submit; {extra} words written twice "
+          f"sentences acked {done:.1f} s after submit (a JVM up {t_jvm:.1f} s, two batches "
+          f"{t_batches:.1f} s, the kill {t_kill:.1f} s); {extra} words written twice "
           f"(at-least-once)")
 
 
@@ -276,8 +283,11 @@ def test_trident_bridge_worker_kill9_still_writes_every_batch_once(spark_cluster
     poll_for(lambda: "2 supervisor(s), 0/4 slots used" in c.run("list").stdout, timeout=20,
              what="2 supervisors registered\n" + c.logs())
     t0 = time.monotonic()
+    # A short timeout: the batches lost with the killed worker are retried 8-16 s after it;
+    # one that times out while the restarted worker's JVM starts is retried under its txid
+    # and overwrites its partition (what this test checks).
     r = c.run("jar", str(package(tmp_path)), "spark_topos", "trident", str(input_dir), "60",
-              "-c", f"{OUTPUT_KEY}={out}", "-c", "topology.message.timeout.secs=15",
+              "-c", f"{OUTPUT_KEY}={out}", "-c", "topology.message.timeout.secs=8",
               "-c", "topology.max.spout.pending=2", "-c", "spark.sql.shuffle.partitions=2",
               "-c", "topology.trident.batch.emit.interval.millis=20")
     assert r.returncode == 0, r.stdout + r.stderr + c.logs()

@@ -389,6 +389,48 @@ def test_kill_button_with_a_wait_removes_the_topology_after_the_wait(local, rest
             kill_and_wait(local, name, tid)
 
 
+def test_profiling_buttons_and_the_debug_toggle_on_a_component_page(local, rest, page):
+    """Thread dump and CPU profile buttons: each file is listed on the page, with a link to
+    the logviewer that serves it; the Debug toggle samples the component's emits."""
+    name = "ui-profile-me"
+    conf = {"wordcount.sentences": 0, "topology.workers": 1, "topology.max.spout.pending": 500,
+            "topology.stats.freq.secs": 0.5}
+    tid = local.submit(name, small_topology(), conf, EXAMPLES)
+    try:
+        open_ui(page, local, f"#/topology/{quote(tid, safe='')}/component/split")
+        page.locator("#profiling tbody tr button[data-prof='threads']").wait_for(
+            timeout=STARTUP_SECS * 1000)
+        page.click("#profiling button[data-prof='threads']")
+        page.locator("#toast", has_text="threads of ").wait_for()
+        page.locator("#profiling .dumps a", has_text="threads").wait_for()
+        page.click("#profiling button[data-prof='cpu']")
+        page.locator("#dialog").wait_for(state="visible")
+        page.fill("#field-secs", "2")
+        page.click("#dialog-ok")
+        page.locator("#profiling .dumps a", has_text="cpu").first.wait_for()
+        page.locator("#profiling button[data-prof='cpu']", has_text="CPU profile (2 s)").wait_for()
+        page.click("#btn-debug")
+        page.fill("#field-pct", "100")
+        page.click("#dialog-ok")
+        page.locator("#toast", has_text="Debug split: 100% sampled").wait_for()
+        page.locator("#btn-debug", has_text="Debug split: 100%").wait_for()
+        assert page.js_errors == []
+        assert_fits(page)
+        shot = screenshot(page, "ui-profiling.png")
+        # The flame graph itself, through the page's link (signed: another origin's cookie).
+        svg_link = page.get_attribute("#profiling .dumps a[title$='.svg']", "href")
+        other = page.context.new_page()
+        try:
+            other.goto(svg_link)
+            assert other.locator("svg rect[data-name*='word_count.py']").count() > 0
+            other.screenshot(path=os.path.join(artifacts_dir(), "ui-flamegraph.png"))
+        finally:
+            other.close()
+        print(f"\nscreenshots: {shot}, ui-flamegraph.png")
+    finally:
+        kill_and_wait(local, name, tid)
+
+
 # --- 3. page-load time with ~50 executors (measured, not asserted) -------------------------
 #: Records when #bolts first appears, in performance.now() of the navigation.
 BOLTS_OBSERVER = """

@@ -267,3 +267,69 @@ def test_search_reads_a_huge_line_in_bounded_pieces(tmp_path):
     found = logviewer.search(str(root / "big.log"), "needle")
     assert [m["text"] for m in found][-1] == "next needle"
     assert all(len(m["text"]) <= logviewer.MAX_LINE for m in found)
+
+
+# --- a worker's dumps and events (squall profile, squall debug: client/profiling.py) ------
+SVG_DUMP = "wc-1-1700000000-6700.cpu-20250101-120000-a1b2c3.svg"
+THREADS = "wc-1-1700000000-6700.threads-20250101-120001-a1b2c4.txt"
+EVENTS = "wc-1-1700000000-6700.events.log"
+OTHER = "wc-1-1700000000-6701.threads-20250101-120002-a1b2c5.txt"
+
+
+@pytest.fixture
+def dumps(logs):
+    from squall.client.profiling import format_event
+    (logs / SVG_DUMP).write_text('<svg xmlns="http://www.w3.org/2000/svg"><rect/></svg>')
+    (logs / THREADS).write_text('"MainThread"\n')
+    (logs / OTHER).write_text("another worker\n")
+    (logs / EVENTS).write_text(
+        format_event(1700000000.5, "split", 3, "default", None, ["<b>the cow</b>"]) +
+        format_event(1700000001.5, "sentences", 1, "default", 7,
+                     ['"component":"split"']) +
+        "not an event\n" +
+        format_event(1700000002.5, "split", 4, "default", None, ["jumped"]))
+    return logs
+
+
+def test_a_workers_page_lists_its_logs_dumps_and_events(client, dumps):
+    page = get(client, "/dumps/wc-1-1700000000/127.0.0.1:6700").get_data(as_text=True)
+    assert WORKER in page and SVG_DUMP in page and THREADS in page and EVENTS in page
+    assert OTHER not in page and DAEMON not in page
+    assert f"/dump?file={SVG_DUMP}" in page and f"/events?file={EVENTS}" in page
+    listing = client.get("/api/v1/dumps/wc-1-1700000000/127.0.0.1:6700").get_json()
+    kinds = {f["name"]: (f["kind"], f["link"]) for f in listing["files"]}
+    assert kinds[SVG_DUMP] == ("cpu", f"/dump?file={SVG_DUMP}")
+    assert kinds[EVENTS] == ("events", f"/events?file={EVENTS}")
+    assert kinds[WORKER] == ("log", f"/log?file={WORKER}")
+    assert OTHER not in kinds
+    assert get(client, "/dumps/wc-1-1700000000/6700").status_code == 400
+    # Grouped with their topology on the index.
+    index = get(client, "/").get_data(as_text=True)
+    assert index.index("daemons</th>") < index.index("wc-1-1700000000</th>") < index.index(SVG_DUMP)
+
+
+def test_a_dump_is_shown_with_no_script_and_only_dumps(client, dumps):
+    resp = get(client, f"/dump?file={SVG_DUMP}")
+    assert resp.status_code == 200 and resp.mimetype == "image/svg+xml"
+    assert resp.headers["Content-Security-Policy"] == logviewer.SVG_POLICY
+    assert "script" not in logviewer.SVG_POLICY and resp.headers["X-Content-Type-Options"] == \
+        "nosniff"
+    assert get(client, f"/dump?file={THREADS}").mimetype == "text/plain"
+    assert get(client, f"/dump?file={WORKER}").status_code == 400
+    assert get(client, "/dump?file=..%2Fsecret.txt").status_code == 400
+    assert get(client, f"/events?file={WORKER}").status_code == 400
+
+
+def test_the_events_page_shows_events_newest_last_searched_and_escaped(client, dumps):
+    page = get(client, f"/events?file={EVENTS}").get_data(as_text=True)
+    assert "3 events, newest last" in page
+    assert page.index("the cow") < page.index("jumped")
+    assert "<b>the cow" not in page and "&lt;b&gt;the cow&lt;/b&gt;" in page
+    assert "2023-11-14 22:13:20.500Z" in page
+    page = get(client, f"/events?file={EVENTS}&q=jumped").get_data(as_text=True)
+    assert "1 events" in page and "the cow" not in page
+    # The component filter matches the field, not a value that spells it.
+    page = get(client, f"/events?file={EVENTS}&component=split").get_data(as_text=True)
+    assert "2 events" in page and "sentences" not in page.split("<table")[1]
+    assert "No events." in get(client, f"/events?file={EVENTS}&q=nothing").get_data(
+        as_text=True)

@@ -57,6 +57,9 @@ METHODS = [
     ("DownloadPackage", "IdRequest", "Chunk", False, True),
     ("GetLeader", "Empty", "NimbusSummary", False, False),
     ("SetLogConfig", "SetLogConfigRequest", "LogConfig", False, False),
+    ("SetWorkerProfiler", "ProfileRequest", "ProfileRequest", False, False),
+    ("GetComponentPendingProfileActions", "TopologyRef", "ProfileRequests", False, False),
+    ("Debug", "DebugRequest", "ComponentDebug", False, False),
     ("SendSupervisorWorkerHeartbeats", "SupervisorWorkerHeartbeats", "Empty", False, False),
 ]
 

@@ -15,13 +15,17 @@ from squall.client.errors import InvalidTopology
 from squall.client.spark import ParquetSink, SparkBridgeBolt, session
 from squall.client.spark.trident import SparkState, SparkStateFactory, SparkUpdater
 from squall.client.errors import ReportedFailedException
+from squall.client.metrics import MetricRegistry
 from squall.client.trident.operation import TridentTuple
 
 
 class Collector:
     def __init__(self):
-        self.acked, self.failed, self.errors = [], [], []
+        self.acked, self.failed, self.errors, self.resets = [], [], [], []
         self.calls: queue.Queue = queue.Queue()
+
+    def reset_timeout(self, t):
+        self.resets.append(t.values)
 
     def ack(self, t):
         self.acked.append(t.values)
@@ -47,6 +51,7 @@ class Context:
 
     def __init__(self, fields):
         self.fields = fields
+        self.metrics = MetricRegistry()
 
     def this_sources(self):
         return [("split", "default")]

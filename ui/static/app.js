@@ -151,6 +151,7 @@ async function showTopology(id, first, current) {
       `<button id="btn-deactivate" type="button">Deactivate</button>` +
       `<button id="btn-rebalance" type="button">Rebalance</button>` +
       `<button id="btn-kill" type="button" class="danger">Kill</button>` +
+      `<button id="btn-debug" type="button">Debug: ${t.debug ? esc(t.samplingPct) + "%" : "off"}</button>` +
     `</div>` +
     `<h2>Topology stats</h2>` + table([{label: "Window"}, {label: "Emitted", num: 1},
       {label: "Transferred", num: 1}, {label: "Complete latency (ms)", num: 1},
@@ -180,10 +181,10 @@ async function showTopology(id, first, current) {
       {id: "bolts"}) +
     `<h2>Topology graph</h2><div class="graph" id="graph"></div>` +
     `<h2>Workers</h2>` + table([{label: "Host"}, {label: "Port", num: 1}, {label: "Executors", num: 1},
-      {label: "Components"}, {label: "Uptime"}, {label: "Log"}],
+      {label: "Components"}, {label: "Uptime"}, {label: "Log"}, {label: "Dumps and events"}],
       t.workers.map((wk) => [wk.host, wk.port, wk.executorsTotal,
         Object.entries(wk.componentNumTasks).map(([c, n]) => `${c} (${n})`).join(", "),
-        wk.uptime, logLink(wk.workerLogLink, `${wk.host}:${wk.port}`)]), {id: "workers"}) +
+        wk.uptime, logLink(wk.workerLogLink, `${wk.host}:${wk.port}`), workerLinks(wk)]), {id: "workers"}) +
     `<h2>Errors <span class="muted">(the same error of a component once, with how often)</span></h2>` +
       errorTable(t.errorGroups, true);
   $("#main").innerHTML = html;
@@ -298,6 +299,8 @@ function wireActions(t) {
     } catch (e) { toast(`${what} failed: ${e.message}`, true); }
   };
   $("#btn-activate").onclick = () => post("activate", null, `Activate ${t.name}`);
+  $("#btn-debug").onclick = () => askDebug(t.name, t.debug ? t.samplingPct : 10,
+    (pct) => post(pct > 0 ? `debug/enable/${pct}` : "debug/disable/0", null, `Debug ${t.name}`));
   $("#btn-deactivate").onclick = () => post("deactivate", null, `Deactivate ${t.name}`);
   $("#btn-kill").onclick = async () => {
     const v = await ask(`Kill ${t.name}?`, "The spouts stop at once; the workers go after the wait, so tuples in flight can finish.",
@@ -328,7 +331,125 @@ async function showComponent(id, comp, current) {
     `<h2>Executors</h2>` + table(execHeaders, c.executorStats.map((e) => [e.id, `${e.host}:${e.port}`, e.uptime,
       num(e.emitted), num(e.transferred), ...(spout ? [e.completeLatency] : [e.capacity, e.executeLatency, num(e.executed)]),
       num(e.acked), num(e.failed), logLink(e.workerLogLink)]), {id: "executors"}) +
+    batchTable(c) +
+    profilingHtml(id, comp, c) +
     `<h2>Errors</h2>` + errorTable(c.componentErrorGroups, false);
+}
+
+// ---- profiling and debugging (squall profile, squall debug) -------------------------------
+// Each worker's dumps come from its host's logviewer through the UI (/profiling/dumps), at
+// most every DUMPS_MS per worker, and soon after a request.
+const DUMPS_MS = 10000;
+const dumpsCache = {};     // "topology id|host:port" -> {t, v, err}
+let cpuSecs = 10;          // the last CPU profile length asked for
+
+function workerLinks(w) {
+  const links = [];
+  if (w.dumpsLink) links.push(`<a href="${esc(w.dumpsLink)}" target="_blank">files</a>`);
+  if (w.eventLogLink) links.push(`<a href="${esc(w.eventLogLink)}" target="_blank">events</a>`);
+  return {html: links.join(" · ")};
+}
+
+function askDebug(what, pct, done) {
+  ask(`Debug ${what}`, "Sample this percentage of the tuples emitted into each worker's events log (the logviewer shows them); 0 stops.",
+    [{id: "pct", label: "Sampling (%)", value: pct}], "Apply").then((v) => {
+    if (!v) return;
+    const n = Number(v.pct);
+    if (!(n >= 0 && n <= 100)) { toast("the sampling percentage is 0 to 100", true); return; }
+    done(n);
+  });
+}
+
+function dumpsHtml(entry) {
+  if (!entry) return `<span class="muted">…</span>`;
+  if (entry.err) return `<span class="muted">${esc(entry.err)}</span>`;
+  const files = entry.v.filter((f) => f.kind !== "log" && f.kind !== "events").slice(0, 8);
+  if (!files.length) return `<span class="muted">none yet</span>`;
+  return files.map((f) => `<a href="${esc(f.link)}" target="_blank" title="${esc(f.name)}">${esc(f.kind)}` +
+    `${f.name.endsWith(".collapsed") ? " (folded)" : ""} ${esc(new Date(f.mtime * 1000).toLocaleTimeString())}</a>`).join("<br>");
+}
+
+async function loadDumps(id, hp, force) {
+  const key = `${id}|${hp}`;
+  const c = dumpsCache[key];
+  if (!force && c && Date.now() - c.t < DUMPS_MS) return;
+  dumpsCache[key] = {t: Date.now(), v: c ? c.v : [], err: c ? c.err : null};
+  try {
+    const r = await api(`/api/v1/topology/${encodeURIComponent(id)}/profiling/dumps/${encodeURIComponent(hp)}`);
+    dumpsCache[key] = {t: Date.now(), v: r.files, err: null};
+  } catch (e) {
+    dumpsCache[key] = {t: Date.now(), v: [], err: String(e.message || e)};
+  }
+  const cell = document.querySelector(`.dumps[data-hp="${CSS.escape(hp)}"]`);
+  if (cell && view.id === id) cell.innerHTML = dumpsHtml(dumpsCache[key]);
+}
+
+function profilingHtml(id, comp, c) {
+  const seen = new Map();
+  for (const e of c.executorStats) if (!seen.has(`${e.host}:${e.port}`)) seen.set(`${e.host}:${e.port}`, e);
+  const rows = [...seen.entries()].map(([hp, e]) => [hp,
+    {html: `<button type="button" data-prof="threads" data-hp="${esc(hp)}">Thread dump</button> ` +
+      `<button type="button" data-prof="memory" data-hp="${esc(hp)}">Memory</button> ` +
+      `<button type="button" data-prof="cpu" data-hp="${esc(hp)}">CPU profile (${cpuSecs} s)</button>`},
+    {html: `<span class="dumps" data-hp="${esc(hp)}">${dumpsHtml(dumpsCache[`${id}|${hp}`])}</span>`},
+    workerLinks(e)]);
+  setTimeout(() => wireProfiling(id, comp, c, [...seen.keys()]), 0);
+  return `<h2>Profiling and debugging</h2>` +
+    `<div class="actions"><button id="btn-debug" type="button">Debug ${esc(comp)}: ${c.debug ? esc(c.samplingPct) + "%" : "off"}</button></div>` +
+    table([{label: "Worker"}, {label: "Take"}, {label: "Dumps (newest first)"}, {label: "All"}], rows,
+      {id: "profiling", empty: "No workers."});
+}
+
+function wireProfiling(id, comp, c, hps) {
+  const tid = encodeURIComponent(id);
+  const debugBtn = $("#btn-debug");
+  if (!debugBtn) return;  // the page moved on
+  debugBtn.onclick = () => askDebug(comp, c.debug ? c.samplingPct : 10, async (pct) => {
+    try {
+      await api(`/api/v1/topology/${tid}/component/${encodeURIComponent(comp)}/debug/${pct > 0 ? "enable" : "disable"}/${pct}`,
+        {method: "POST"});
+      toast(`Debug ${comp}: ${pct > 0 ? pct + "% sampled" : "off"}`);
+      refresh(false);
+    } catch (e) { toast(`Debug ${comp} failed: ${e.message}`, true); }
+  });
+  for (const b of document.querySelectorAll("button[data-prof]")) {
+    b.onclick = async () => {
+      const action = b.dataset.prof, hp = b.dataset.hp;
+      let secs = 0;
+      if (action === "cpu") {
+        const v = await ask(`CPU profile of ${hp}`, "Samples every thread's stack every 10 ms for this long, then writes a flame graph.",
+          [{id: "secs", label: "Seconds", value: cpuSecs}], "Profile");
+        if (!v) return;
+        secs = cpuSecs = Math.max(1, Math.min(600, Number(v.secs) || 10));
+      }
+      try {
+        const r = await api(`/api/v1/topology/${tid}/profiling/${action}/${encodeURIComponent(hp)}${secs ? "/" + secs : ""}`,
+          {method: "POST"});
+        toast(`${action} of ${hp} requested (${r.requestId}); its file is listed here when written`);
+        const wait = (r.secs || 0) * 1000;
+        for (const ms of [2000, 5000, wait + 3000, wait + 8000]) setTimeout(() => loadDumps(id, hp, true), ms);
+      } catch (e) { toast(`${action} of ${hp} failed: ${e.message}`, true); }
+    };
+  }
+  for (const hp of hps) loadDumps(id, hp, false);  // not awaited: a slow logviewer must not hold the page
+}
+
+// A component that works in batches (the Spark bridge): each executor's latest batch, as
+// Spark's Structured Streaming shows a query's progress, and the component's total.
+function batchTable(c) {
+  if (!c.batchProgress) return "";
+  const ms = (n) => `${num(n)}`;
+  const row = (id, p) => [id, num(p.batchId), p.timestamp.replace("T", " ").replace(/\.\d+Z$/, "Z"),
+    num(p.numInputRows), num(Math.round(p.inputRowsPerSecond)), num(Math.round(p.processedRowsPerSecond)),
+    ms(p.durationMs.triggerExecution), ms(p.durationMs.conversion), ms(p.durationMs.addBatch),
+    num(p.batches), num(p.rows), num(p.failedBatches)];
+  const headers = [{label: "Id"}, {label: "Batch", num: 1}, {label: "Finished"}, {label: "Rows", num: 1},
+    {label: "Input rows/s", num: 1}, {label: "Processed rows/s", num: 1}, {label: "Duration (ms)", num: 1},
+    {label: "Conversion (ms)", num: 1}, {label: "fn (ms)", num: 1}, {label: "Batches", num: 1},
+    {label: "Total rows", num: 1}, {label: "Failed batches", num: 1}];
+  const rows = c.executorStats.filter((e) => e.batchProgress).map((e) => row(e.id, e.batchProgress));
+  rows.push(row("all", c.batchProgress));
+  return `<h2>Batches <span class="muted">latest per executor</span></h2>` + table(headers, rows, {id: "batches"});
 }
 
 $("#window").addEventListener("change", () => refresh(false));
