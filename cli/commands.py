@@ -316,9 +316,8 @@ def set_log_level(conf: Mapping[str, Any], name: str, specs: Iterable[str],
 
 # --- profile and debug (Storm's UI "Profiling and Debugging") -----------------------------
 def _logviewer_url(conf: Mapping[str, Any], host: str, path: str) -> str:
-    from ..client.tls import loopback
-    https = conf.get(cfg.SQUALL_TLS_CERT_FILE) and not loopback(host)
-    return f"{'https' if https else 'http'}://{host}:{cfg.get(conf, cfg.LOGVIEWER_PORT)}{path}"
+    from ..client.web import scheme_for
+    return f"{scheme_for(conf, host)}://{host}:{cfg.get(conf, cfg.LOGVIEWER_PORT)}{path}"
 
 
 def profile(conf: Mapping[str, Any], name: str, worker: str | None, action: str | None,

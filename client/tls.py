@@ -142,17 +142,15 @@ def serving_problem(conf: Mapping[str, Any], host: str) -> tuple[str, bool] | No
     ca_pem, cert_pem, key_pem = _read(conf)
     try:
         cert = x509.load_pem_x509_certificate(cert_pem)
-        ca = x509.load_pem_x509_certificate(ca_pem)
+        cas = x509.load_pem_x509_certificates(ca_pem)  # a bundle while a CA is rotated
     except ValueError as e:
-        return f"it is not a PEM certificate ({e})", True
+        return f"it or the CA file is not PEM certificates ({e})", True
     now = datetime.datetime.now(datetime.timezone.utc)
     if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
         return (f"it is valid from {cert.not_valid_before_utc:%Y-%m-%d} to "
                 f"{cert.not_valid_after_utc:%Y-%m-%d} only"), True
-    try:
-        cert.verify_directly_issued_by(ca)
-    except (ValueError, TypeError, InvalidSignature):
-        return f"it is not signed by the CA in {conf[cfg.SQUALL_TLS_CA_FILE]}", True
+    if not any(_issued_by(cert, ca) for ca in cas):
+        return f"it is not signed by a CA in {conf[cfg.SQUALL_TLS_CA_FILE]}", True
     try:
         eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
         if ExtendedKeyUsageOID.SERVER_AUTH not in eku:
@@ -171,7 +169,8 @@ def serving_problem(conf: Mapping[str, Any], host: str) -> tuple[str, bool] | No
         key = serialization.load_pem_private_key(key_pem, None)
     except (ValueError, TypeError) as e:
         return f"its key {conf[cfg.SQUALL_TLS_KEY_FILE]} cannot be read ({e})", True
-    if key.public_key().public_numbers() != cert.public_key().public_numbers():
+    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if key.public_key().public_bytes(*spki) != cert.public_key().public_bytes(*spki):
         return f"its key {conf[cfg.SQUALL_TLS_KEY_FILE]} is not the certificate's", True
     if host in _WILDCARD:
         host = str(conf.get(cfg.STORM_LOCAL_HOSTNAME) or "")
@@ -195,6 +194,14 @@ def serving_problem(conf: Mapping[str, Any], host: str) -> tuple[str, bool] | No
     # (localhost aside, which never resolves to another host's address).
     return (f"it names {', '.join([*names, *ips])}, not {ip}",
             not any(n.lower() != "localhost" for n in names))
+
+
+def _issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    try:
+        cert.verify_directly_issued_by(ca)
+        return True
+    except (ValueError, TypeError, InvalidSignature):
+        return False
 
 
 def check_serving(conf: Mapping[str, Any], host: str, port: int, who: str) -> None:

@@ -26,7 +26,7 @@ import secrets
 import threading
 import time
 from typing import Any, Callable, Iterable, Mapping
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 from . import config as cfg
 from . import tls
@@ -65,23 +65,35 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
-#: How long a signed link (:func:`sign_link`) opens its page: the UI makes its links anew on
-#: every refresh, so an hour covers a page left open; clocks of a cluster's hosts may differ
-#: by minutes, not hours.
+#: How long a signed link (:func:`sign_link`) opens its page, and the read-only session it
+#: starts there lasts: the UI makes its links anew on every refresh, so an hour covers a page
+#: left open; clocks of a cluster's hosts may differ by minutes, not hours.
 LINK_TTL_SECS = 3600
+#: How long the session a login with the token starts (``?token=``) lasts.
+SESSION_SECS = 7 * 86400
 
 
-def _link_mac(token: bytes, path: str, query: str) -> str:
-    return hmac.new(token, f"squall link\n{path}\n{query}".encode(), hashlib.sha256).hexdigest()
+def _link_mac(token: bytes, netloc: str, path: str, query: str) -> str:
+    msg = f"squall link\n{netloc.lower()}\n{path}\n{query}"
+    return hmac.new(token, msg.encode(), hashlib.sha256).hexdigest()
 
 
-def sign_link(token: str, path: str, query: str = "", now: float | None = None,
+def sign_link(token: str, netloc: str, path: str, query: str = "", now: float | None = None,
               ttl: float = LINK_TTL_SECS) -> str:
-    """``path?query`` (query already URL-encoded) signed with the cluster's token: any host of
-    the cluster serves it, and logs the browser in there, until ``ttl`` seconds from now."""
+    """``path?query`` on ``netloc`` (``host:port``; ``path`` and ``query`` URL-encoded) signed
+    with the cluster's token: that host's port serves it, and starts a read-only session
+    there, until ``ttl`` seconds from now. Returns ``path?query&expires=...&sig=...``."""
     expires = int((time.time() if now is None else now) + ttl)
     query = f"{query}&expires={expires}" if query else f"expires={expires}"
-    return f"{path}?{query}&sig={_link_mac(token.encode(), path, query)}"
+    # The decoded path: the server sees PATH_INFO decoded (``%3A`` as ``:``).
+    return f"{path}?{query}&sig={_link_mac(token.encode(), netloc, unquote(path), query)}"
+
+
+def scheme_for(conf: Mapping[str, Any], host: str) -> str:
+    """How to reach another daemon's HTTP port on ``host``: HTTPS wherever it serves it (off
+    loopback, with the cluster's certificates: :class:`WebServer`'s rule), so the token in a
+    request never crosses a network in the clear."""
+    return "https" if tls.enabled(conf) and not loopback(host) else "http"
 
 
 def _json_error(start_response, status: str, message: str,
@@ -101,35 +113,53 @@ class TokenAuth:
         self.token = token.encode()
         self.secure_cookie = secure_cookie
         self.open_paths = frozenset(open_paths)
-        # The browser keeps a value derived from the token, never the token: cookies are not
-        # scoped by port, so another service on the host name would receive it.
-        self.session = hmac.new(self.token, b"squall browser session",
-                                hashlib.sha256).hexdigest()
         #: ``__Host-`` (HTTPS only): the browser refuses it from subdomains and plain HTTP.
         self.cookie = ("__Host-" if secure_cookie else "") + COOKIE
 
     def _ok(self, given: str | None) -> bool:
         return bool(given) and hmac.compare_digest(given.encode(), self.token)
 
-    def _session_ok(self, given: str | None) -> bool:
-        return bool(given) and hmac.compare_digest(given.encode(), self.session.encode())
+    def session(self, scope: str = "rw", expires: int | None = None) -> str:
+        """A session cookie's value: ``scope.expires.mac``, derived from the token, never the
+        token (cookies are not scoped by port: another service on the host name would receive
+        it). ``rw`` from a login with the token, ``ro`` from a signed link (reads only)."""
+        if expires is None:
+            expires = int(time.time() + SESSION_SECS)
+        mac = hmac.new(self.token, f"squall browser session\n{scope}\n{expires}".encode(),
+                       hashlib.sha256).hexdigest()
+        return f"{scope}.{expires}.{mac}"
 
-    def _set_cookie(self) -> str:
-        return f"{self.cookie}={self.session}; Path=/; HttpOnly; SameSite=Strict" + \
+    def _session_scope(self, given: str | None) -> str | None:
+        """The scope of a valid, unexpired session cookie; else None."""
+        scope, _, rest = (given or "").partition(".")
+        expires, _, _ = rest.partition(".")
+        if scope not in ("rw", "ro") or not expires.isdigit() or int(expires) < time.time():
+            return None
+        return scope if hmac.compare_digest(given.encode(),
+                                            self.session(scope, int(expires)).encode()) else None
+
+    def _set_cookie(self, scope: str = "rw", expires: int | None = None) -> str:
+        value = self.session(scope, expires)
+        max_age = max(0, int(value.split(".")[1]) - int(time.time()))
+        return f"{self.cookie}={value}; Path=/; Max-Age={max_age}; HttpOnly; SameSite=Strict" + \
             ("; Secure" if self.secure_cookie else "")
 
-    def _signed(self, path: str, raw_query: str) -> bool | str | None:
-        """None: not a signed link; True: a valid one; else why it is refused."""
-        head, sep, sig = raw_query.rpartition("&sig=")
+    def _signed(self, environ: dict) -> int | str | None:
+        """None: not a signed link; its expiry time if valid; else why it is refused."""
+        head, sep, sig = environ.get("QUERY_STRING", "").rpartition("&sig=")
         if not sep:
             return None
         expires = next((v for k, v in parse_qsl(head) if k == "expires"), "")
-        if not hmac.compare_digest(sig.encode(), _link_mac(self.token, path, head).encode()):
-            return "this link was not signed with the cluster's token"
+        # PATH_INFO is the decoded path as latin-1 (PEP 3333); the link signed it as UTF-8.
+        path = environ.get("PATH_INFO", "").encode("latin-1", "replace").decode("utf-8",
+                                                                                 "replace")
+        mac = _link_mac(self.token, environ.get("HTTP_HOST", ""), path, head)
+        if not hmac.compare_digest(sig.encode(), mac.encode()):
+            return "this link was not signed with the cluster's token for this page"
         if not expires.isdigit() or int(expires) < time.time():
             return ("this link has expired: reload the page that gave it (or open this "
                     "port's URL with ?token=<token> once)")
-        return True
+        return int(expires)
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         if environ.get("PATH_INFO", "") in self.open_paths:
@@ -137,22 +167,23 @@ class TokenAuth:
         auth = environ.get("HTTP_AUTHORIZATION", "")
         if auth.startswith("Bearer ") and self._ok(auth[7:].strip()):
             return self.app(environ, start_response)
-        raw = environ.get("QUERY_STRING", "")
-        query = parse_qsl(raw, keep_blank_values=True)
+        query = parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True)
         given = next((v for k, v in query if k == "token"), None)
-        signed = self._signed(environ.get("PATH_INFO", ""), raw)
-        if signed is not None and given is None:
-            if signed is not True:
-                return _json_error(start_response, "401 Unauthorized", signed)
-            if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
+        method = environ.get("REQUEST_METHOD", "GET")
+        signed = self._signed(environ) if given is None else None
+        if isinstance(signed, int):
+            if method not in ("GET", "HEAD"):
                 return _json_error(start_response, "403 Forbidden", "a signed link only reads")
+            if self._session_scope(_cookie(environ.get("HTTP_COOKIE", ""), self.cookie)) == "rw":
+                return self.app(environ, start_response)  # keep the login the browser has
             # Served at once, not redirected: the link comes from another host's page, and a
             # browser drops a SameSite=Strict cookie on a redirect that follows a cross-site
-            # click. The cookie set here serves the links within this host's pages.
+            # click. The read-only session set here, until the link's own expiry, serves the
+            # links within this host's pages.
 
             def with_cookie(status, headers, exc_info=None):
-                return start_response(status, [*headers, ("Set-Cookie", self._set_cookie())],
-                                      exc_info)
+                return start_response(
+                    status, [*headers, ("Set-Cookie", self._set_cookie("ro", signed))], exc_info)
             return self.app(environ, with_cookie)
         if given is not None:
             if not self._ok(given):
@@ -166,13 +197,20 @@ class TokenAuth:
                                               ("Set-Cookie", self._set_cookie()),
                                               ("Content-Length", "0")])
             return [b""]
-        if self._session_ok(_cookie(environ.get("HTTP_COOKIE", ""), self.cookie)):
-            if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD") and \
-                    not environ.get(CSRF_HEADER):
-                return _json_error(start_response, "403 Forbidden",
-                                   "a change made with the login cookie needs the "
-                                   "X-Squall-Csrf header (the page sends it)")
+        scope = self._session_scope(_cookie(environ.get("HTTP_COOKIE", ""), self.cookie))
+        if scope is not None:
+            if method not in ("GET", "HEAD"):
+                if scope != "rw":
+                    return _json_error(start_response, "403 Forbidden",
+                                       "a session opened by a link only reads: open this "
+                                       "port's URL with ?token=<token> to change anything")
+                if not environ.get(CSRF_HEADER):
+                    return _json_error(start_response, "403 Forbidden",
+                                       "a change made with the login cookie needs the "
+                                       "X-Squall-Csrf header (the page sends it)")
             return self.app(environ, start_response)
+        if isinstance(signed, str):  # a bad or expired link, and no session to fall back on
+            return _json_error(start_response, "401 Unauthorized", signed)
         return _json_error(start_response, "401 Unauthorized",
                            "this port needs the cluster's token: send 'Authorization: Bearer "
                            f"<token>' or open the URL with ?token=<token> once (the token is "

@@ -381,6 +381,12 @@ def _hints(info: Any, topology: Topology) -> list[tuple[str, str]]:
     return out
 
 
+#: How long an error waits before ``squall local`` shows it: a worker whose user code raised
+#: reports the error, then exits; its exit (a moment later) shows it as one line with the
+#: file and line, and the report would say it a second time.
+ERROR_HOLD_SECS = 3.0
+
+
 class ErrorFeed:
     """Errors as the topology reports them, each shown once on one line while the run goes
     on (the whole text is in the worker's log)."""
@@ -393,10 +399,15 @@ class ErrorFeed:
         #: Error texts the run showed otherwise (a crash's own line): counted, not repeated.
         self.shown: set[str] = set()
 
-    def show(self, errors: Any) -> None:
+    def show(self, errors: Any, hold: float = 0.0) -> None:
+        """Show the errors not shown yet; one younger than ``hold`` seconds waits for the
+        next call (a crash's own line, which comes with its worker's exit, says it better)."""
         now = set()
+        young = time.time() - hold
         for e in errors:
             key = (e.component, e.task, e.time_secs, e.error)
+            if key not in self._seen and e.time_secs > young:
+                continue
             now.add(key)
             if key in self._seen:
                 continue
@@ -616,7 +627,7 @@ def _watch(run: _Run, duration: float | None, stop: dict, progress_every: float)
         run.show_events()
         if now >= next_look:  # the supervisor reports once a second (LOCAL_DAEMON_CONF)
             info = run.info()
-            run.errors.show(info.errors)
+            run.errors.show(info.errors, hold=ERROR_HOLD_SECS)
             if spout_totals(info)["failed"]:  # trees fail: say why now if it is the usual
                 for c, h in _hints(info, run.loaded.topology):
                     if c not in hinted:

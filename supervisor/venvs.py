@@ -128,11 +128,13 @@ def cluster_site_dirs() -> list[str]:
     return list(dict.fromkeys([paths["purelib"], paths["platlib"]]))
 
 
-def env_key(spec: EnvSpec, interpreter: Mapping[str, Any]) -> str:
-    """The environment's directory name: ``py311-<hash>`` of everything that makes it.
-    The order of requirement lines and of wheels does not matter; the wheels' contents do."""
+def env_key(spec: EnvSpec, interpreter: Mapping[str, Any], owner: str | None = None) -> str:
+    """The environment's directory name: ``py311-<hash>`` of everything that makes it, and of
+    the topology's owner: one owner's topology code could change an environment it runs in
+    (a sitecustomize.py), so another owner's never shares it. The order of requirement lines
+    and of wheels does not matter; the wheels' contents do."""
     blob = json.dumps([KEY_SCHEMA, sorted(spec.requirements), sorted(spec.wheels),
-                       spec.no_index, dict(interpreter)], sort_keys=True,
+                       spec.no_index, dict(interpreter), owner], sort_keys=True,
                       separators=(",", ":"))
     version = str(interpreter.get("version", ""))
     short = "".join(version.split(".")[:2])
@@ -419,7 +421,7 @@ class PythonEnvs:
     def _prepare(self, tid: str, topo_dir: str, conf: dict) -> None:
         try:
             spec = read_env_spec(topo_dir, conf, self.max_wheel_bytes)
-            key = env_key(spec, interpreter_id())
+            key = env_key(spec, interpreter_id(), conf.get(cfg.TOPOLOGY_SUBMITTER_USER))
             python = self._ensure(tid, key, spec, topo_dir)
         except Exception as e:  # noqa: BLE001 - every failure is the topology's error
             why = str(e) if isinstance(e, EnvError) else f"{type(e).__name__}: {e}"

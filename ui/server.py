@@ -9,6 +9,7 @@ import os
 import ssl
 import threading
 import time
+import urllib.error
 import urllib.request
 from typing import Any, Mapping
 from urllib.parse import quote
@@ -22,7 +23,7 @@ from ..client.daemon import Daemon
 from ..client.errors import NimbusError, SquallError
 from ..client.profiling import events_name
 from ..client.nimbus_client import NimbusClient
-from ..client.web import WebServer, loopback, read_token, sign_link
+from ..client.web import WebServer, read_token, scheme_for, sign_link
 
 log = logging.getLogger("squall.ui")
 
@@ -53,15 +54,19 @@ class LogLinks:
     ``sign_link``): the browser's login cookie is per host, and a link may lead to another
     host's logviewer. Called as ``links(topology id, host, port)``: that worker's log."""
 
-    def __init__(self, conf: Mapping[str, Any], scheme: str, port: int | None = None,
+    def __init__(self, conf: Mapping[str, Any], port: int | None = None,
                  token: str | None = None):
-        self.conf, self.scheme, self.token = conf, scheme, token
+        self.conf, self.token = conf, token
         self.port = port or int(cfg.get(conf, cfg.LOGVIEWER_PORT))
 
+    def base(self, host: str) -> str:
+        """``scheme://host:port`` of ``host``'s logviewer (HTTPS off loopback with TLS)."""
+        return f"{scheme_for(self.conf, host)}://{host}:{self.port}"
+
     def url(self, host: str, path: str, query: str = "") -> str:
-        signed = sign_link(self.token, path, query) if self.token else \
-            (f"{path}?{query}" if query else path)
-        return f"{self.scheme}://{host}:{self.port}{signed}"
+        signed = sign_link(self.token, f"{host}:{self.port}", path, query) if self.token \
+            else (f"{path}?{query}" if query else path)
+        return self.base(host) + signed
 
     def __call__(self, tid: str, host: str, worker_port: int) -> str:
         return self.url(host, "/log", f"file={quote(worker_log_name(tid, worker_port), safe='')}")
@@ -86,19 +91,21 @@ class LogLinks:
         """The worker's files, as its host's logviewer lists them (asked by the UI daemon
         with the token: the page cannot read another host's logviewer itself); SquallError
         when that logviewer does not answer."""
-        url = (f"{self.scheme}://{host}:{self.port}/api/v1/dumps/{quote(tid, safe='')}/"
+        base = self.base(host)
+        url = (f"{base}/api/v1/dumps/{quote(tid, safe='')}/"
                f"{quote(f'{host}:{worker_port}')}")
         req = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.token}"}
                                      if self.token else {})
-        context = None
-        if self.scheme == "https":
-            context = ssl.create_default_context(cafile=self.conf.get(cfg.SQUALL_TLS_CA_FILE))
+        handlers: list[Any] = [_NoRedirect()]  # the token goes to this URL and nowhere else
+        if base.startswith("https:"):
+            handlers.append(urllib.request.HTTPSHandler(context=ssl.create_default_context(
+                cafile=self.conf.get(cfg.SQUALL_TLS_CA_FILE))))
         try:
-            with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:
+            with urllib.request.build_opener(*handlers).open(req, timeout=timeout) as resp:
                 data = json.loads(resp.read(DUMPS_MAX_BYTES + 1)[:DUMPS_MAX_BYTES])
         except (OSError, ValueError) as e:  # URLError and HTTPError are OSErrors
-            raise SquallError(f"the logviewer of {host} ({self.scheme}://{host}:{self.port}) "
-                              f"did not list the worker's files: {e}") from None
+            raise SquallError(f"the logviewer of {host} ({base}) did not list the worker's "
+                              f"files: {e}") from None
         files = data.get("files") if isinstance(data, dict) else None
         out = []
         for f in (files if isinstance(files, list) else [])[:DUMPS_MAX_FILES]:
@@ -110,11 +117,12 @@ class LogLinks:
         return out
 
 
-def log_link_maker(conf: Mapping[str, Any], scheme: str, port: int | None = None,
-                   token: str | None = None) -> LogLinks:
-    """(topology id, host, port) -> the logviewer URL of that worker's log (and its other
-    links: :class:`LogLinks`)."""
-    return LogLinks(conf, scheme, port, token)
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Refuses redirects: urllib would carry the Authorization header to wherever they lead."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        raise urllib.error.HTTPError(req.full_url, code, f"refused a redirect to {newurl}",
+                                     headers, fp)
 
 
 class LeaderClient(NimbusClient):
@@ -205,13 +213,8 @@ class UiServer(WebDaemon):
 
         self.client = LeaderClient(self.conf)
         metrics = UiMetrics()
-        # The logviewers speak HTTPS off loopback when the cluster has certificates.
-        lv_host = str(cfg.get(self.conf, cfg.LOGVIEWER_HOST))
-        scheme = "https" if self.conf.get(cfg.SQUALL_TLS_CERT_FILE) and not loopback(lv_host) \
-            else "http"
         app = make_app(self.client, self.conf, version,
-                       log_link_maker(self.conf, scheme, self.logviewer_port,
-                                      read_token(self.conf)), metrics)
+                       LogLinks(self.conf, self.logviewer_port, read_token(self.conf)), metrics)
 
         @app.get("/metrics")
         def prometheus():

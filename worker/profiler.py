@@ -39,7 +39,7 @@ MAX_STACKS = 20_000
 TOP_ALLOCATIONS = 40
 #: tracemalloc slows every allocation: a tracing the profiler started stops this long after
 #: the last memory request (the next one starts it again).
-TRACE_IDLE_SECS = 600.0
+TRACE_IDLE_SECS = 120.0
 _MIB = 1024 * 1024
 
 

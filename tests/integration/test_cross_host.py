@@ -50,7 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 #: The same ports on every host (each is a namespace of its own).
 SLOTS = [6700, 6701, 6702]
 NIMBUS_PORT = 6627
-METRICS_PORT, LOGVIEWER_PORT, UI_PORT = 9180, 8000, 8080
+METRICS_PORT, NIMBUS_METRICS_PORT, LOGVIEWER_PORT, UI_PORT = 9180, 9181, 8000, 8080
 HTTP_TOKEN = uuid.uuid4().hex
 
 # Small timeouts keep the module fast; every wait below is bounded by the ones it depends on.
@@ -129,7 +129,9 @@ class CrossHostCluster:
                                               file_stem=f"supervisor-{h.ip}").conf()
         self.start_daemon("nimbus", self.h0, "nimbus", self.host_tls[self.h0.index],
                           {"storm.local.dir": self.tmp / "nimbus",
-                           "storm.local.hostname": self.h0.ip})
+                           "storm.local.hostname": self.h0.ip,
+                           "nimbus.metrics.port": NIMBUS_METRICS_PORT,
+                           "squall.metrics.host": self.h0.ip})
         for h, d in zip(self.sup_hosts, self.sup_dirs):
             self.start_daemon(f"supervisor{h.index}", h, "supervisor", self.host_tls[h.index],
                               {"storm.local.dir": d, "storm.local.hostname": h.ip,
@@ -470,6 +472,14 @@ def test_every_https_port_serves_with_the_clusters_ca_and_the_ui_opens_another_h
     from prometheus_client.parser import text_string_to_metric_families
 
     h0 = c.h0
+    h1 = c.sup_hosts[0]
+    # Every HTTPS port of the README's cluster, from another host: Nimbus's /metrics and the
+    # UI's (host 0's certificate), each supervisor's /metrics and logviewer (its own).
+    for url, family in ((f"https://{h0.ip}:{NIMBUS_METRICS_PORT}/metrics", "squall_nimbus"),
+                        (f"https://{h0.ip}:{UI_PORT}/metrics", "squall_ui")):
+        text = c.wait(lambda url=url: https_get(c, h1, url), LAUNCH_SLACK, url)
+        names = {f.name for f in text_string_to_metric_families(text)}
+        assert any(n.startswith(family) for n in names), (url, sorted(names)[:20])
     for h in c.sup_hosts:
         text = c.wait(lambda h=h: https_get(c, h0, f"https://{h.ip}:{METRICS_PORT}/metrics"),
                       LAUNCH_SLACK, f"host {h.index}'s supervisor /metrics over HTTPS")
@@ -480,7 +490,6 @@ def test_every_https_port_serves_with_the_clusters_ca_and_the_ui_opens_another_h
             f"host {h.index}'s logviewer over HTTPS")
 
     # A user's (client-only) certificate cannot serve: the logviewer says so and exits.
-    h1 = c.sup_hosts[0]
     r = h1.run([PY, "-m", "squall.cli", "logviewer",
                 *[f"-c{k}={v}" for k, v in {**c.tester.conf(), "logviewer.host": h1.ip,
                                              "logviewer.port": LOGVIEWER_PORT + 1,

@@ -111,6 +111,11 @@ def test_profile_and_debug_a_running_worker_through_the_cli_rest_and_logviewer(w
     mine = next(w for w in page["workers"] if w["host"] == "127.0.0.1")
     hp, port = f"127.0.0.1:{mine['port']}", mine["port"]
     assert mine["dumpsLink"].startswith(f"http://127.0.0.1:{c.lv_port}/dumps/")
+    # The link opens the worker's page without the token (its path holds an encoded ':').
+    status, body = c.http(mine["dumpsLink"], token=False)
+    assert status == 200 and hp in str(body), (status, str(body)[:500])
+    status, body = c.http(mine["eventLogLink"], token=False)
+    assert status in (200, 404), (status, str(body)[:500])  # 404: no events sampled yet
     logs_dir = c.sup_dirs[0] / "logs"
 
     # The CLI lists the workers, then asks for a thread dump.
@@ -166,12 +171,14 @@ def test_profile_and_debug_a_running_worker_through_the_cli_rest_and_logviewer(w
     assert f"component={comp}" in link
 
     def sampled():
+        """The events page once it shows more than 10 of the component's events."""
         status, text = c.http(link, token=False)
-        return text if status == 200 and f"<td>{comp}</td>" in text else None
-    events = poll_for(sampled, timeout=20, what="sampled events\n" + c.logs())
-    assert "newest last" in events and "<table id=events>" in events
-    rows = events.split("<table id=events>")[1].count("<tr>") - 1
-    assert rows > 10, events[:2000]
+        if status != 200 or "<table id=events>" not in text:
+            return None
+        rows = text.split("<table id=events>")[1].count(f"<td>{comp}</td>")
+        return text if rows > 10 else None
+    events = poll_for(sampled, timeout=20, what="more than 10 sampled events\n" + c.logs())
+    assert "newest last" in events
     events_file = logs_dir / prof.events_name(tid, port)
     assert stat.S_IMODE(os.stat(events_file).st_mode) == 0o600
     with open(events_file) as fh:

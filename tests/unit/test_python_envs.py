@@ -163,6 +163,8 @@ def test_the_key_stands_for_requirements_wheels_index_and_interpreter():
         assert env_key(other, PY) != key
     assert env_key(a, dict(PY, version="3.11.8")) != key
     assert env_key(a, dict(PY, site=["/elsewhere"])) != key
+    # Another owner's topology never runs in an environment this one's code could change.
+    assert env_key(a, PY, "alice") == env_key(a, PY, "alice") != env_key(a, PY, "mallory")
 
 
 def make_package(topo_dir, requirements="depmod==1.0\n", wheels=None, extra=None):

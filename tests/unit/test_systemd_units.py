@@ -15,6 +15,8 @@ import pytest
 UNITS = os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "systemd")
 ANALYZE = shutil.which("systemd-analyze")
 MAX_EXPOSURE = 4.0
+#: Each unit's exposure as SECURITY.md's table gives it (the others 1.1).
+DOCUMENTED_EXPOSURE = {"supervisor": 1.4}
 needs_analyze = pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze is not installed "
                                    "(Debian: apt-get install systemd)")
 
@@ -113,4 +115,7 @@ def test_unit_exposure(daemon):
     assert m, done.stdout + done.stderr
     exposure = float(m[1])
     assert exposure <= MAX_EXPOSURE, done.stdout
+    # What SECURITY.md states (systemd 252), with a margin for other versions' weights: a
+    # setting dropped from a unit shows here even while the figure stays under 4.0.
+    assert exposure <= DOCUMENTED_EXPOSURE.get(daemon, 1.1) + 0.3, done.stdout
     assert done.returncode == 0, done.stdout + done.stderr

@@ -132,8 +132,14 @@ def test_a_daemon_refuses_to_serve_with_a_certificate_that_cannot(tmp_path):
     other = CertificateAuthority(str(tmp_path / "other")).issue("x", hosts=["10.0.0.2"],
                                                                 server=True)
     conf = {**other.conf(), cfg.SQUALL_TLS_CA_FILE: ca.cert_path}
-    with pytest.raises(ConfigError, match="not signed by the CA in"):
+    with pytest.raises(ConfigError, match="not signed by a CA in"):
         tls.check_serving(conf, "10.0.0.2", 8000, "logviewer")
+    # A bundle of two CAs (one being rotated in) serves a certificate of either.
+    bundle = tmp_path / "bundle.pem"
+    bundle.write_bytes((tmp_path / "pki" / "ca.pem").read_bytes() +
+                       (tmp_path / "other" / "ca.pem").read_bytes())
+    tls.check_serving({**other.conf(), cfg.SQUALL_TLS_CA_FILE: str(bundle)}, "10.0.0.2", 8000,
+                      "logviewer")
     # A key that is not the certificate's.
     good = ca.issue("supervisor", hosts=["10.0.0.2"], server=True, file_stem="b")
     conf = {**good.conf(), cfg.SQUALL_TLS_KEY_FILE: user.key}

@@ -105,38 +105,74 @@ def test_the_cookie_lets_a_browser_in_after_the_redirect():
 
 def test_a_signed_link_opens_its_page_on_any_host_of_the_cluster_and_logs_the_browser_in():
     """The UI's log links lead to other hosts' logviewers, where the browser has no cookie
-    (it is per host): a link signed with the cluster's token serves the page at once, without
-    a redirect (a SameSite=Strict cookie is dropped on a redirect after a cross-site click),
-    and sets the cookie for that host's own links."""
-    link = web.sign_link(TOKEN, "/log", "file=wc-1%2F6700%2Fworker.log")
+    (it is per host): a link signed with the cluster's token for that host's port serves the
+    page at once, without a redirect (a SameSite=Strict cookie is dropped on a redirect after
+    a cross-site click), and sets a read-only session there, until the link's own expiry."""
+    link = web.sign_link(TOKEN, "localhost", "/log", "file=wc-1%2F6700%2Fworker.log")
     assert TOKEN not in link and link.startswith("/log?file=wc-1%2F6700%2Fworker.log&expires=")
+    expires = int(parse_qs(urlsplit(link).query)["expires"][0])
     other_host = client(secure_cookie=True)  # another daemon holding the same token
     resp = other_host.get(link)
     assert resp.status_code == 200 and resp.get_json()["path"] == "/log"
     assert "file=wc-1%2F6700%2Fworker.log" in resp.get_json()["query"]
     cookie = resp.headers["Set-Cookie"]
-    assert cookie.startswith("__Host-squall_token=") and TOKEN not in cookie
+    assert cookie.startswith(f"__Host-squall_token=ro.{expires}.") and TOKEN not in cookie
     assert "SameSite=Strict" in cookie and "HttpOnly" in cookie and "; Secure" in cookie
-    assert other_host.get("/log?file=other").status_code == 200  # the cookie now serves
+    assert 3500 <= int(cookie.split("Max-Age=")[1].split(";")[0]) <= 3600
+    assert other_host.get("/log?file=other").status_code == 200  # the session now serves
+    # ... for reading only: a change needs the token's own login.
+    refused = other_host.post("/api/v1/topology/wc-1/kill/0", headers={"X-Squall-Csrf": "1"})
+    assert refused.status_code == 403 and "only reads" in refused.get_json()["errorMessage"]
+
+
+def test_a_signed_path_with_encoded_characters_is_the_one_the_server_sees():
+    """The server checks the decoded path (``%3A`` is ``:`` in PATH_INFO): a worker's dumps
+    page, whose path holds its host:port and the topology id (a space in it too)."""
+    link = web.sign_link(TOKEN, "localhost", "/dumps/wc%201-2-3/10.0.0.2%3A6700")
+    resp = client().get(link)
+    assert resp.status_code == 200, resp.get_json()
+    assert resp.get_json()["path"] == "/dumps/wc 1-2-3/10.0.0.2:6700"
 
 
 def test_a_tampered_foreign_expired_or_writing_signed_link_is_refused():
-    link = web.sign_link(TOKEN, "/log", "file=a.log")
+    link = web.sign_link(TOKEN, "localhost", "/log", "file=a.log")
     for bad in (link.replace("file=a.log", "file=b.log"),        # another file
                 link.replace("/log?", "/api/v1/topology?"),       # another path
-                web.sign_link("another-clusters-token-xyz", "/log", "file=a.log"),
-                web.sign_link(TOKEN, "/log", "file=a.log", now=1_000_000)):  # long expired
+                web.sign_link("another-clusters-token-xyz", "localhost", "/log", "file=a.log"),
+                web.sign_link(TOKEN, "otherhost:8000", "/log", "file=a.log"),  # another port
+                web.sign_link(TOKEN, "localhost", "/log", "file=a.log", now=1_000_000)):
         resp = client().get(bad)
         assert resp.status_code == 401, bad
         assert "Set-Cookie" not in resp.headers
-    assert "expired" in client().get(
-        web.sign_link(TOKEN, "/log", "file=a.log", ttl=-1)).get_json()["errorMessage"]
+    assert "expired" in client().get(web.sign_link(TOKEN, "localhost", "/log", "file=a.log",
+                                                   ttl=-1)).get_json()["errorMessage"]
     assert client().post(link).status_code == 403  # a link only reads
+
+
+def test_an_expired_link_still_opens_the_page_for_a_browser_logged_in_there():
+    """Reloading a page an old link opened: the session the browser has there serves it."""
+    c = client()
+    assert c.get(f"/?token={TOKEN}").status_code == 303
+    old = web.sign_link(TOKEN, "localhost", "/log", "file=a.log", ttl=-1)
+    assert c.get(old).status_code == 200
+
+
+def test_a_session_expires_and_a_forged_one_is_refused():
+    auth = web.TokenAuth(None, TOKEN)
+    for value in (auth.session("rw", 1_000_000),                 # long expired
+                  auth.session("rw").replace("rw.", "ro.", 1),   # scope changed
+                  "rw.99999999999.0123",                          # not its MAC
+                  web.TokenAuth(None, "another-token-0123456789").session()):
+        c = client()
+        c.set_cookie(web.COOKIE, value)
+        assert c.get("/").status_code == 401, value
+    login = client().get(f"/?token={TOKEN}").headers["Set-Cookie"]
+    assert 7 * 86400 - 60 <= int(login.split("Max-Age=")[1].split(";")[0]) <= 7 * 86400
 
 
 def test_a_post_with_the_cookie_needs_the_csrf_header():
     c = client()
-    c.set_cookie(web.COOKIE, web.TokenAuth(None, TOKEN).session)
+    c.set_cookie(web.COOKIE, web.TokenAuth(None, TOKEN).session())
     assert c.get("/").status_code == 200
     assert c.head("/").status_code == 200
     refused = c.post("/api/v1/topology/wc-1/kill")
