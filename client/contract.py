@@ -470,6 +470,20 @@ def write_json_atomic(path: str, data: Any) -> None:
     write_text_atomic(path, json.dumps(data))
 
 
+def write_json_if_changed(path: str, value: Any) -> bool:
+    """Write ``value`` as JSON, atomically, only when the file holds something else (a
+    worker follows such files by their mtime); returns whether it wrote."""
+    text = json.dumps(value, sort_keys=True) + "\n"
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if fh.read() == text:
+                return False
+    except OSError:
+        pass
+    write_text_atomic(path, text)
+    return True
+
+
 def read_json(path: str) -> Any:
     """The JSON in ``path``, or None when it is missing or not JSON."""
     try:

@@ -16,7 +16,7 @@ import logging
 import os
 from typing import Any, Mapping
 
-from .contract import write_text_atomic
+from .contract import write_json_if_changed
 
 LOG_CONFIG_FILE = "logconfig.json"
 LEVELS = {"TRACE": 5, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
@@ -40,16 +40,7 @@ def logger_name(name: str) -> str:
 
 def write_config(worker_dir: str, config: Mapping[str, Any]) -> bool:
     """Write ``logconfig.json`` when it differs from what is there; returns whether it did."""
-    path = os.path.join(worker_dir, LOG_CONFIG_FILE)
-    text = json.dumps(dict(config), sort_keys=True) + "\n"
-    try:
-        with open(path, encoding="utf-8") as fh:
-            if fh.read() == text:
-                return False
-    except OSError:
-        pass
-    write_text_atomic(path, text)
-    return True
+    return write_json_if_changed(os.path.join(worker_dir, LOG_CONFIG_FILE), dict(config))
 
 
 def read_config(worker_dir: str) -> dict[str, dict] | None:

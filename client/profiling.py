@@ -30,7 +30,7 @@ import re
 import reprlib
 from typing import Any, Iterable, Mapping
 
-from .contract import write_text_atomic
+from .contract import write_json_if_changed
 
 #: The actions, with Storm's ``ProfileAction`` each stands for.
 ACTIONS = {"threads": "JSTACK_DUMP", "memory": "JMAP_DUMP", "cpu": "JPROFILE_START",
@@ -162,25 +162,13 @@ def sampling_pct(options: Mapping[str, Any], component: str) -> float:
 
 
 # --- the worker directory's files ----------------------------------------------------------
-def _write_if_changed(path: str, value: Any) -> bool:
-    text = json.dumps(value, sort_keys=True) + "\n"
-    try:
-        with open(path, encoding="utf-8") as fh:
-            if fh.read() == text:
-                return False
-    except OSError:
-        pass
-    write_text_atomic(path, text)
-    return True
-
-
 def write_worker_files(worker_dir: str, requests: list[Mapping[str, Any]],
                        debug: Mapping[str, Any]) -> None:
     """The supervisor's copy of a worker's profiler requests and of the topology's debug
     options, each written only when it changed (the worker follows the mtimes)."""
-    _write_if_changed(os.path.join(worker_dir, PROFILER_FILE),
+    write_json_if_changed(os.path.join(worker_dir, PROFILER_FILE),
                       {"requests": [dict(r) for r in requests]})
-    _write_if_changed(os.path.join(worker_dir, DEBUG_FILE), dict(debug))
+    write_json_if_changed(os.path.join(worker_dir, DEBUG_FILE), dict(debug))
 
 
 def _read_json(path: str) -> Any:

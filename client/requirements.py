@@ -61,6 +61,17 @@ def canonical_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def parse_requirements_file(data: bytes, where: str) -> tuple[str, ...]:
+    """:func:`parse_requirements` of a file's bytes, read up to one byte past
+    REQUIREMENTS_MAX_BYTES (the client and each supervisor check alike)."""
+    if len(data) > REQUIREMENTS_MAX_BYTES:
+        raise RequirementsError(f"{where}: larger than {REQUIREMENTS_MAX_BYTES} bytes")
+    try:
+        return parse_requirements(data.decode("utf-8"), where)
+    except UnicodeDecodeError:
+        raise RequirementsError(f"{where}: not UTF-8 text") from None
+
+
 def parse_requirements(text: str, where: str = "requirements") -> tuple[str, ...]:
     """The requirement lines of ``text`` (comments, blank lines and line continuations
     resolved), each checked to be a plain requirement specifier; raises

@@ -35,7 +35,7 @@ from typing import Any, Callable, Mapping
 from . import config as cfg
 from .errors import SquallError
 from .requirements import (DEFAULT_REQUIREMENTS, REQUIREMENTS_MAX_BYTES, SHIPPED_REQUIREMENTS,
-                           SHIPPED_WHEELHOUSE, entry_name, parse_requirements)
+                           SHIPPED_WHEELHOUSE, entry_name, parse_requirements_file)
 from .topology import Topology, TopologyBuilder, topology_name_problem
 from .values import entries_from_conf
 
@@ -165,12 +165,7 @@ def python_dependencies(package: str, sent: Mapping[str, Any], requirements: str
             raise SquallError("--wheelhouse needs requirements to install from it: "
                               "--requirements FILE, or a requirements.txt in the package")
         return extras, conf, ""
-    if len(data) > REQUIREMENTS_MAX_BYTES:
-        raise SquallError(f"{where}: larger than {REQUIREMENTS_MAX_BYTES} bytes")
-    try:
-        reqs = parse_requirements(data.decode("utf-8"), where)
-    except UnicodeDecodeError:
-        raise SquallError(f"{where}: not UTF-8 text") from None
+    reqs = parse_requirements_file(data, where)
     line = f"Python requirements: {len(reqs)} from {where}"
     if wheelhouse is not None:
         if not os.path.isdir(wheelhouse):

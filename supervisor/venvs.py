@@ -71,7 +71,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from ..client import config as cfg
 from ..client.contract import PACKAGE_NAMES
 from ..client.requirements import (REQUIREMENTS_MAX_BYTES, RequirementsError, entry_name,
-                                   parse_requirements)
+                                   parse_requirements_file)
 
 log = logging.getLogger("squall.supervisor")
 
@@ -248,12 +248,8 @@ def read_env_spec(topo_dir: str, conf: Mapping[str, Any], max_wheel_bytes: int) 
                            f"{req_path}") from None
         with zf.open(info) as fh:
             data = fh.read(REQUIREMENTS_MAX_BYTES + 1)  # read, not as the header claims
-        if len(data) > REQUIREMENTS_MAX_BYTES:
-            raise EnvError(f"{req_path}: larger than {REQUIREMENTS_MAX_BYTES} bytes")
         try:
-            requirements = parse_requirements(data.decode("utf-8"), req_path)
-        except UnicodeDecodeError:
-            raise EnvError(f"{req_path}: not UTF-8 text") from None
+            requirements = parse_requirements_file(data, req_path)
         except RequirementsError as e:
             raise EnvError(str(e)) from None
         wheels: list[tuple[str, str, int]] = []
