@@ -245,6 +245,19 @@ STORM_ZOOKEEPER_RETRY_INTERVAL_CEILING = _key(
     "storm.zookeeper.retry.intervalceiling.millis", _NUM, 30000,
     "Longest wait between two retries, milliseconds.")
 
+# Storm's client retries (storm.nimbus.retry.*), here only for a connection that could not be
+# made (the call never left): a Nimbus busy at its TLS handshake, a leader just moved. Fewer
+# and shorter than Storm's 5 x 2 s..60 s: a command against a stopped Nimbus says so in ~1 s.
+STORM_NIMBUS_RETRY_TIMES = _key("storm.nimbus.retry.times", int, 2,
+                                "Retries of a Nimbus call whose connection failed, over every "
+                                "seed each time.")
+STORM_NIMBUS_RETRY_INTERVAL_MILLIS = _key("storm.nimbus.retry.interval.millis", _NUM, 300,
+                                          "Milliseconds before the first such retry "
+                                          "(doubling after).")
+STORM_NIMBUS_RETRY_INTERVALCEILING_MILLIS = _key(
+    "storm.nimbus.retry.intervalceiling.millis", _NUM, 2000,
+    "Longest wait between two such retries, milliseconds.")
+
 # --- worker logs (worker/logfile.py) ---------------------------------------------------
 WORKER_LOG_MAX_BYTES = _key(
     "worker.log.max.bytes", int, 64 * 1024 * 1024,

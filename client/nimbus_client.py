@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any, Callable, Mapping
 
 import grpc
@@ -33,6 +34,13 @@ def _unreachable(e: grpc.RpcError) -> bool:
     details = (e.details() if hasattr(e, "details") else None) or ""
     return code is grpc.StatusCode.UNAVAILABLE and not any(
         w in details for w in ("Nimbus", "ZooKeeper", "leader"))
+
+
+def _not_connected(e: grpc.RpcError) -> bool:
+    """The call failed before it left: no connection could be made (refused, a handshake that
+    did not finish). Only such a call is safe to make again."""
+    details = (e.details() if hasattr(e, "details") else None) or ""
+    return _unreachable(e) and "failed to connect" in details
 
 
 #: Bytes per uploaded chunk (gRPC's default message limit is 4 MiB).
@@ -61,6 +69,11 @@ class NimbusClient:
             [f"{h}:{port}" for h in (conf.get(cfg.NIMBUS_SEEDS) or ["127.0.0.1"])]
         #: Seconds each call may take.
         self.timeout = timeout
+        #: Retries of a call whose connection could not be made (storm.nimbus.retry.*).
+        self.retry_times = int(cfg.get(conf, cfg.STORM_NIMBUS_RETRY_TIMES))
+        self.retry_secs = float(cfg.get(conf, cfg.STORM_NIMBUS_RETRY_INTERVAL_MILLIS)) / 1000
+        self.retry_ceiling_secs = \
+            float(cfg.get(conf, cfg.STORM_NIMBUS_RETRY_INTERVALCEILING_MILLIS)) / 1000
         #: Mutual TLS with the certificate of ``squall.tls.*`` (None: plain, insecure).
         self._credentials = tls.channel_credentials(conf) if tls.enabled(conf) else None
         self._connect(self.seeds[0])
@@ -85,8 +98,11 @@ class NimbusClient:
     def _call(self, method: str, request, stream: bool = False, **kw):
         """Call ``method`` on the Nimbus that can answer: a refusal naming the leader moves this
         client to the leader, an unreachable Nimbus to the next seed (Storm's NimbusClient
-        discovery); each address is tried once per call."""
+        discovery); each address is tried once per round, and a round whose every connection
+        failed is tried again ``storm.nimbus.retry.times`` (the call never left: no call is
+        made twice)."""
         tried: list[str] = []
+        retries, wait = 0, self.retry_secs
         while True:
             try:
                 result = getattr(self._stub, method)(request, timeout=self.timeout, **kw)
@@ -96,7 +112,14 @@ class NimbusClient:
                 tried.append(self.address)
                 nxt = self._redirect(e, err, tried)
                 if nxt is None:
-                    raise err from None
+                    if retries >= self.retry_times or not _not_connected(e):
+                        raise err from None
+                    retries += 1
+                    log.info("Nimbus call %s: %s; again in %.1f s (retry %d of %d)", method,
+                             err, wait, retries, self.retry_times)
+                    time.sleep(wait)
+                    wait = min(wait * 2, self.retry_ceiling_secs)
+                    tried, nxt = [], self.seeds[0]
                 self.close()
                 self._connect(nxt)
 

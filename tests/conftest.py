@@ -42,6 +42,21 @@ def cluster(tmp_path):
 if INTEGRATION not in sys.path:
     sys.path.insert(0, INTEGRATION)
 
+#: Files whose tests take minutes in all (Spark's JVMs, whole squall local runs, clusters
+#: killed and restarted), longest first. scripts/test.sh runs the suite on two processes, a
+#: file at a time in collection order: these go first, so the short ones fill the gaps and
+#: the two end together instead of one running the Spark file alone at the end.
+LONGEST_FIRST = ("test_spark_bridge.py", "test_cli_local.py", "test_cluster_lifecycle.py",
+                 "test_ui_browser.py", "test_spark_standalone.py", "test_cli_cluster.py",
+                 "test_abuse.py", "test_trident_exactly_once.py", "test_kafka_faults.py",
+                 "test_stateful_faults.py", "test_wheel_install.py", "test_kafka_trident.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank))  # stable: files intact
+               if item.path.parent.name == "integration" else len(rank))
+
 # ZooKeeper fixtures `zookeeper` (session), `zk_conf`, `cluster_state`: see tests/zk_fixtures.py.
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
