@@ -4,21 +4,26 @@
 # looking names up (nonecheck on: a None where a Tuple belongs raises, never crashes).
 cimport cython
 from squall.client.tuple cimport Tuple
+from squall.worker.stats cimport TaskStats
+from squall.worker.transfer cimport Transfer
 
 
 cdef class Route:
     cdef public object stream, fields, single
-    cdef public list routers
+    cdef public list routers, key_lists
+    cdef public Py_ssize_t key_index, key_n
     cdef public bint direct
     cdef public frozenset direct_targets
     cdef public Py_ssize_t nfields, emitted, transferred
 
 
 cdef class _Base:
-    cdef public object ex, component, stats, transfer, lineage, deliver
-    cdef public dict routes
+    cdef public object ex, component, lineage
+    cdef public TaskStats stats
+    cdef public Transfer transfer
+    cdef public dict routes, deliver, pending_acks
     cdef public object task
-    cdef public bint debug
+    cdef public bint debug, acking
     cdef public Py_ssize_t acked_twice
 
     @cython.locals(r=Route, single=object, n="Py_ssize_t")
@@ -42,14 +47,33 @@ cdef class OutputCollector(_Base):
     cpdef list emit(self, object values, object stream=*, object anchors=*,
                     object direct_task=*, object msg_id=*)
 
-    @cython.locals(r=Route, lists=object, targets=object, e="unsigned long long",
-                   n="Py_ssize_t")
+    @cython.locals(r=Route, targets=object, e="unsigned long long", n="Py_ssize_t",
+                   h="unsigned long")
     cpdef list emit_anchored(self, object values, object stream, Tuple anchor,
                              object direct_task=*)
 
-    @cython.locals(av="unsigned long long", pa=dict)
     cpdef ack(self, Tuple tup)
+
+    @cython.locals(ids=dict, av="unsigned long long", e="unsigned long long", pa=dict)
+    cdef _ack_trees(self, Tuple tup)
 
 
 cdef class BasicOutputCollector:
-    cdef public object out, input, emit
+    cdef public OutputCollector out
+    cdef public Tuple input
+
+    cpdef list emit(self, object values, object stream=*)
+
+
+cdef class BasicRunner:
+    cdef public object execute
+    cdef public OutputCollector out
+    cdef public BasicOutputCollector bc
+
+    @cython.locals(bc=BasicOutputCollector)
+    cpdef run(self, Tuple tup)
+
+
+@cython.locals(basic=BasicRunner, n="Py_ssize_t", tup=Tuple)
+cpdef Py_ssize_t run_counting(object dq, TaskStats st, object dispatch, object system,
+                              double t0, Py_ssize_t limit, double limit_secs) except -1

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import random
 import time
+from time import perf_counter
 from zlib import crc32 as _crc32
 from typing import Any, Sequence
 
 from ..client import grouping as g
-from ..client.errors import InvalidTopology, SerializationError
+from ..client.errors import (FailedException, InvalidTopology, ReportedFailedException,
+                             SerializationError)
 from ..client.tuple import DEFAULT_STREAM, Fields, Tuple
 from .lineage import child_edge, message_base, spout_edge, tuple_key
 
@@ -53,6 +55,13 @@ class Route:
         self.transferred = 0
         #: The one router of a non-direct stream with exactly one subscription (the fast path).
         self.single = routers[0] if len(routers) == 1 and not direct else None
+        #: That router a fields grouping on one field: the field's index, its one-task
+        #: target lists and their number, which emit_anchored reads to hash a str key
+        #: itself (key_index -1: another grouping).
+        lists = getattr(self.single, "lists", None)
+        self.key_index = self.single.single if lists is not None else -1
+        self.key_lists = lists
+        self.key_n = len(lists) if lists is not None else 1
 
     def __repr__(self) -> str:
         return (f"Route(stream={self.stream!r}, fields={self.fields!r}, "
@@ -70,6 +79,11 @@ class _Base:
         self.deliver = ex.ws.deliver
         self.transfer = ex.transfer
         self.debug = ex.debug
+        #: Trees are tracked (an acker runs): fixed for the topology's life.
+        self.acking = bool(ex.acking)
+        #: The executor's acks of this step, root -> XOR, sent to the acker as its step ends
+        #: (the executor empties it in place: every collector of it holds this dict).
+        self.pending_acks = getattr(ex, "pending_acks", None)
         #: Edge ids derived from the message and the anchor, not drawn (worker/lineage.py):
         #: exactly-once checkpointing recognises a replayed tuple by them.
         self.lineage = ex.ws.lineage
@@ -196,7 +210,7 @@ class SpoutOutputCollector(_Base):
         self.emits += 1
         if self.debug:  # topology.debug, or squall debug sampling (Executor.log_emit)
             self.ex.log_emit(self.task, stream, values, targets, msg_id)
-        if msg_id is not None and self.ex.acking:
+        if msg_id is not None and self.acking:
             root = new_id()
             ack_val = 0
             base = message_base(self.component, self.task, stream, msg_id, self.run) \
@@ -239,7 +253,7 @@ class OutputCollector(_Base):
         r, values, targets = self._resolve(values, stream, direct_task)
         if self.debug:
             self.ex.log_emit(self.task, stream, values, targets)
-        acking = anchors and self.ex.acking
+        acking = anchors and self.acking
         lineage = self.lineage
         if acking:
             if type(anchors) is not list and type(anchors) is not tuple:
@@ -276,11 +290,14 @@ class OutputCollector(_Base):
             values = self._check_arity(r, values)
         single = r.single
         if single is not None and direct_task is None:
-            lists = single.lists
-            if lists is not None:  # fields grouping on one field: an ASCII str is hashed here
-                key = values[single.single]
-                if type(key) is str and key.isascii():
-                    targets = lists[_crc32(key.encode()) % single.n]
+            if r.key_index >= 0:  # fields grouping on one field: a str key is hashed here
+                key = values[r.key_index]
+                if type(key) is str:
+                    try:  # stable_hash's UTF-8, but for lone surrogates (surrogatepass)
+                        h = _crc32(key.encode())
+                    except UnicodeEncodeError:
+                        h = _crc32(key.encode("utf-8", "surrogatepass"))
+                    targets = r.key_lists[h % r.key_n]
                 else:
                     targets = single.choose(values)
             else:
@@ -294,7 +311,7 @@ class OutputCollector(_Base):
             self._check_values(r, values)
         if self.debug:
             self.ex.log_emit(self.task, stream, values, targets)
-        aids = anchor.ids if self.ex.acking else None
+        aids = anchor.ids if self.acking else None
         deliver = self.deliver
         task = self.task
         root = None
@@ -333,13 +350,18 @@ class OutputCollector(_Base):
             self._acked_twice(tup)
             return
         tup.acked = True
+        self._ack_trees(tup)
+        self.stats.acked += 1
+
+    def _ack_trees(self, tup: Tuple) -> None:
+        """XOR the tuple's edge and its children's (its ack value) into each of its trees'
+        pending ack: one entry per root per step, however many tuples of the tree it acks."""
         ids = tup.ids
         if ids:
             av = tup.ack_val
-            pa = self.ex.pending_acks
+            pa = self.pending_acks
             for root, e in ids.items():
                 pa[root] = pa.get(root, 0) ^ e ^ av
-        self.stats.acked += 1
 
     def ack_system(self, tup: Tuple) -> None:
         """Ack a tuple of the runtime's own (a checkpoint): its tree as ``ack`` does, but not
@@ -347,12 +369,7 @@ class OutputCollector(_Base):
         if tup.acked:
             return
         tup.acked = True
-        ids = tup.ids
-        if ids:
-            av = tup.ack_val
-            pa = self.ex.pending_acks
-            for root, e in ids.items():
-                pa[root] = pa.get(root, 0) ^ e ^ av
+        self._ack_trees(tup)
 
     def fail_system(self, tup: Tuple) -> None:
         """Fail a tuple of the runtime's own: its trees, not the task's failed count."""
@@ -403,17 +420,15 @@ class OutputCollector(_Base):
 class BasicOutputCollector:
     """A BasicBolt's collector: emits are anchored to the current input (Storm's BasicOutputCollector)."""
 
-    __slots__ = ("out", "input", "emit")
+    __slots__ = ("out", "input")
 
     def __init__(self, out: OutputCollector):
         self.out = out
         self.input: Tuple | None = None
-        emit_anchored = out.emit_anchored
 
-        def emit(values: list, stream: str = DEFAULT_STREAM) -> list[int]:
-            """Emit ``values`` anchored to the input being executed."""
-            return emit_anchored(values, stream, self.input)
-        self.emit = emit
+    def emit(self, values: list, stream: str = DEFAULT_STREAM) -> list[int]:
+        """Emit ``values`` anchored to the input being executed."""
+        return self.out.emit_anchored(values, stream, self.input)
 
     def emit_direct(self, task: int, values: list, stream: str = DEFAULT_STREAM) -> list[int]:
         return self.out.emit(values, stream=stream, anchors=self.input, direct_task=task)
@@ -423,6 +438,56 @@ class BasicOutputCollector:
 
     def report_error(self, error: BaseException | str) -> None:
         self.out.report_error(error)
+
+
+class BasicRunner:
+    """A BasicBolt task's execute: its emits anchored to the input, the input acked once
+    ``execute`` returns, failed if it raises FailedException (Storm's BasicBoltExecutor)."""
+
+    __slots__ = ("execute", "out", "bc")
+
+    def __init__(self, execute: Any, out: OutputCollector):
+        self.execute = execute
+        self.out = out
+        self.bc = BasicOutputCollector(out)
+
+    def run(self, tup: Tuple) -> None:
+        bc = self.bc
+        bc.input = tup
+        try:
+            self.execute(tup, bc)
+        except FailedException as exc:
+            if isinstance(exc, ReportedFailedException):
+                self.out.report_error(exc)
+            self.out.fail(tup)
+        else:
+            self.out.ack(tup)
+
+
+def run_counting(dq: Any, st: Any, dispatch: Any, system: Any, t0: float, limit: int,
+                 limit_secs: float) -> int:
+    """A single-task bolt executor's step: up to ``limit`` queued tuples (or ``limit_secs``
+    of them) dispatched, each counted executed before it runs (the stats thread reads the
+    counters mid-step: never more acked than executed, and a counter never goes down, which
+    Nimbus would take for a restarted worker), but for the runtime's own tuples of
+    ``system`` streams (a checkpointed topology's). A BasicBolt's tuples go to its
+    :class:`BasicRunner` without a Python call between."""
+    popleft = dq.popleft
+    runner = getattr(dispatch, "__self__", None)
+    basic = runner if type(runner) is BasicRunner else None
+    n = 0
+    while dq and n < limit:
+        tup = popleft()
+        if system is None or tup.source_stream not in system:
+            st.executed += 1
+        if basic is not None:
+            basic.run(tup)
+        else:
+            dispatch(tup)
+        n += 1
+        if not n & 15 and perf_counter() - t0 > limit_secs:
+            break
+    return n
 
 
 def build_routes(ws: Any, component: str, task: int, context: Any) -> dict[str, Route]:

@@ -35,7 +35,6 @@ from ..acker import AckerLedger, PendingMap, TimeoutReset, TreeAcked, TreeFailed
 from ..client import config as cfg
 from ..client.components import BasicBolt, Bolt, Spout
 from ..client.context import TopologyContext
-from ..client.errors import FailedException, ReportedFailedException
 from ..client.stateful import (CHECKPOINT_STREAM_ID, MODE_BARRIER, StatefulBolt, barrier_mode,
                                is_stateful)
 from ..client.tuple import (ACKER_ACK_STREAM_ID, ACKER_COMPONENT_ID, ACKER_FAIL_STREAM_ID,
@@ -45,7 +44,8 @@ from ..client.tuple import (ACKER_ACK_STREAM_ID, ACKER_COMPONENT_ID, ACKER_FAIL_
 from ..client.windowing import WindowedBolt
 from .barrier import BoltBarrier, SpoutBarrier
 from .checkpoint import forwarding, host_bolt
-from .collector import BasicOutputCollector, OutputCollector, SpoutOutputCollector, build_routes
+from .collector import (BasicRunner, OutputCollector, SpoutOutputCollector, build_routes,
+                        run_counting)
 from .queue import InQueue, ThreadWaker
 from .shell import component_object
 from .state import WorkerState
@@ -371,7 +371,7 @@ class Executor:
                         flat = per[ackers[root % n]] = []
                     flat.append(root)
                     flat.append(val)
-            self.pending_acks = {}
+            self.pending_acks.clear()  # in place: the collectors hold this dict
             for acker, flat in per.items():
                 self.send_system(acker, src, ACKER_ACK_STREAM_ID, [flat])
         for stream, roots in ((ACKER_FAIL_STREAM_ID, self.pending_fails),
@@ -451,22 +451,7 @@ class BoltExecutor(Executor):
             self.add_timer(float(tick), lambda: self._tick(tick))
 
     def _basic(self, bolt: BasicBolt, out: OutputCollector) -> Any:
-        bc = BasicOutputCollector(out)
-        execute = bolt.execute
-        ack = out.ack
-        fail = out.fail
-
-        def run(tup: Tuple) -> None:
-            bc.input = tup
-            try:
-                execute(tup, bc)
-            except FailedException as exc:
-                if isinstance(exc, ReportedFailedException):
-                    out.report_error(exc)
-                fail(tup)
-            else:
-                ack(tup)
-        return run
+        return BasicRunner(bolt.execute, out).run
 
     def dispatch(self, item: Any) -> None:  # multi-task executors: (task, tuple)
         tup = item[1]
@@ -506,23 +491,9 @@ class BoltExecutor(Executor):
         return n
 
     def _run_counting(self, dq: Any, st: Any, t0: float) -> int:
-        """A single task's step: each tuple counted executed before it runs (the stats
-        thread reads the counters mid-step: never more acked than executed, and a counter
-        never goes down, which Nimbus would take for a restarted worker), but for the
-        runtime's own tuples of a checkpointed topology."""
-        popleft = dq.popleft
-        dispatch = self.dispatch
-        system = self.system_streams
-        n = 0
-        while dq and n < BATCH:
-            tup = popleft()
-            if system is None or tup.source_stream not in system:
-                st.executed += 1
-            dispatch(tup)
-            n += 1
-            if not n & 15 and perf_counter() - t0 > BATCH_SECS:
-                break
-        return n
+        """A single task's step (collector.run_counting)."""
+        return run_counting(dq, st, self.dispatch, self.system_streams, t0, BATCH,
+                            BATCH_SECS)
 
     def _tick(self, freq: Any) -> None:
         fields = self.ws.fields[(SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID)]

@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """An executor's receive queue with high/low water marks, and the worker's backpressure state.
 
 Producers (other executors of the worker, the receive thread) never block: a

@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """The receive side: one PULL socket per worker, frames decoded into executor queues.
 
 Owned by the worker's event loop (:mod:`squall.worker.loop`), which polls
@@ -105,27 +106,43 @@ class Receiver:
                 self._drop(f"hello from unknown worker {msg[2]!r}")
             return
         assert msg[1] == DATA
+        self._deliver(msg[2])
+
+    def _deliver(self, wires: list) -> None:
+        """A data frame's tuples into their executors' queues; malformed ones dropped."""
         deliver = self.ws.deliver
-        src = self._src
         bad = 0
-        for wire in msg[2]:
+        # A batch's tuples mostly come from one task on one stream: its source is looked up
+        # once per run of them, not per tuple.
+        last_task = last_stream = comp = fields = None
+        for wire in wires:
             try:
-                dest, src_task, stream, values, ids = wire
+                if type(wire) is not list or len(wire) != 5:
+                    raise ValueError("not a 5-entry tuple")
+                dest = wire[0]
+                src_task = wire[1]
+                stream = wire[2]
+                values = wire[3]
+                ids = wire[4]
                 d = deliver[dest]
-                key = (src_task, stream)
-                meta = src.get(key)
-                if meta is None:
-                    meta = self._source(src_task, stream)
+                if src_task != last_task or stream != last_stream or last_task is None:
+                    meta = self._src.get((src_task, stream))
+                    if meta is None:
+                        meta = self._source(src_task, stream)
+                    last_task = src_task
+                    last_stream = stream
+                    comp = meta[0]
+                    fields = meta[1]
                 if type(values) is not list or (ids is not None and type(ids) is not dict):
                     raise TypeError("values must be a list and ids a map")
             except (TypeError, ValueError, KeyError):
                 bad += 1
                 continue
-            d(Tuple(values, meta[0], stream, src_task, ids, meta[1]))
+            d(Tuple(values, comp, stream, src_task, ids, fields))
         if bad:
             self.ws.dropped_tuples += bad
             self._drop(f"{bad} malformed tuple(s) or tuple(s) for unknown tasks/streams "
-                       f"in a batch of {len(msg[2])}")
+                       f"in a batch of {len(wires)}")
 
     def _source(self, src_task: int, stream: str) -> tuple[str, Fields]:
         comp = self.ws.task_component[src_task]  # KeyError: unknown source task

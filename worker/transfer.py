@@ -1,3 +1,4 @@
+# cython: annotation_typing=False
 """Outbound tuples of one executor thread: local delivery or batched frames to other workers.
 
 Tuples for tasks in this worker become :class:`~squall.client.tuple.Tuple`

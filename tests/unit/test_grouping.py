@@ -213,6 +213,7 @@ def test_a_bolts_anchored_emit_and_a_spouts_emit_route_every_key_alike():
     from squall.client.tuple import Fields, Tuple
     from squall.client.values import PLAIN
     from squall.worker.collector import OutputCollector, Route, SpoutOutputCollector
+    from squall.worker.stats import TaskStats
 
     targets = [11, 12, 13, 14, 15]
     got: dict[str, list] = {"bolt": [], "spout": []}
@@ -220,7 +221,7 @@ def test_a_bolts_anchored_emit_and_a_spouts_emit_route_every_key_alike():
     def collector(cls, who, *extra):
         sink = {t: (lambda tup, t=t: got[who].append((tup.values[0], t))) for t in targets}
         ex = SimpleNamespace(component_id=who, ws=SimpleNamespace(
-            stats={1: SimpleNamespace(routes=None)}, deliver=sink, lineage=False, values=PLAIN),
+            stats={1: TaskStats("c")}, deliver=sink, lineage=False, values=PLAIN),
             transfer=None,
             debug=False, acking=False)
         route = Route("default", Fields(["word"]), [FieldsRouter(targets, [0])], False,

@@ -1,0 +1,12 @@
+# Types for the compiled build of receiver.py (Cython's augmenting .pxd; see
+# acker/compact_map.pxd): a data frame's tuples walked with C-typed locals.
+cimport cython
+
+cdef class Receiver:
+    cdef public object ws, sock, ipc
+    cdef public double _last_warn
+    cdef public Py_ssize_t _suppressed
+    cdef public dict _src
+
+    @cython.locals(deliver=dict, bad="Py_ssize_t")
+    cpdef _deliver(self, list wires)
