@@ -14,7 +14,7 @@ to the other worker (the 2-worker word count's fields grouping):
 
 * ``split``: the BasicBolt's execute (``str.split``, one ``emit`` per word: routing, edge
   ids, a local Tuple into a queue or a wire entry into a frame), its ack;
-* ``frame``: packing the remote half into frames;
+* ``frame``: packing the remote half into frames (already inside ``split``);
 * ``receive``: decoding those frames into Tuples in the count task's queue;
 * ``count``: the count bolt's execute (a dict update) and ack, through the executor's step;
 * ``acker``: the end of each step, the combined acks to the acker task.
@@ -155,11 +155,10 @@ def run(n_sentences: int, acking: bool) -> dict[str, float]:
 
 def _time_pack(tr: Transfer, n: int) -> float:
     """Packing alone: the same number of wire entries as the split's remote half."""
-    wires = [[OTHER_COUNT, SPLIT, "default", [VOCAB[i % 1000]], None]
-             for i in range(n * SENTENCE_WORDS // 2)]
+    values = [[VOCAB[i % 1000]] for i in range(n * SENTENCE_WORDS // 2)]
     t0 = time.perf_counter()
-    for i in range(0, len(wires), 500):
-        tr.codec.data(wires[i:i + 500])
+    for i in range(0, len(values), 500):
+        tr.codec.grouped([[OTHER_COUNT, SPLIT, "default", values[i:i + 500], None]])
     return time.perf_counter() - t0
 
 

@@ -175,7 +175,7 @@ class _Base:
         if d is not None:
             d(Tuple(values, self.component, r.stream, self.task, ids, r.fields))
         else:
-            self.transfer.remote(t, [t, self.task, r.stream, values, ids])
+            self.transfer.remote(t, self.task, r.stream, values, ids)
 
     def report_error(self, error: BaseException | str) -> None:
         """Record an error in the topology's recent errors (shown by the runner and the UI)."""
@@ -334,7 +334,7 @@ class OutputCollector(_Base):
             if d is not None:
                 d(Tuple(values, self.component, stream, task, ids, r.fields))
             else:
-                self.transfer.remote(t, [t, task, stream, values, ids])
+                self.transfer.remote(t, task, stream, values, ids)
         return targets
 
     def emit_direct(self, task: int, values: list, stream: str = DEFAULT_STREAM,

@@ -340,7 +340,7 @@ class Executor:
         if d is not None:
             d(Tuple(values, self.component_id, stream, src_task, None, _SYS_FIELDS))
         else:
-            self.transfer.remote(task, [task, src_task, stream, values, None])
+            self.transfer.remote(task, src_task, stream, values, None)
 
     def end_batch(self) -> None:
         """Send the batch's acker traffic: inits, combined acks, fails, timeout resets."""

@@ -2,9 +2,14 @@
 
 A frame is one msgpack array ``[VERSION, KIND, ...]``:
 
-* ``[1, DATA, [[dest_task, src_task, stream, values, ids], ...]]`` -- a batch of
-  tuples for tasks of the receiving worker; ``ids`` is ``None`` (untracked) or
-  a map root id -> edge id.
+* ``[1, GROUPED, [[dest_task, src_task, stream, [values, ...], [ids, ...]], ...]]`` -- a
+  batch of tuples for tasks of the receiving worker, grouped by destination, source task
+  and stream (what workers send): each group's tuples are its lists' entries, ``ids``
+  ``None`` (untracked) or a map root id -> edge id, and the whole ids list ``None`` when
+  none of the group's tuples is tracked. The stream and the task ids travel once per
+  group, and a receiver builds no list per tuple to read them.
+* ``[1, DATA, [[dest_task, src_task, stream, values, ids], ...]]`` -- the same batch one
+  entry per tuple: what workers sent before GROUPED, still read.
 * ``[1, BACKPRESSURE, worker_id, congested]`` -- a worker's congestion flag.
 * ``[1, HELLO, worker_id, reply]`` -- start-up handshake: a worker's spouts
   start only once it has heard from every peer (Storm waits for all worker
@@ -31,6 +36,7 @@ DATA = 0
 BACKPRESSURE = 1
 HELLO = 2
 LOAD = 3
+GROUPED = 4
 
 #: ZeroMQ high-water mark (frames) of each worker-to-worker pipe, on both ends. Small, so
 #: a peer that stops reading fills it quickly and the sender reports congestion.
@@ -49,6 +55,9 @@ class Codec:
 
     def data(self, tuples: list) -> bytes:
         return self._packer.pack([VERSION, DATA, tuples])
+
+    def grouped(self, groups: list) -> bytes:
+        return self._packer.pack([VERSION, GROUPED, groups])
 
     def backpressure(self, worker_id: str, congested: bool) -> bytes:
         return self._packer.pack([VERSION, BACKPRESSURE, worker_id, bool(congested)])
@@ -77,7 +86,7 @@ def decode(frame: bytes, values: ValueTypes = PLAIN) -> list:
     if msg[0] != VERSION:
         raise BadFrame(f"unsupported frame version {msg[0]!r} (this worker speaks {VERSION})")
     kind = msg[1]
-    if kind == DATA:
+    if kind == DATA or kind == GROUPED:
         if type(msg[2]) is not list:
             raise BadFrame("data frame without a tuple list")
     elif kind in (BACKPRESSURE, HELLO):

@@ -10,3 +10,7 @@ cdef class Receiver:
 
     @cython.locals(deliver=dict, bad="Py_ssize_t")
     cpdef _deliver(self, list wires)
+
+    @cython.locals(deliver=dict, bad="Py_ssize_t", total="Py_ssize_t", n="Py_ssize_t",
+                   i="Py_ssize_t", vals=list, tracked=list)
+    cpdef _deliver_groups(self, list groups)

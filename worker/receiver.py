@@ -19,7 +19,7 @@ import time
 import zmq
 
 from ..client.tuple import Fields, Tuple
-from .frame import BACKPRESSURE, DATA, HELLO, LOAD, PIPE_HWM, BadFrame, decode
+from .frame import BACKPRESSURE, DATA, GROUPED, HELLO, LOAD, PIPE_HWM, BadFrame, decode
 from .state import WorkerState
 
 log = logging.getLogger("squall.worker.receiver")
@@ -105,8 +105,63 @@ class Receiver:
             else:
                 self._drop(f"hello from unknown worker {msg[2]!r}")
             return
+        if msg[1] == GROUPED:
+            self._deliver_groups(msg[2])
+            return
         assert msg[1] == DATA
         self._deliver(msg[2])
+
+    def _deliver_groups(self, groups: list) -> None:
+        """A GROUPED frame's tuples into their executors' queues: each group's destination
+        and source looked up once; malformed groups and tuples dropped and counted."""
+        deliver = self.ws.deliver
+        bad = 0
+        total = 0
+        for g in groups:
+            vals = None
+            try:
+                if type(g) is not list or len(g) != 5:
+                    raise ValueError("not a 5-entry group")
+                vals = g[3]
+                tracked = g[4]
+                if type(vals) is not list:
+                    vals = None
+                    raise TypeError("values must be a list")
+                if tracked is not None and (type(tracked) is not list
+                                            or len(tracked) != len(vals)):
+                    raise TypeError("ids must be a list as long as the values")
+                dest = g[0]
+                src_task = g[1]
+                stream = g[2]
+                d = deliver[dest]
+                meta = self._src.get((src_task, stream))
+                if meta is None:
+                    meta = self._source(src_task, stream)
+            except (TypeError, ValueError, KeyError):
+                n = len(vals) if vals is not None else 1
+                bad += n
+                total += n
+                continue
+            comp = meta[0]
+            fields = meta[1]
+            n = len(vals)
+            total += n
+            ids = None
+            for i in range(n):
+                values = vals[i]
+                if tracked is not None:
+                    ids = tracked[i]
+                    if ids is not None and type(ids) is not dict:
+                        bad += 1
+                        continue
+                if type(values) is not list:
+                    bad += 1
+                    continue
+                d(Tuple(values, comp, stream, src_task, ids, fields))
+        if bad:
+            self.ws.dropped_tuples += bad
+            self._drop(f"{bad} malformed tuple(s) or tuple(s) for unknown tasks/streams "
+                       f"in a batch of {total}")
 
     def _deliver(self, wires: list) -> None:
         """A data frame's tuples into their executors' queues; malformed ones dropped."""

@@ -3,7 +3,8 @@
 
 Tuples for tasks in this worker become :class:`~squall.client.tuple.Tuple`
 objects handed straight to the target executor's queue, never serialized.
-Tuples for other workers are appended to a per-worker batch, sent as one
+Tuples for other workers are appended to a per-worker batch (an :class:`Outbox`, grouped
+by destination task, source task and stream: a GROUPED frame), sent as one
 frame when it holds ``topology.transfer.batch.size`` tuples, when
 ``topology.batch.flush.interval.millis`` has passed, or when the executor is
 about to idle. Each executor thread owns its own PUSH sockets (ZeroMQ
@@ -36,6 +37,68 @@ log = logging.getLogger("squall.worker.transfer")
 MAX_OVERFLOW_FRAMES = 256
 
 
+class Outbox:
+    """The tuples waiting for one worker, as the GROUPED frame's groups
+    ``[dest, src, stream, [values, ...], [ids, ...] or None]`` (see frame.py)."""
+
+    __slots__ = ("groups", "index", "last", "n")
+
+    def __init__(self) -> None:
+        self.groups: list = []
+        #: (dest, src, stream) -> its group in ``groups``.
+        self.index: dict = {}
+        #: The group added to last: a run of tuples to one task is found without a lookup.
+        self.last: list | None = None
+        #: Tuples held.
+        self.n = 0
+
+    def add(self, task: int, src: int, stream: str, values: list, ids: dict | None) -> int:
+        """Hold one tuple; returns how many are held."""
+        g = self.last
+        if g is None or g[0] != task or g[1] != src or g[2] != stream:
+            key = (task, src, stream)
+            g = self.index.get(key)
+            if g is None:
+                g = self.index[key] = [task, src, stream, [], None]
+                self.groups.append(g)
+            self.last = g
+        vals = g[3]
+        vals.append(values)
+        tracked = g[4]
+        if ids is not None:
+            if tracked is None:  # the group's first tracked tuple: None for those before
+                tracked = g[4] = [None] * (len(vals) - 1)
+            tracked.append(ids)
+        elif tracked is not None:
+            tracked.append(None)
+        self.n += 1
+        return self.n
+
+    def take(self) -> list:
+        """The groups held, and the box emptied."""
+        groups = self.groups
+        self.groups = []
+        self.index = {}
+        self.last = None
+        self.n = 0
+        return groups
+
+
+def _count(groups: list) -> int:
+    return sum(len(g[3]) for g in groups)
+
+
+def _halves(groups: list) -> tuple[list, list]:
+    """A batch of more than one tuple split in two (a frame too big to send whole)."""
+    if len(groups) > 1:
+        half = len(groups) // 2
+        return groups[:half], groups[half:]
+    dest, src, stream, vals, tracked = groups[0]
+    half = len(vals) // 2
+    return ([[dest, src, stream, vals[:half], tracked[:half] if tracked is not None else None]],
+            [[dest, src, stream, vals[half:], tracked[half:] if tracked is not None else None]])
+
+
 class Transfer:
     """Owned by one executor thread; not thread-safe."""
 
@@ -57,17 +120,17 @@ class Transfer:
         self.may_drop = not barrier_mode(ws.conf)
         self.peers_version = ws.peers_version
 
-    def remote(self, task: int, wire: list) -> None:
-        """Queue ``wire`` (``[dest, src, stream, values, ids]``) for ``task``'s worker."""
+    def remote(self, task: int, src: int, stream: str, values: list, ids: dict | None
+               ) -> None:
+        """Queue a tuple from task ``src`` on ``stream`` for ``task``'s worker."""
         w = self.task_worker[task]
-        buf = self.out.get(w)
-        if buf is None:
-            buf = self.out[w] = []
-        buf.append(wire)
+        box = self.out.get(w)
+        if box is None:
+            box = self.out[w] = Outbox()
         self.buffered += 1
-        if len(buf) >= self.batch_size:
-            self._send(w, buf)
-            self.out[w] = []
+        if box.add(task, src, stream, values, ids) >= self.batch_size:
+            n = box.n
+            self._send(w, box.take(), n)
 
     def _sock(self, w: str) -> zmq.Socket:
         s = self.socks.get(w)
@@ -81,29 +144,30 @@ class Transfer:
             self.socks[w] = s
         return s
 
-    def _send(self, w: str, batch: list) -> None:
-        self.buffered -= len(batch)
-        frame = self.codec.data(batch)
+    def _send(self, w: str, groups: list, n: int) -> None:
+        """Send ``n`` tuples held as ``groups`` (an Outbox's) to worker ``w``."""
+        self.buffered -= n
+        frame = self.codec.grouped(groups)
         if len(frame) > self.ws.max_frame_bytes:
-            self._send_split(w, batch, len(frame))
+            self._send_split(w, groups, n, len(frame))
             return
         self._send_frame(w, frame)
 
-    def _send_split(self, w: str, batch: list, size: int) -> None:
+    def _send_split(self, w: str, groups: list, n: int, size: int) -> None:
         """A frame over topology.max.frame.bytes: send the batch in halves; a single tuple
         that big is dropped (the receiver would refuse it) and its tree fails by timeout."""
-        if len(batch) == 1:
+        if n == 1:
             self.ws.dropped_tuples += 1
-            dest, src = batch[0][0], batch[0][1]
+            dest, src = groups[0][0], groups[0][1]
             self.ws.report_error(self.ws.task_component.get(src, "?"), src,
                                  f"a tuple of {size} bytes for task {dest} exceeds "
                                  f"topology.max.frame.bytes ({self.ws.max_frame_bytes}); it "
                                  "was dropped: raise the limit or send smaller values")
             return
-        half = len(batch) // 2
-        for part in (batch[:half], batch[half:]):
-            self.buffered += len(part)
-            self._send(w, part)
+        for part in _halves(groups):
+            k = _count(part)
+            self.buffered += k
+            self._send(w, part, k)
 
     def _send_frame(self, w: str, frame: bytes) -> None:
         waiting = self.blocked.get(w)
@@ -141,10 +205,10 @@ class Transfer:
         if self.blocked:
             self._retry_blocked()
         if self.buffered:
-            for w, buf in self.out.items():
-                if buf:
-                    self._send(w, buf)
-                    self.out[w] = []
+            for w, box in self.out.items():
+                if box.n:
+                    n = box.n
+                    self._send(w, box.take(), n)
         self.last_flush = time.monotonic()
 
     def _forget_departed(self) -> None:
@@ -152,9 +216,9 @@ class Transfer:
         self.peers_version = self.ws.peers_version
         live = self.ws.live_workers
         for w in [w for w in self.out if w not in live]:
-            batch = self.out.pop(w)
-            self.buffered -= len(batch)
-            self.ws.dropped_tuples += len(batch)
+            box = self.out.pop(w)
+            self.buffered -= box.n
+            self.ws.dropped_tuples += box.n
         for w in [w for w in self.blocked if w not in live]:
             del self.blocked[w]
             self.ws.bp.local(False)

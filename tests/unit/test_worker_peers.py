@@ -52,7 +52,7 @@ def test_transfer_drops_what_it_holds_for_a_departed_worker(tmp_path):
     ws = worker_state(tmp_path)
     tr = Transfer(ws)
     tr.batch_size = 1000
-    tr.remote(3, [3, 1, "default", [1], None])
+    tr.remote(3, 1, "default", [1], None)
     tr._sock(OLD)
     tr.blocked[OLD] = deque([b"frame"])
     ws.bp.local(True)  # as a full pipe does
@@ -60,7 +60,7 @@ def test_transfer_drops_what_it_holds_for_a_departed_worker(tmp_path):
     tr.flush()
     assert OLD not in tr.out and OLD not in tr.blocked and OLD not in tr.socks
     assert ws.dropped_tuples == 1 and not ws.bp.local_congested
-    tr.remote(3, [3, 1, "default", [2], None])  # now routed to the new worker
+    tr.remote(3, 1, "default", [2], None)  # now routed to the new worker
     assert list(tr.out) == [NEW]
     tr.close()
     for s in tr.socks.values():

@@ -1,0 +1,136 @@
+"""A worker's outbound batches (worker/transfer.py's Outbox, the GROUPED frame) and their
+receipt (worker/receiver.py): every tuple arrives, in order per source and stream, with its
+ids; tracked and untracked tuples mix in one group; a frame over the size limit goes in
+halves; malformed groups are dropped and counted; the older per-tuple DATA frame still
+reads. Runs on the compiled build and, in CI's pure subset, on the source."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from squall.client.tuple import Fields
+from squall.client.values import PLAIN
+from squall.worker.frame import GROUPED, Codec, decode
+from squall.worker.queue import Backpressure
+from squall.worker.receiver import Receiver
+from squall.worker.transfer import Outbox, Transfer
+
+
+class _Kept(Transfer):
+    """Frames kept, not sent (no ZeroMQ here)."""
+
+    def _send_frame(self, w, frame):
+        self.sent.append((w, frame))
+
+
+def _ws(**kw):
+    ws = SimpleNamespace(
+        conf={"topology.transfer.batch.size": 4}, values=PLAIN,
+        task_worker={5: "w2", 6: "w2", 7: "w3"}, peers_version=0, max_frame_bytes=1 << 20,
+        fields={("split", "default"): Fields(["word"]), ("split", "s2"): Fields(["a", "b"])},
+        task_component={1: "split", 2: "split"}, live_workers=frozenset(("w2", "w3")),
+        dropped_tuples=0, dropped_frames=0, topology_id="t", worker_id="w2",
+        bp=Backpressure(False), report_error=lambda *a: None)
+    for k, v in kw.items():
+        setattr(ws, k, v)
+    return ws
+
+
+def _receiver(ws, got):
+    rx = Receiver.__new__(Receiver)
+    rx.ws = ws
+    rx._src = {}
+    rx._last_warn = 0.0
+    rx._suppressed = 0
+    ws.deliver = {t: (lambda tup, t=t: got.append((t, tup))) for t in (5, 6, 7)}
+    return rx
+
+
+def test_outbox_groups_by_destination_source_and_stream_and_keeps_ids_aligned():
+    box = Outbox()
+    assert box.add(5, 1, "default", ["a"], None) == 1
+    assert box.add(5, 1, "default", ["b"], {11: 3}) == 2  # first tracked: None before it
+    assert box.add(6, 1, "default", ["c"], None) == 3
+    assert box.add(5, 1, "default", ["d"], None) == 4  # back to the first group
+    assert box.add(5, 2, "s2", ["e", 1], {12: 4}) == 5
+    groups = box.take()
+    assert groups == [[5, 1, "default", [["a"], ["b"], ["d"]], [None, {11: 3}, None]],
+                      [6, 1, "default", [["c"]], None],
+                      [5, 2, "s2", [["e", 1]], [{12: 4}]]]
+    assert box.n == 0 and box.take() == []
+
+
+def test_every_tuple_arrives_with_its_ids_in_order_per_source_and_stream():
+    ws = _ws()
+    tr = _Kept(ws)
+    tr.sent = []
+    sent = []
+    for i in range(23):  # batches of 4 to w2, the rest at the flush
+        dest = 5 if i % 3 else 6
+        ids = {100 + i: i * 7 + 1} if i % 2 else None
+        tr.remote(dest, 1, "default", [f"w{i}"], ids)
+        sent.append((dest, [f"w{i}"], ids))
+    tr.remote(7, 2, "s2", ["x", 2], {9: 9})
+    assert tr.buffered == 24 - 4 * 5  # five full batches went as they filled
+    tr.flush()
+    assert tr.buffered == 0 and {w for w, _ in tr.sent} == {"w2", "w3"}
+    got = []
+    rx = _receiver(ws, got)
+    for _, frame in tr.sent:
+        assert decode(frame)[1] == GROUPED
+        rx.handle(frame)
+    for dest in (5, 6):  # each task's tuples in the order they were emitted
+        assert [(t, tup.values, tup.ids) for t, tup in got if t == dest] == \
+            [s for s in sent if s[0] == dest]
+    assert len(got) == 24
+    last = [tup for t, tup in got if t == 7][0]
+    assert (last.values, last.ids, last.source_stream, last.source_task,
+            last.source_component, last["b"]) == (["x", 2], {9: 9}, "s2", 2, "split", 2)
+    assert ws.dropped_tuples == 0 and ws.dropped_frames == 0
+
+
+def test_a_frame_over_the_limit_goes_in_halves_and_a_lone_tuple_that_big_is_dropped():
+    errors = []
+    ws = _ws(max_frame_bytes=200, report_error=lambda *a: errors.append(a))
+    tr = _Kept(ws)
+    tr.sent = []
+    tr.batch_size = 100
+    for i in range(6):
+        tr.remote(5, 1, "default", ["v" * 40], None)
+    tr.remote(5, 1, "default", ["x" * 500], None)  # alone in its half at the end
+    tr.flush()
+    assert all(len(f) <= 200 for _, f in tr.sent) and len(tr.sent) >= 3
+    got = []
+    rx = _receiver(ws, got)
+    for _, frame in tr.sent:
+        rx.handle(frame)
+    assert [tup.values for _, tup in got] == [["v" * 40]] * 6
+    assert ws.dropped_tuples == 1 and "exceeds topology.max.frame.bytes" in errors[0][2]
+
+
+@pytest.mark.parametrize("groups, bad", [
+    ([[5, 1, "default", [["a"]]]], 1),                      # 4 entries
+    ([[99, 1, "default", [["a"], ["b"]], None]], 2),        # unknown destination
+    ([[5, 1, "nope", [["a"]], None]], 1),                   # undeclared stream
+    ([[5, 1, "default", "a", None]], 1),                    # values not a list
+    ([[5, 1, "default", [["a"], ["b"]], [None]]], 2),       # ids list too short
+    ([[5, 1, "default", [["a"], "b", ["c"]], [None, None, [1]]]], 2),  # a bad tuple each
+])
+def test_malformed_groups_are_dropped_and_counted_and_the_rest_delivered(groups, bad):
+    ws = _ws()
+    got = []
+    rx = _receiver(ws, got)
+    rx.handle(Codec().grouped(groups + [[6, 1, "default", [["ok"]], None]]))
+    assert [tup.values for _, tup in got][-1] == ["ok"]
+    assert ws.dropped_tuples == bad and ws.dropped_frames == 1
+
+
+def test_the_per_tuple_data_frame_of_earlier_workers_still_reads():
+    ws = _ws()
+    got = []
+    rx = _receiver(ws, got)
+    rx.handle(Codec().data([[5, 1, "default", ["a"], {3: 4}], [6, 2, "s2", ["b", 1], None]]))
+    assert [(t, tup.values, tup.ids, tup.source_stream) for t, tup in got] == [
+        (5, ["a"], {3: 4}, "default"), (6, ["b", 1], None, "s2")]
