@@ -39,13 +39,19 @@ MAX_OVERFLOW_FRAMES = 256
 
 class Outbox:
     """The tuples waiting for one worker, as the GROUPED frame's groups
-    ``[dest, src, stream, [values, ...], [ids, ...] or None]`` (see frame.py)."""
+    ``[dest, src, stream, [values, ...], [ids, ...] or None]`` (see frame.py).
+
+    A channel (source task -> destination task) keeps its order: its tuples join its latest
+    group while they stay on one stream, and a tuple on another stream opens a new group
+    after it, so a checkpoint barrier is never overtaken by the data behind it. Channels
+    are not ordered with each other (nor are they in Storm).
+    """
 
     __slots__ = ("groups", "index", "last", "n")
 
     def __init__(self) -> None:
         self.groups: list = []
-        #: (dest, src, stream) -> its group in ``groups``.
+        #: (dest, src) -> the channel's latest group in ``groups``.
         self.index: dict = {}
         #: The group added to last: a run of tuples to one task is found without a lookup.
         self.last: list | None = None
@@ -56,9 +62,9 @@ class Outbox:
         """Hold one tuple; returns how many are held."""
         g = self.last
         if g is None or g[0] != task or g[1] != src or g[2] != stream:
-            key = (task, src, stream)
+            key = (task, src)
             g = self.index.get(key)
-            if g is None:
+            if g is None or g[2] != stream:  # a new stream on the channel: after the last
                 g = self.index[key] = [task, src, stream, [], None]
                 self.groups.append(g)
             self.last = g

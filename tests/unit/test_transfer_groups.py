@@ -62,6 +62,22 @@ def test_outbox_groups_by_destination_source_and_stream_and_keeps_ids_aligned():
     assert box.n == 0 and box.take() == []
 
 
+def test_a_channel_keeps_its_order_across_streams():
+    """A barrier on another stream between two data tuples of one channel (task 1 -> 5)
+    arrives between them: a group per run of one stream, in order."""
+    box = Outbox()
+    box.add(5, 1, "default", ["a"], None)
+    box.add(6, 1, "default", ["x"], None)
+    box.add(5, 1, "$checkpoint", ["barrier"], None)
+    box.add(6, 1, "default", ["y"], None)
+    box.add(5, 1, "default", ["b"], None)
+    groups = box.take()
+    channel = [(g[2], v) for g in groups if g[:2] == [5, 1] for v in g[3]]
+    assert channel == [("default", ["a"]), ("$checkpoint", ["barrier"]), ("default", ["b"])]
+    assert [v for g in groups if g[:2] == [6, 1] for v in g[3]] == [["x"], ["y"]]
+    assert len(groups) == 4
+
+
 def test_every_tuple_arrives_with_its_ids_in_order_per_source_and_stream():
     ws = _ws()
     tr = _Kept(ws)
