@@ -7,6 +7,12 @@ from squall.client.tuple cimport Tuple
 from squall.worker.stats cimport TaskStats
 from squall.worker.transfer cimport Transfer
 
+cdef bint _COMPILED
+cdef unsigned long long _rng_state, _XS_MULT
+
+@cython.locals(x="unsigned long long")
+cpdef unsigned long long new_id()
+
 
 cdef class Route:
     cdef public object stream, fields, single

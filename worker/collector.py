@@ -26,12 +26,30 @@ from ..client.errors import (FailedException, InvalidTopology, ReportedFailedExc
 from ..client.tuple import DEFAULT_STREAM, Fields, Tuple
 from .lineage import child_edge, message_base, spout_edge, tuple_key
 
-# Edge and root ids need uniqueness, not unpredictability: the fast Mersenne Twister will do.
+try:
+    import cython
+    _COMPILED = cython.compiled
+except ImportError:  # installed without Cython: this source runs as plain Python
+    _COMPILED = False
+
+# Edge and root ids need uniqueness, not unpredictability: the Mersenne Twister from
+# Python, and compiled a xorshift64* on a C integer (a call and an int object fewer per id),
+# seeded from it.
 _randbits = random.getrandbits
+_rng_state = _randbits(64) | 1
+_XS_MULT = 0x2545F4914F6CDD1D  # xorshift64*'s multiplier (a C integer compiled)
 
 
 def new_id() -> int:
     """A random non-zero 64-bit id (root or edge id)."""
+    global _rng_state
+    if _COMPILED:  # C integers: wraps at 64 bits; never 0 (the state never is, the
+        x = _rng_state  # multiplier is odd)
+        x ^= x >> 12
+        x ^= x << 25
+        x ^= x >> 27
+        _rng_state = x
+        return x * _XS_MULT
     r = _randbits(64)
     while not r:
         r = _randbits(64)
@@ -216,7 +234,7 @@ class SpoutOutputCollector(_Base):
             base = message_base(self.component, self.task, stream, msg_id, self.run) \
                 if self.lineage else None
             for i, t in enumerate(targets):
-                e = _randbits(64) if base is None else spout_edge(base, i)
+                e = new_id() if base is None else spout_edge(base, i)
                 ack_val ^= e
                 self._send(t, values, r, {root: e})
             self.pending.add(root, msg_id, time.monotonic())
@@ -269,7 +287,7 @@ class OutputCollector(_Base):
                     aids = a.ids
                     if aids:
                         e = child_edge(tuple_key(aids), a.ack_val) if lineage \
-                            else _randbits(64)
+                            else new_id()
                         a.ack_val ^= e
                         if ids is None:
                             ids = {}
@@ -321,11 +339,11 @@ class OutputCollector(_Base):
                 pass
         for t in targets:
             if root is not None:
-                e = child_edge(aids[root], anchor.ack_val) if lineage else _randbits(64)
+                e = child_edge(aids[root], anchor.ack_val) if lineage else new_id()
                 anchor.ack_val ^= e
                 ids = {root: e}
             elif aids:
-                e = child_edge(tuple_key(aids), anchor.ack_val) if lineage else _randbits(64)
+                e = child_edge(tuple_key(aids), anchor.ack_val) if lineage else new_id()
                 anchor.ack_val ^= e
                 ids = dict.fromkeys(aids, e)  # one anchor: every root gets the same edge id
             else:
