@@ -8,6 +8,32 @@ from squall.worker.stats cimport TaskStats
 from squall.worker.transfer cimport Transfer
 
 cdef bint _COMPILED
+
+# zlib's CRC-32 (stable_hash of a str) over an ASCII str's own bytes: no bytes object and no
+# call into zlib per key. The table is filled once at import (collector.py).
+cdef extern from *:
+    """
+    static unsigned int squall_crc_table[256];
+    static void squall_crc_init(void) {
+        unsigned int n, c;
+        int k;
+        for (n = 0; n < 256; n++) {
+            c = n;
+            for (k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            squall_crc_table[n] = c;
+        }
+    }
+    static unsigned long squall_ascii_crc32(PyObject *s) {
+        const Py_UCS1 *p = PyUnicode_1BYTE_DATA(s);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+        unsigned int c = 0xFFFFFFFFu;
+        while (n-- > 0) c = squall_crc_table[(c ^ *p++) & 0xFFu] ^ (c >> 8);
+        return (unsigned long)(c ^ 0xFFFFFFFFu);
+    }
+    """
+    void _crc_init "squall_crc_init"()
+    unsigned long _ascii_crc32 "squall_ascii_crc32"(object s)
+    bint _is_ascii "PyUnicode_IS_ASCII"(object s)
 cdef unsigned long long _rng_state, _XS_MULT
 
 @cython.locals(x="unsigned long long")

@@ -38,6 +38,8 @@ except ImportError:  # installed without Cython: this source runs as plain Pytho
 _randbits = random.getrandbits
 _rng_state = _randbits(64) | 1
 _XS_MULT = 0x2545F4914F6CDD1D  # xorshift64*'s multiplier (a C integer compiled)
+if _COMPILED:
+    _crc_init()  # noqa: F821  (collector.pxd: CRC-32 in C for ASCII keys)
 
 
 def new_id() -> int:
@@ -311,10 +313,13 @@ class OutputCollector(_Base):
             if r.key_index >= 0:  # fields grouping on one field: a str key is hashed here
                 key = values[r.key_index]
                 if type(key) is str:
-                    try:  # stable_hash's UTF-8, but for lone surrogates (surrogatepass)
-                        h = _crc32(key.encode())
-                    except UnicodeEncodeError:
-                        h = _crc32(key.encode("utf-8", "surrogatepass"))
+                    if _COMPILED and _is_ascii(key):  # noqa: F821  (collector.pxd)
+                        h = _ascii_crc32(key)  # noqa: F821
+                    else:
+                        try:  # stable_hash's UTF-8, but for lone surrogates (surrogatepass)
+                            h = _crc32(key.encode())
+                        except UnicodeEncodeError:
+                            h = _crc32(key.encode("utf-8", "surrogatepass"))
                     targets = r.key_lists[h % r.key_n]
                 else:
                     targets = single.choose(values)
@@ -379,7 +384,8 @@ class OutputCollector(_Base):
             av = tup.ack_val
             pa = self.pending_acks
             for root, e in ids.items():
-                pa[root] = pa.get(root, 0) ^ e ^ av
+                cur = pa.get(root)
+                pa[root] = e ^ av if cur is None else cur ^ e ^ av
 
     def ack_system(self, tup: Tuple) -> None:
         """Ack a tuple of the runtime's own (a checkpoint): its tree as ``ack`` does, but not

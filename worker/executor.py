@@ -146,6 +146,7 @@ class Executor:
                 ws.deliver[t] = (lambda tup, _t=t, _put=self.queue.put: _put((_t, tup)))
             else:
                 ws.deliver[t] = self.queue.put
+                ws.queues[t] = self.queue  # what a receiver puts a run of tuples in directly
         #: root -> XOR of acked edge ids, flushed to the acker when the batch ends.
         self.pending_acks: dict[int, int] = {}
         self.pending_fails: list[int] = []

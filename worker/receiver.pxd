@@ -1,6 +1,7 @@
 # Types for the compiled build of receiver.py (Cython's augmenting .pxd; see
 # acker/compact_map.pxd): a data frame's tuples walked with C-typed locals.
 cimport cython
+from squall.worker.queue cimport InQueue
 
 cdef class Receiver:
     cdef public object ws, sock, ipc
@@ -12,5 +13,5 @@ cdef class Receiver:
     cpdef _deliver(self, list wires)
 
     @cython.locals(deliver=dict, bad="Py_ssize_t", total="Py_ssize_t", n="Py_ssize_t",
-                   i="Py_ssize_t", vals=list, tracked=list)
+                   i="Py_ssize_t", vals=list, tracked=list, queues=dict, q=InQueue)
     cpdef _deliver_groups(self, list groups)

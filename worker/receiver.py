@@ -115,6 +115,7 @@ class Receiver:
         """A GROUPED frame's tuples into their executors' queues: each group's destination
         and source looked up once; malformed groups and tuples dropped and counted."""
         deliver = self.ws.deliver
+        queues = getattr(self.ws, "queues", None) or {}
         bad = 0
         total = 0
         for g in groups:
@@ -144,6 +145,7 @@ class Receiver:
                 continue
             comp = meta[0]
             fields = meta[1]
+            q = queues.get(dest)  # a single-task executor's queue: put to without a call
             n = len(vals)
             total += n
             ids = None
@@ -157,7 +159,10 @@ class Receiver:
                 if type(values) is not list:
                     bad += 1
                     continue
-                d(Tuple(values, comp, stream, src_task, ids, fields))
+                if q is not None:
+                    q.put(Tuple(values, comp, stream, src_task, ids, fields))
+                else:
+                    d(Tuple(values, comp, stream, src_task, ids, fields))
         if bad:
             self.ws.dropped_tuples += bad
             self._drop(f"{bad} malformed tuple(s) or tuple(s) for unknown tasks/streams "

@@ -76,6 +76,8 @@ class WorkerState:
         self.task_component[SYSTEM_TASK_ID] = SYSTEM_COMPONENT_ID
         #: task id -> callable taking a Tuple, for tasks of this worker.
         self.deliver: dict[int, Callable[[Any], None]] = {}
+        #: task -> its executor's queue, for the tasks whose deliver is that queue's put.
+        self.queues: dict[int, Any] = {}
         self.stats: dict[int, TaskStats] = {}
         self.bp = Backpressure(bool(self.conf.get(cfg.TOPOLOGY_BACKPRESSURE_ENABLE, True)))
         #: Task loads for load-aware shuffles (None: disabled); the worker's main thread sets

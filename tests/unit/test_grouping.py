@@ -288,3 +288,31 @@ def test_shuffle_groupings_are_load_aware_only_when_given_a_load_map():
     spec = Grouping("shuffle")
     assert type(make_router(spec, [1, 2], ["x"])) is ShuffleRouter
     assert type(make_router(spec, [1, 2], ["x"], load=LoadMapping())) is LoadAwareShuffleRouter
+
+
+def test_a_bolts_anchored_emit_hashes_ascii_keys_of_every_length_as_stable_hash():
+    """The compiled emit_anchored hashes an ASCII key's own bytes with a CRC-32 of its own
+    (worker/collector.pxd): it must agree with zlib's, as stable_hash uses, for any key."""
+    from types import SimpleNamespace
+
+    from squall.client.tuple import Fields, Tuple
+    from squall.client.values import PLAIN
+    from squall.worker.collector import OutputCollector, Route
+    from squall.worker.stats import TaskStats
+
+    targets = list(range(10, 17))
+    got: list[int] = []
+    ex = SimpleNamespace(component_id="b", ws=SimpleNamespace(
+        stats={1: TaskStats("b")}, deliver={t: (lambda tup, t=t: got.append(t)) for t in targets},
+        lineage=False, values=PLAIN), transfer=None, debug=False, acking=False)
+    route = Route("default", Fields(["w"]), [FieldsRouter(targets, [0])], False, frozenset())
+    bolt = OutputCollector(ex, 1, {"default": route})
+    anchor = Tuple(["x"], "src", "default", 9, None, Fields(["line"]))
+    rng = random.Random(26)
+    alphabet = "abcdefghijklmnopqrstuvwxyzABC0123456789 _-~\x00\x7f"
+    keys = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 70)))
+            for _ in range(5000)]
+    for k in keys:
+        bolt.emit_anchored([k], "default", anchor)
+    assert got == [targets[stable_hash(k) % 7] for k in keys]
+    assert set(got) == set(targets)
