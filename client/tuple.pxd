@@ -1,6 +1,7 @@
 # Types for the compiled build of tuple.py (Cython's augmenting .pxd; see
 # acker/compact_map.pxd): the tuple as a cdef class, so the collectors read its anchor ids
-# and XOR its ack value as C struct members.
+# and XOR its ack value as C struct members; a tuple of one tree keeps its root and edge
+# ids there too (no dict per tracked tuple).
 
 
 cdef class Fields:
@@ -9,6 +10,6 @@ cdef class Fields:
 
 
 cdef class Tuple:
-    cdef public object values, source_component, source_stream, source_task, ids, fields
-    cdef public unsigned long long ack_val
+    cdef public object values, source_component, source_stream, source_task, _ids, fields
+    cdef public unsigned long long root, edge, ack_val
     cdef public bint acked

@@ -63,6 +63,7 @@ class Fields:
 
 
 _NO_FIELDS = Fields([])
+_U64 = 1 << 64
 
 
 class Tuple:
@@ -73,10 +74,15 @@ class Tuple:
     ``source_component``, ``source_stream`` and ``source_task`` say where it
     came from. ``ids`` maps each root (spout tuple tree) id to this tuple's
     edge id; it is ``None`` for an untracked tuple.
+
+    A tuple of one tree, nearly every tracked tuple, holds its root and edge ids as two
+    64-bit integers (``root``, ``edge``; ``root`` 0: not so) and builds the ``ids`` map only
+    when asked for it: the collectors, the transfer and the receiver read the pair, so a
+    tracked tuple costs no dict on its way.
     """
 
-    __slots__ = ("values", "source_component", "source_stream", "source_task", "ids",
-                 "ack_val", "fields", "acked")
+    __slots__ = ("values", "source_component", "source_stream", "source_task", "_ids",
+                 "root", "edge", "ack_val", "fields", "acked")
 
     def __init__(self, values: list, source_component: str, source_stream: str,
                  source_task: int, ids: dict | None, fields: Fields = _NO_FIELDS):
@@ -84,13 +90,40 @@ class Tuple:
         self.source_component = source_component
         self.source_stream = source_stream
         self.source_task = source_task
-        #: root id -> edge id for every tuple tree this tuple belongs to.
-        self.ids = ids
+        #: The one tree's root and edge ids (root 0: untracked, or several trees in _ids).
+        self.root = 0
+        self.edge = 0
+        #: root id -> edge id when the tuple is in several trees (else None).
+        self._ids = None
+        if ids:
+            self.ids = ids
+        else:
+            self._ids = ids
         #: XOR of the edge ids of tuples anchored to this one (Storm's outAckVal).
         self.ack_val = 0
         self.fields = fields
         #: Acked already (a second ack is refused: its XOR would undo the first).
         self.acked = False
+
+    @property
+    def ids(self) -> dict | None:
+        """Root id -> edge id for every tuple tree this tuple belongs to (None: untracked)."""
+        if self.root:
+            return {self.root: self.edge}
+        return self._ids
+
+    @ids.setter
+    def ids(self, ids: dict | None) -> None:
+        self.root = 0
+        self.edge = 0
+        if type(ids) is dict and len(ids) == 1:
+            for r, e in ids.items():
+                if type(r) is int and type(e) is int and 0 < r < _U64 and 0 <= e < _U64:
+                    self.root = r
+                    self.edge = e
+                    self._ids = None
+                    return
+        self._ids = ids
 
     # Storm-style accessors -------------------------------------------------
     @property

@@ -63,6 +63,10 @@ cdef class _Base:
 
     cpdef _send(self, object t, list values, Route r, object ids)
 
+    @cython.locals(tup=Tuple)
+    cpdef _send_tracked(self, object t, list values, Route r, unsigned long long root,
+                        unsigned long long edge)
+
 
 cdef class SpoutOutputCollector(_Base):
     cdef public object pending, run
@@ -80,13 +84,14 @@ cdef class OutputCollector(_Base):
                     object direct_task=*, object msg_id=*)
 
     @cython.locals(r=Route, targets=object, e="unsigned long long", n="Py_ssize_t",
-                   h="unsigned long")
+                   h="unsigned long", root="unsigned long long", tup=Tuple, aids=dict)
     cpdef list emit_anchored(self, object values, object stream, Tuple anchor,
                              object direct_task=*)
 
     cpdef ack(self, Tuple tup)
 
-    @cython.locals(ids=dict, av="unsigned long long", e="unsigned long long", pa=dict)
+    @cython.locals(ids=dict, av="unsigned long long", e="unsigned long long", pa=dict,
+                   v="unsigned long long")
     cdef _ack_trees(self, Tuple tup)
 
 

@@ -197,6 +197,17 @@ class _Base:
         else:
             self.transfer.remote(t, self.task, r.stream, values, ids)
 
+    def _send_tracked(self, t: int, values: list, r: Route, root: int, edge: int) -> None:
+        """``_send`` of a tuple in one tree, its ids as two integers (no dict)."""
+        d = self.deliver.get(t)
+        if d is not None:
+            tup = Tuple(values, self.component, r.stream, self.task, None, r.fields)
+            tup.root = root
+            tup.edge = edge
+            d(tup)
+        else:
+            self.transfer.remote_tracked(t, self.task, r.stream, values, root, edge)
+
     def report_error(self, error: BaseException | str) -> None:
         """Record an error in the topology's recent errors (shown by the runner and the UI)."""
         self.ex.ws.report_error(self.component, self.task, error)
@@ -238,7 +249,7 @@ class SpoutOutputCollector(_Base):
             for i, t in enumerate(targets):
                 e = new_id() if base is None else spout_edge(base, i)
                 ack_val ^= e
-                self._send(t, values, r, {root: e})
+                self._send_tracked(t, values, r, root, e)
             self.pending.add(root, msg_id, time.monotonic())
             self.ex.pending_inits.append((root, ack_val, self.task))
             return targets
@@ -334,20 +345,26 @@ class OutputCollector(_Base):
             self._check_values(r, values)
         if self.debug:
             self.ex.log_emit(self.task, stream, values, targets)
-        aids = anchor.ids if self.acking else None
+        # The usual single tree: the anchor's root and edge as integers, the copies' too.
+        root = anchor.root if self.acking else 0
+        aids = anchor._ids if self.acking else None
         deliver = self.deliver
         task = self.task
-        root = None
         lineage = self.lineage
-        if aids and len(aids) == 1:
-            for root in aids:  # the usual single tree: build {root: edge} literally (fast)
-                pass
         for t in targets:
-            if root is not None:
-                e = child_edge(aids[root], anchor.ack_val) if lineage else new_id()
+            if root:
+                e = child_edge(anchor.edge, anchor.ack_val) if lineage else new_id()
                 anchor.ack_val ^= e
-                ids = {root: e}
-            elif aids:
+                d = deliver.get(t)
+                if d is not None:
+                    tup = Tuple(values, self.component, stream, task, None, r.fields)
+                    tup.root = root
+                    tup.edge = e
+                    d(tup)
+                else:
+                    self.transfer.remote_tracked(t, task, stream, values, root, e)
+                continue
+            if aids:
                 e = child_edge(tuple_key(aids), anchor.ack_val) if lineage else new_id()
                 anchor.ack_val ^= e
                 ids = dict.fromkeys(aids, e)  # one anchor: every root gets the same edge id
@@ -379,7 +396,14 @@ class OutputCollector(_Base):
     def _ack_trees(self, tup: Tuple) -> None:
         """XOR the tuple's edge and its children's (its ack value) into each of its trees'
         pending ack: one entry per root per step, however many tuples of the tree it acks."""
-        ids = tup.ids
+        root = tup.root
+        if root:  # one tree: its pair, no dict
+            v = tup.edge ^ tup.ack_val
+            pa = self.pending_acks
+            cur = pa.get(root)
+            pa[root] = v if cur is None else cur ^ v
+            return
+        ids = tup._ids
         if ids:
             av = tup.ack_val
             pa = self.pending_acks

@@ -2,12 +2,14 @@
 
 A frame is one msgpack array ``[VERSION, KIND, ...]``:
 
-* ``[1, GROUPED, [[dest_task, src_task, stream, [values, ...], [ids, ...]], ...]]`` -- a
-  batch of tuples for tasks of the receiving worker, grouped by destination, source task
-  and stream (what workers send): each group's tuples are its lists' entries, ``ids``
-  ``None`` (untracked) or a map root id -> edge id, and the whole ids list ``None`` when
-  none of the group's tuples is tracked. The stream and the task ids travel once per
-  group, and a receiver builds no list per tuple to read them.
+* ``[1, GROUPED, [[dest_task, src_task, stream, [values, ...], pairs, several], ...]]`` --
+  a batch of tuples for tasks of the receiving worker, grouped by destination, source
+  task and stream (what workers send; a channel's order kept across streams). ``pairs``
+  holds each tuple of one tree's root and edge ids as two little-endian 64-bit integers
+  (16 bytes per tuple, 0 0 for an untracked one; ``None``: none is tracked); ``several``
+  maps the index of a tuple in several trees to its ids map (root id -> edge id), or is
+  ``None``. The stream and the task ids travel once per group, and a receiver builds no
+  list, str, int or dict per tuple to read them.
 * ``[1, DATA, [[dest_task, src_task, stream, values, ids], ...]]`` -- the same batch one
   entry per tuple: what workers sent before GROUPED, still read.
 * ``[1, BACKPRESSURE, worker_id, congested]`` -- a worker's congestion flag.

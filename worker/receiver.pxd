@@ -1,7 +1,10 @@
 # Types for the compiled build of receiver.py (Cython's augmenting .pxd; see
 # acker/compact_map.pxd): a data frame's tuples walked with C-typed locals.
 cimport cython
+from squall.client.tuple cimport Tuple
 from squall.worker.queue cimport InQueue
+
+cdef bint _SWAP
 
 cdef class Receiver:
     cdef public object ws, sock, ipc
@@ -13,5 +16,6 @@ cdef class Receiver:
     cpdef _deliver(self, list wires)
 
     @cython.locals(deliver=dict, bad="Py_ssize_t", total="Py_ssize_t", n="Py_ssize_t",
-                   i="Py_ssize_t", vals=list, tracked=list, queues=dict, q=InQueue)
+                   i="Py_ssize_t", vals=list, queues=dict, q=InQueue, several=dict,
+                   pv="const unsigned long long[::1]", tup=Tuple)
     cpdef _deliver_groups(self, list groups)

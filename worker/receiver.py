@@ -14,7 +14,9 @@ limited) and counted in the heartbeat. The worker keeps running.
 from __future__ import annotations
 
 import logging
+import sys
 import time
+from array import array
 
 import zmq
 
@@ -25,6 +27,7 @@ from .state import WorkerState
 log = logging.getLogger("squall.worker.receiver")
 
 _SYS_FIELDS = Fields(["payload"])
+_SWAP = sys.byteorder != "little"  # the pairs travel little-endian
 _SYSTEM_STREAMS = frozenset(("__ack_init", "__ack_ack", "__ack_fail", "__ack_reset_timeout"))
 
 
@@ -121,16 +124,25 @@ class Receiver:
         for g in groups:
             vals = None
             try:
-                if type(g) is not list or len(g) != 5:
-                    raise ValueError("not a 5-entry group")
+                if type(g) is not list or len(g) != 6:
+                    raise ValueError("not a 6-entry group")
                 vals = g[3]
-                tracked = g[4]
                 if type(vals) is not list:
                     vals = None
                     raise TypeError("values must be a list")
-                if tracked is not None and (type(tracked) is not list
-                                            or len(tracked) != len(vals)):
-                    raise TypeError("ids must be a list as long as the values")
+                raw = g[4]
+                several = g[5]
+                pv = None
+                if raw is not None:
+                    if type(raw) is not bytes or len(raw) != 16 * len(vals):
+                        raise TypeError("pairs must be 16 bytes per tuple")
+                    pairs = array("Q")
+                    pairs.frombytes(raw)
+                    if _SWAP:
+                        pairs.byteswap()
+                    pv = pairs
+                if several is not None and type(several) is not dict:
+                    raise TypeError("ids of tuples in several trees must be a map")
                 dest = g[0]
                 src_task = g[1]
                 stream = g[2]
@@ -148,21 +160,26 @@ class Receiver:
             q = queues.get(dest)  # a single-task executor's queue: put to without a call
             n = len(vals)
             total += n
-            ids = None
             for i in range(n):
                 values = vals[i]
-                if tracked is not None:
-                    ids = tracked[i]
-                    if ids is not None and type(ids) is not dict:
-                        bad += 1
-                        continue
                 if type(values) is not list:
                     bad += 1
                     continue
+                tup = Tuple(values, comp, stream, src_task, None, fields)
+                if pv is not None and pv[2 * i]:
+                    tup.root = pv[2 * i]
+                    tup.edge = pv[2 * i + 1]
+                if several is not None:
+                    ids = several.get(i)
+                    if ids is not None:
+                        if type(ids) is not dict:
+                            bad += 1
+                            continue
+                        tup.ids = ids
                 if q is not None:
-                    q.put(Tuple(values, comp, stream, src_task, ids, fields))
+                    q.put(tup)
                 else:
-                    d(Tuple(values, comp, stream, src_task, ids, fields))
+                    d(tup)
         if bad:
             self.ws.dropped_tuples += bad
             self._drop(f"{bad} malformed tuple(s) or tuple(s) for unknown tasks/streams "

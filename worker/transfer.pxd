@@ -3,15 +3,40 @@
 # its peer's batch with C calls and counts on C integers.
 cimport cython
 
+from cpython cimport array
+
+cdef bint _COMPILED, _SWAP
+
+
+cdef inline int _append_pair(array.array pairs, unsigned long long root,
+                             unsigned long long edge) except -1:
+    cdef Py_ssize_t n = len(pairs)
+    array.resize_smart(pairs, n + 2)
+    pairs.data.as_ulonglongs[n] = root
+    pairs.data.as_ulonglongs[n + 1] = edge
+    return 0
+
+
 cdef class Outbox:
     cdef public list groups
     cdef public dict index
     cdef public list last
     cdef public Py_ssize_t n
 
-    @cython.locals(g=list, vals=list, tracked=list)
+    @cython.locals(g=list)
+    cpdef list _group(self, object task, object src, object stream)
+
+    @cython.locals(g=list, vals=list, several=dict)
     cpdef Py_ssize_t add(self, object task, object src, object stream, object values,
                          object ids) except -1
+
+    @cython.locals(g=list, vals=list)
+    cpdef Py_ssize_t add_tracked(self, object task, object src, object stream, object values,
+                                 unsigned long long root, unsigned long long edge) except -1
+
+    cdef _pair(self, array.array pairs, unsigned long long root, unsigned long long edge)
+
+    @cython.locals(g=list)
     cpdef list take(self)
 
 
@@ -24,5 +49,9 @@ cdef class Transfer:
 
     @cython.locals(box=Outbox, n="Py_ssize_t")
     cpdef remote(self, object task, object src, object stream, object values, object ids)
+
+    @cython.locals(box=Outbox, n="Py_ssize_t")
+    cpdef remote_tracked(self, object task, object src, object stream, object values,
+                         unsigned long long root, unsigned long long edge)
     cpdef _send(self, object w, list groups, Py_ssize_t n)
     cpdef _send_frame(self, object w, bytes frame)

@@ -21,7 +21,9 @@ replays their tuple trees (not under barrier checkpointing, which has no acker).
 from __future__ import annotations
 
 import logging
+import sys
 import time
+from array import array
 from collections import deque
 
 import zmq
@@ -31,7 +33,16 @@ from ..client.stateful import barrier_mode
 from .frame import PIPE_HWM, Codec
 from .state import WorkerState
 
+try:
+    import cython
+    _COMPILED = cython.compiled
+except ImportError:  # installed without Cython: this source runs as plain Python
+    _COMPILED = False
+
 log = logging.getLogger("squall.worker.transfer")
+
+#: The byte order of the pairs on the wire (little-endian, whatever the hosts').
+_SWAP = sys.byteorder != "little"
 
 #: Frames kept per blocked peer before the oldest are dropped.
 MAX_OVERFLOW_FRAMES = 256
@@ -39,7 +50,10 @@ MAX_OVERFLOW_FRAMES = 256
 
 class Outbox:
     """The tuples waiting for one worker, as the GROUPED frame's groups
-    ``[dest, src, stream, [values, ...], [ids, ...] or None]`` (see frame.py).
+    ``[dest, src, stream, [values, ...], pairs, several]`` (see frame.py): a tuple of one tree
+    adds its root and edge ids to ``pairs`` (an array of 64-bit integers, two per tuple, 0 0
+    for an untracked one, bytes once taken), a tuple of several trees its ids map to
+    ``several`` under its index.
 
     A channel (source task -> destination task) keeps its order: its tuples join its latest
     group while they stay on one stream, and a tuple on another stream opens a new group
@@ -58,31 +72,74 @@ class Outbox:
         #: Tuples held.
         self.n = 0
 
-    def add(self, task: int, src: int, stream: str, values: list, ids: dict | None) -> int:
-        """Hold one tuple; returns how many are held."""
+    def _group(self, task: int, src: int, stream: str) -> list:
         g = self.last
         if g is None or g[0] != task or g[1] != src or g[2] != stream:
             key = (task, src)
             g = self.index.get(key)
             if g is None or g[2] != stream:  # a new stream on the channel: after the last
-                g = self.index[key] = [task, src, stream, [], None]
+                g = self.index[key] = [task, src, stream, [], None, None]
                 self.groups.append(g)
             self.last = g
-        vals = g[3]
-        vals.append(values)
-        tracked = g[4]
-        if ids is not None:
-            if tracked is None:  # the group's first tracked tuple: None for those before
-                tracked = g[4] = [None] * (len(vals) - 1)
-            tracked.append(ids)
-        elif tracked is not None:
-            tracked.append(None)
+        return g
+
+    def add(self, task: int, src: int, stream: str, values: list, ids: dict | None) -> int:
+        """Hold one tuple; returns how many are held."""
+        if ids:
+            if len(ids) == 1:
+                for root, edge in ids.items():
+                    if type(root) is int and type(edge) is int and 0 < root < 1 << 64 \
+                            and 0 <= edge < 1 << 64:
+                        return self.add_tracked(task, src, stream, values, root, edge)
+            g = self._group(task, src, stream)
+            vals = g[3]
+            several = g[5]
+            if several is None:
+                several = g[5] = {}
+            several[len(vals)] = ids
+            vals.append(values)
+            pairs = g[4]
+            if pairs is not None:
+                self._pair(pairs, 0, 0)
+            self.n += 1
+            return self.n
+        g = self._group(task, src, stream)
+        g[3].append(values)
+        pairs = g[4]
+        if pairs is not None:
+            self._pair(pairs, 0, 0)
         self.n += 1
         return self.n
 
+    def add_tracked(self, task: int, src: int, stream: str, values: list, root: int,
+                    edge: int) -> int:
+        """Hold one tuple of one tree; returns how many are held."""
+        g = self._group(task, src, stream)
+        vals = g[3]
+        pairs = g[4]
+        if pairs is None:  # the group's first tracked tuple: 0 0 for those before it
+            pairs = g[4] = array("Q", bytes(16 * len(vals)))
+        vals.append(values)
+        self._pair(pairs, root, edge)
+        self.n += 1
+        return self.n
+
+    def _pair(self, pairs: array, root: int, edge: int) -> None:
+        if _COMPILED:
+            _append_pair(pairs, root, edge)  # noqa: F821  (transfer.pxd: no int objects)
+        else:
+            pairs.append(root)
+            pairs.append(edge)
+
     def take(self) -> list:
-        """The groups held, and the box emptied."""
+        """The groups held (their pairs as little-endian bytes), and the box emptied."""
         groups = self.groups
+        for g in groups:
+            pairs = g[4]
+            if pairs is not None:
+                if _SWAP:
+                    pairs.byteswap()
+                g[4] = pairs.tobytes()
         self.groups = []
         self.index = {}
         self.last = None
@@ -99,10 +156,15 @@ def _halves(groups: list) -> tuple[list, list]:
     if len(groups) > 1:
         half = len(groups) // 2
         return groups[:half], groups[half:]
-    dest, src, stream, vals, tracked = groups[0]
+    dest, src, stream, vals, pairs, several = groups[0]
     half = len(vals) // 2
-    return ([[dest, src, stream, vals[:half], tracked[:half] if tracked is not None else None]],
-            [[dest, src, stream, vals[half:], tracked[half:] if tracked is not None else None]])
+    out = []
+    for lo, hi in ((0, half), (half, len(vals))):
+        out.append([[dest, src, stream, vals[lo:hi],
+                     pairs[16 * lo:16 * hi] if pairs is not None else None,
+                     {i - lo: ids for i, ids in several.items() if lo <= i < hi} or None
+                     if several is not None else None]])
+    return out[0], out[1]
 
 
 class Transfer:
@@ -135,6 +197,18 @@ class Transfer:
             box = self.out[w] = Outbox()
         self.buffered += 1
         if box.add(task, src, stream, values, ids) >= self.batch_size:
+            n = box.n
+            self._send(w, box.take(), n)
+
+    def remote_tracked(self, task: int, src: int, stream: str, values: list, root: int,
+                       edge: int) -> None:
+        """``remote`` for a tuple of one tree, its root and edge ids as two integers."""
+        w = self.task_worker[task]
+        box = self.out.get(w)
+        if box is None:
+            box = self.out[w] = Outbox()
+        self.buffered += 1
+        if box.add_tracked(task, src, stream, values, root, edge) >= self.batch_size:
             n = box.n
             self._send(w, box.take(), n)
 

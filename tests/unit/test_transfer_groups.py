@@ -6,6 +6,7 @@ reads. Runs on the compiled build and, in CI's pure subset, on the source."""
 
 from __future__ import annotations
 
+import struct
 from types import SimpleNamespace
 
 import pytest
@@ -48,17 +49,23 @@ def _receiver(ws, got):
     return rx
 
 
+def _pairs(raw):
+    return None if raw is None else list(struct.unpack(f"<{len(raw) // 8}Q", raw))
+
+
 def test_outbox_groups_by_destination_source_and_stream_and_keeps_ids_aligned():
     box = Outbox()
     assert box.add(5, 1, "default", ["a"], None) == 1
-    assert box.add(5, 1, "default", ["b"], {11: 3}) == 2  # first tracked: None before it
+    assert box.add(5, 1, "default", ["b"], {11: 3}) == 2  # first tracked: 0 0 before it
     assert box.add(6, 1, "default", ["c"], None) == 3
     assert box.add(5, 1, "default", ["d"], None) == 4  # back to the first group
-    assert box.add(5, 2, "s2", ["e", 1], {12: 4}) == 5
+    assert box.add_tracked(5, 2, "s2", ["e", 1], (1 << 64) - 1, 1 << 63) == 5
+    assert box.add(5, 2, "s2", ["f", 2], {7: 1, 8: 2}) == 6  # two trees: by index
     groups = box.take()
-    assert groups == [[5, 1, "default", [["a"], ["b"], ["d"]], [None, {11: 3}, None]],
-                      [6, 1, "default", [["c"]], None],
-                      [5, 2, "s2", [["e", 1]], [{12: 4}]]]
+    assert [(g[:4], _pairs(g[4]), g[5]) for g in groups] == [
+        ([5, 1, "default", [["a"], ["b"], ["d"]]], [0, 0, 11, 3, 0, 0], None),
+        ([6, 1, "default", [["c"]]], None, None),
+        ([5, 2, "s2", [["e", 1], ["f", 2]]], [(1 << 64) - 1, 1 << 63, 0, 0], {1: {7: 1, 8: 2}})]
     assert box.n == 0 and box.take() == []
 
 
@@ -85,8 +92,11 @@ def test_every_tuple_arrives_with_its_ids_in_order_per_source_and_stream():
     sent = []
     for i in range(23):  # batches of 4 to w2, the rest at the flush
         dest = 5 if i % 3 else 6
-        ids = {100 + i: i * 7 + 1} if i % 2 else None
-        tr.remote(dest, 1, "default", [f"w{i}"], ids)
+        ids = [None, {100 + i: i * 7 + 1}, {100 + i: 1, 200 + i: 2}][i % 3]
+        if ids is not None and len(ids) == 1 and i % 2:
+            tr.remote_tracked(dest, 1, "default", [f"w{i}"], 100 + i, i * 7 + 1)
+        else:
+            tr.remote(dest, 1, "default", [f"w{i}"], ids)
         sent.append((dest, [f"w{i}"], ids))
     tr.remote(7, 2, "s2", ["x", 2], {9: 9})
     assert tr.buffered == 24 - 4 * 5  # five full batches went as they filled
@@ -127,18 +137,20 @@ def test_a_frame_over_the_limit_goes_in_halves_and_a_lone_tuple_that_big_is_drop
 
 
 @pytest.mark.parametrize("groups, bad", [
-    ([[5, 1, "default", [["a"]]]], 1),                      # 4 entries
-    ([[99, 1, "default", [["a"], ["b"]], None]], 2),        # unknown destination
-    ([[5, 1, "nope", [["a"]], None]], 1),                   # undeclared stream
-    ([[5, 1, "default", "a", None]], 1),                    # values not a list
-    ([[5, 1, "default", [["a"], ["b"]], [None]]], 2),       # ids list too short
-    ([[5, 1, "default", [["a"], "b", ["c"]], [None, None, [1]]]], 2),  # a bad tuple each
+    ([[5, 1, "default", [["a"]], None]], 1),                  # 5 entries
+    ([[99, 1, "default", [["a"], ["b"]], None, None]], 2),    # unknown destination
+    ([[5, 1, "nope", [["a"]], None, None]], 1),               # undeclared stream
+    ([[5, 1, "default", "a", None, None]], 1),                # values not a list
+    ([[5, 1, "default", [["a"], ["b"]], bytes(16), None]], 2),  # pairs too short
+    ([[5, 1, "default", [["a"]], [1, 2], None]], 1),          # pairs not bytes
+    ([[5, 1, "default", [["a"]], None, [1]]], 1),             # several not a map
+    ([[5, 1, "default", [["a"], "b", ["c"]], None, {2: [1]}]], 2),  # a bad tuple each
 ])
 def test_malformed_groups_are_dropped_and_counted_and_the_rest_delivered(groups, bad):
     ws = _ws()
     got = []
     rx = _receiver(ws, got)
-    rx.handle(Codec().grouped(groups + [[6, 1, "default", [["ok"]], None]]))
+    rx.handle(Codec().grouped(groups + [[6, 1, "default", [["ok"]], None, None]]))
     assert [tup.values for _, tup in got][-1] == ["ok"]
     assert ws.dropped_tuples == bad and ws.dropped_frames == 1
 
@@ -150,3 +162,48 @@ def test_the_per_tuple_data_frame_of_earlier_workers_still_reads():
     rx.handle(Codec().data([[5, 1, "default", ["a"], {3: 4}], [6, 2, "s2", ["b", 1], None]]))
     assert [(t, tup.values, tup.ids, tup.source_stream) for t, tup in got] == [
         (5, ["a"], {3: 4}, "default"), (6, ["b", 1], None, "s2")]
+
+
+def test_a_tuple_of_one_tree_keeps_its_ids_as_two_integers_and_shows_them_as_a_map():
+    from squall.client.tuple import Tuple
+    one = Tuple(["a"], "c", "default", 1, {(1 << 64) - 1: 5}, Fields(["w"]))
+    assert (one.root, one.edge, one.ids) == ((1 << 64) - 1, 5, {(1 << 64) - 1: 5})
+    two = Tuple(["a"], "c", "default", 1, {3: 5, 4: 6}, Fields(["w"]))
+    assert (two.root, two.ids) == (0, {3: 5, 4: 6})
+    odd = Tuple(["a"], "c", "default", 1, {0: 5}, Fields(["w"]))  # not a root id: as given
+    assert (odd.root, odd.ids) == (0, {0: 5})
+    assert Tuple(["a"], "c", "default", 1, None).ids is None
+    assert Tuple(["a"], "c", "default", 1, {}).ids == {}
+    one.ids = {7: 8, 9: 10}
+    assert (one.root, one.ids) == (0, {7: 8, 9: 10})
+    one.ids = {7: 8}
+    assert (one.root, one.edge, one._ids) == (7, 8, None)
+    import pickle
+    back = pickle.loads(pickle.dumps(one))
+    assert (back.root, back.edge, back.ids, back.values) == (7, 8, {7: 8}, ["a"])
+
+
+def test_a_tracked_batch_over_the_limit_keeps_each_tuples_ids_in_its_half():
+    ws = _ws(max_frame_bytes=300)
+    tr = _Kept(ws)
+    tr.sent = []
+    tr.batch_size = 100
+    sent = []
+    for i in range(12):
+        if i % 3 == 0:
+            tr.remote(5, 1, "default", [f"v{i}" * 8], {10 + i: 1, 20 + i: 2})
+            sent.append({10 + i: 1, 20 + i: 2})
+        elif i % 3 == 1:
+            tr.remote_tracked(5, 1, "default", [f"v{i}" * 8], 100 + i, 7)
+            sent.append({100 + i: 7})
+        else:
+            tr.remote(5, 1, "default", [f"v{i}" * 8], None)
+            sent.append(None)
+    tr.flush()
+    assert len(tr.sent) >= 2 and all(len(f) <= 300 for _, f in tr.sent)
+    got = []
+    rx = _receiver(ws, got)
+    for _, frame in tr.sent:
+        rx.handle(frame)
+    assert [tup.ids for _, tup in got] == sent
+    assert [tup.values for _, tup in got] == [[f"v{i}" * 8] for i in range(12)]
