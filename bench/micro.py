@@ -38,7 +38,8 @@ from squall.client import config as cfg  # noqa: E402
 from squall.client.grouping import FieldsRouter  # noqa: E402
 from squall.client.tuple import Fields, Tuple  # noqa: E402
 from squall.client.values import PLAIN  # noqa: E402
-from squall.worker.collector import BasicOutputCollector, OutputCollector, Route  # noqa: E402
+from squall.worker.collector import (BasicOutputCollector, OutputCollector, Route,  # noqa: E402
+                                     StepAcks)
 from squall.worker.queue import Backpressure, InQueue, ThreadWaker  # noqa: E402
 from squall.worker.receiver import Receiver  # noqa: E402
 from squall.worker.stats import TaskStats  # noqa: E402
@@ -58,7 +59,7 @@ class _Ex:
         self.transfer = ws.transfer
         self.debug = False
         self.acking = acking
-        self.pending_acks: dict = {}
+        self.pending_acks = StepAcks()
         self.pending_fails: list = []
         self.pending_resets: list = []
         self.pending_inits: list = []

@@ -3,6 +3,7 @@
 # reads its own fields, and the anchors' ids and ack values, as C struct members instead of
 # looking names up (nonecheck on: a None where a Tuple belongs raises, never crashes).
 cimport cython
+from squall.acker.compact_map cimport Bucket
 from squall.client.tuple cimport Tuple
 from squall.worker.stats cimport TaskStats
 from squall.worker.transfer cimport Transfer
@@ -40,6 +41,23 @@ cdef unsigned long long _rng_state, _XS_MULT
 cpdef unsigned long long new_id()
 
 
+cdef unsigned long long RESERVED
+
+
+cdef class StepAcks:
+    cdef public Bucket table
+    cdef public dict odd
+
+    @cython.locals(b=Bucket, i="Py_ssize_t")
+    cpdef xor(self, unsigned long long root, unsigned long long val)
+
+    @cython.locals(b=Bucket, i="Py_ssize_t", k="unsigned long long", out=list,
+                   keys="unsigned long long[::1]", vals="unsigned long long[::1]")
+    cpdef list items(self)
+
+    cpdef clear(self)
+
+
 cdef class Route:
     cdef public object stream, fields, single
     cdef public list routers, key_lists
@@ -53,7 +71,8 @@ cdef class _Base:
     cdef public object ex, component, lineage
     cdef public TaskStats stats
     cdef public Transfer transfer
-    cdef public dict routes, deliver, pending_acks
+    cdef public dict routes, deliver
+    cdef public StepAcks pending_acks
     cdef public object task
     cdef public bint debug, acking
     cdef public Py_ssize_t acked_twice
@@ -90,8 +109,8 @@ cdef class OutputCollector(_Base):
 
     cpdef ack(self, Tuple tup)
 
-    @cython.locals(ids=dict, av="unsigned long long", e="unsigned long long", pa=dict,
-                   v="unsigned long long")
+    @cython.locals(ids=dict, av="unsigned long long", e="unsigned long long", pa=StepAcks,
+                   root="unsigned long long")
     cdef _ack_trees(self, Tuple tup)
 
 

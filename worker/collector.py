@@ -20,6 +20,7 @@ from time import perf_counter
 from zlib import crc32 as _crc32
 from typing import Any, Sequence
 
+from ..acker.compact_map import RESERVED, Bucket
 from ..client import grouping as g
 from ..client.errors import (FailedException, InvalidTopology, ReportedFailedException,
                              SerializationError)
@@ -56,6 +57,54 @@ def new_id() -> int:
     while not r:
         r = _randbits(64)
     return r
+
+
+class StepAcks:
+    """An executor's acks of one step, XOR-combined per root: one entry per tree however
+    many of its tuples the step acked, sent to the ackers as the step ends
+    (Executor.end_batch). The roots and values are 64-bit integers in a flat hash table
+    (acker/compact_map.py's Bucket), so an ack makes no int object."""
+
+    __slots__ = ("table", "odd")
+
+    def __init__(self) -> None:
+        self.table = Bucket(256)
+        #: Roots 0 and 1 (the table's reserved keys; never drawn by a spout).
+        self.odd: dict[int, int] = {}
+
+    def xor(self, root: int, val: int) -> None:
+        """XOR ``val`` into ``root``'s entry."""
+        if root <= RESERVED:
+            self.odd[root] = self.odd.get(root, 0) ^ val
+            return
+        b = self.table
+        i = b.find(root)
+        if i >= 0:
+            b.vals[i] ^= val
+        else:
+            b.insert(root, val, 0)
+
+    def __len__(self) -> int:
+        return self.table.live + len(self.odd)
+
+    def items(self) -> list[tuple[int, int]]:
+        """``(root, xor)`` of every entry."""
+        out = list(self.odd.items())
+        b = self.table
+        keys = b.keys
+        vals = b.vals
+        for i in range(len(keys)):  # by index: a C loop in the compiled build
+            k = keys[i]
+            if k > RESERVED:
+                out.append((k, vals[i]))
+        return out
+
+    def clear(self) -> None:
+        """Empty, keeping the table's size unless a burst grew it past 4,096 slots."""
+        if self.table.live or self.table.filled:
+            cap = len(self.table.keys)
+            self.table = Bucket(cap if cap <= 4096 else 256)
+        self.odd.clear()
 
 
 class Route:
@@ -398,18 +447,14 @@ class OutputCollector(_Base):
         pending ack: one entry per root per step, however many tuples of the tree it acks."""
         root = tup.root
         if root:  # one tree: its pair, no dict
-            v = tup.edge ^ tup.ack_val
-            pa = self.pending_acks
-            cur = pa.get(root)
-            pa[root] = v if cur is None else cur ^ v
+            self.pending_acks.xor(root, tup.edge ^ tup.ack_val)
             return
         ids = tup._ids
         if ids:
             av = tup.ack_val
             pa = self.pending_acks
-            for root, e in ids.items():
-                cur = pa.get(root)
-                pa[root] = e ^ av if cur is None else cur ^ e ^ av
+            for r, e in ids.items():
+                pa.xor(r, e ^ av)
 
     def ack_system(self, tup: Tuple) -> None:
         """Ack a tuple of the runtime's own (a checkpoint): its tree as ``ack`` does, but not

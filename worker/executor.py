@@ -44,8 +44,8 @@ from ..client.tuple import (ACKER_ACK_STREAM_ID, ACKER_COMPONENT_ID, ACKER_FAIL_
 from ..client.windowing import WindowedBolt
 from .barrier import BoltBarrier, SpoutBarrier
 from .checkpoint import forwarding, host_bolt
-from .collector import (BasicRunner, OutputCollector, SpoutOutputCollector, build_routes,
-                        run_counting)
+from .collector import (BasicRunner, OutputCollector, SpoutOutputCollector, StepAcks,
+                        build_routes, run_counting)
 from .queue import InQueue, ThreadWaker
 from .shell import component_object
 from .state import WorkerState
@@ -148,7 +148,7 @@ class Executor:
                 ws.deliver[t] = self.queue.put
                 ws.queues[t] = self.queue  # what a receiver puts a run of tuples in directly
         #: root -> XOR of acked edge ids, flushed to the acker when the batch ends.
-        self.pending_acks: dict[int, int] = {}
+        self.pending_acks = StepAcks()
         self.pending_fails: list[int] = []
         self.pending_resets: list[int] = []
         self.pending_inits: list[tuple[int, int, int]] = []
@@ -372,7 +372,7 @@ class Executor:
                         flat = per[ackers[root % n]] = []
                     flat.append(root)
                     flat.append(val)
-            self.pending_acks.clear()  # in place: the collectors hold this dict
+            self.pending_acks.clear()  # in place: the collectors hold this table
             for acker, flat in per.items():
                 self.send_system(acker, src, ACKER_ACK_STREAM_ID, [flat])
         for stream, roots in ((ACKER_FAIL_STREAM_ID, self.pending_fails),
