@@ -55,6 +55,7 @@ cdef class StepAcks:
                    keys="unsigned long long[::1]", vals="unsigned long long[::1]")
     cpdef list items(self)
 
+    @cython.locals(b=Bucket, cap="Py_ssize_t", i="Py_ssize_t", keys="unsigned long long[::1]")
     cpdef clear(self)
 
 

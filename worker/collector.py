@@ -101,9 +101,17 @@ class StepAcks:
 
     def clear(self) -> None:
         """Empty, keeping the table's size unless a burst grew it past 4,096 slots."""
-        if self.table.live or self.table.filled:
-            cap = len(self.table.keys)
-            self.table = Bucket(cap if cap <= 4096 else 256)
+        b = self.table
+        if b.filled:
+            cap = len(b.keys)
+            if cap > 4096 or not _COMPILED:
+                self.table = Bucket(cap if cap <= 4096 else 256)
+            else:  # compiled: zero the keys in place (a C loop) rather than build arrays
+                keys = b.keys
+                for i in range(cap):
+                    keys[i] = 0
+                b.live = 0
+                b.filled = 0
         self.odd.clear()
 
 

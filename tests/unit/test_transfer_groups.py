@@ -207,3 +207,19 @@ def test_a_tracked_batch_over_the_limit_keeps_each_tuples_ids_in_its_half():
         rx.handle(frame)
     assert [tup.ids for _, tup in got] == sent
     assert [tup.values for _, tup in got] == [[f"v{i}" * 8] for i in range(12)]
+
+
+def test_step_acks_combine_per_root_and_empty_for_the_next_step():
+    from squall.worker.collector import StepAcks
+    acks = StepAcks()
+    for step in range(3):  # the table is reused from step to step
+        for i in range(2000):  # grows past its first size
+            acks.xor(1000 + i % 700, i + step)
+        acks.xor(1, 5)  # a reserved key of the table: kept aside
+        acks.xor(1, 3)
+        want: dict[int, int] = {1: 6}
+        for i in range(2000):
+            want[1000 + i % 700] = want.get(1000 + i % 700, 0) ^ (i + step)
+        assert len(acks) == len(want) and dict(acks.items()) == want
+        acks.clear()
+        assert len(acks) == 0 and acks.items() == [] and not acks
