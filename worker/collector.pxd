@@ -134,3 +134,10 @@ cdef class BasicRunner:
 @cython.locals(basic=BasicRunner, n="Py_ssize_t", tup=Tuple)
 cpdef Py_ssize_t run_counting(object dq, TaskStats st, object dispatch, object system,
                               double t0, Py_ssize_t limit, double limit_secs) except -1
+
+
+@cython.locals(n="Py_ssize_t", before="Py_ssize_t", delta="Py_ssize_t", t0="double",
+               t="double", now="double", took="double")
+cpdef Py_ssize_t spout_burst(object next_tuple, SpoutOutputCollector out, object pending,
+                             Py_ssize_t cap, Py_ssize_t budget, double step_secs,
+                             double slow_secs, object on_slow) except -1

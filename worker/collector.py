@@ -158,8 +158,8 @@ class _Base:
         self.debug = ex.debug
         #: Trees are tracked (an acker runs): fixed for the topology's life.
         self.acking = bool(ex.acking)
-        #: The executor's acks of this step, root -> XOR, sent to the acker as its step ends
-        #: (the executor empties it in place: every collector of it holds this dict).
+        #: The executor's acks of this step (StepAcks), sent to the ackers as its step ends
+        #: (the executor empties it in place: every collector of it holds this table).
         self.pending_acks = getattr(ex, "pending_acks", None)
         #: Edge ids derived from the message and the anchor, not drawn (worker/lineage.py):
         #: exactly-once checkpointing recognises a replayed tuple by them.
@@ -587,6 +587,34 @@ def run_counting(dq: Any, st: Any, dispatch: Any, system: Any, t0: float, limit:
             dispatch(tup)
         n += 1
         if not n & 15 and perf_counter() - t0 > limit_secs:
+            break
+    return n
+
+
+def spout_burst(next_tuple: Any, out: SpoutOutputCollector, pending: Any, cap: int,
+                budget: int, step_secs: float, slow_secs: float, on_slow: Any) -> int:
+    """A spout task's turn in its executor's step: ``next_tuple`` called until it emits
+    nothing, ``budget`` emits are made, ``pending`` reaches ``cap`` (topology.max.spout.pending;
+    -1: none) or ``step_secs`` pass (acks and sends come between turns, as in Storm's spout
+    loop); ``on_slow(secs)`` hears of a call slower than ``slow_secs`` (None: nobody).
+    Returns the emits made."""
+    n = 0
+    t0 = t = perf_counter()
+    while n < budget:
+        if cap >= 0 and len(pending) >= cap:
+            break
+        before = out.emits
+        next_tuple()
+        delta = out.emits - before
+        now = perf_counter()
+        took = now - t
+        t = now
+        if took > slow_secs and on_slow is not None:
+            on_slow(took)
+        if not delta:
+            break
+        n += delta
+        if t - t0 > step_secs:
             break
     return n
 

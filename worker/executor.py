@@ -45,7 +45,7 @@ from ..client.windowing import WindowedBolt
 from .barrier import BoltBarrier, SpoutBarrier
 from .checkpoint import forwarding, host_bolt
 from .collector import (BasicRunner, OutputCollector, SpoutOutputCollector, StepAcks,
-                        build_routes, run_counting)
+                        build_routes, run_counting, spout_burst)
 from .queue import InQueue, ThreadWaker
 from .shell import component_object
 from .state import WorkerState
@@ -618,30 +618,12 @@ class SpoutExecutor(Executor):
         for st in self.spouts:
             if st.barrier is not None and not st.barrier.ready:
                 continue  # it emits once it restored the last checkpoint
-            stats = st.stats
-            next_tuple = st.spout.next_tuple
-            pending = st.pending
-            cap = st.max_pending
-            out = st.collector
-            n = 0
-            t0 = t = perf_counter()
-            while n < SPOUT_BUDGET:  # emits, not calls: a spout may emit a burst per call
-                if cap is not None and len(pending) >= cap:
-                    break
-                before = out.emits
-                next_tuple()
-                delta = out.emits - before
-                took = perf_counter() - t
-                t += took
-                if took > SLOW_CALL_SECS and shared:
-                    self._slow_call(took)
-                if not delta:
-                    break
-                n += delta
-                if t - t0 > SPOUT_STEP_SECS:
-                    break  # acks and sends between calls, as Storm's spout loop does
-            made += n
-            stats.pending = len(pending)
+            # Emits, not calls: a spout may emit a burst per call (collector.spout_burst).
+            made += spout_burst(st.spout.next_tuple, st.collector, st.pending,
+                                -1 if st.max_pending is None else st.max_pending,
+                                SPOUT_BUDGET, SPOUT_STEP_SECS, SLOW_CALL_SECS,
+                                self._slow_call if shared else None)
+            st.stats.pending = len(st.pending)
         if self.immediate_acks:
             acks, self.immediate_acks = self.immediate_acks, []
             for task, msg_id in acks:
@@ -769,11 +751,15 @@ class AckerExecutor(Executor):
         ledger = self.ledgers[task]
         stream = tup.source_stream
         flat = tup.values[0]
-        if stream == ACKER_ACK_STREAM_ID:
-            results = ledger.ack_all(flat)
-        elif stream == ACKER_INIT_STREAM_ID:
-            results = ledger.init_all(flat)
-        elif stream == ACKER_FAIL_STREAM_ID:
+        if stream == ACKER_ACK_STREAM_ID or stream == ACKER_INIT_STREAM_ID:
+            acked, failed = ledger.settle_all(flat, stream == ACKER_INIT_STREAM_ID,
+                                              self.out_acks, self.out_fails)
+            st = self.ws.stats[task]
+            st.executed += 1
+            st.acked += acked
+            st.failed += failed
+            return
+        if stream == ACKER_FAIL_STREAM_ID:
             results = []
             for root in flat:
                 r = ledger.fail(root)
