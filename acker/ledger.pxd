@@ -10,21 +10,13 @@ cdef unsigned int _TASK_MASK, _FAILED
 cdef class AckerLedger:
     cdef public CompactRotatingMap pending
 
+    @cython.locals(b=Bucket, i="Py_ssize_t", v="unsigned long long", m="unsigned int",
+                   uval="unsigned long long", task="unsigned int")
     cpdef object init(self, object root, object val, object spout_task)
 
+    @cython.locals(b=Bucket, i="Py_ssize_t", v="unsigned long long", m="unsigned int",
+                   uval="unsigned long long", task_plus_1="unsigned int")
     cpdef object ack(self, object root, object val)
-
-    @cython.locals(b=Bucket, i="Py_ssize_t", v="unsigned long long", m="unsigned int",
-                   uval="unsigned long long", task="long long")
-    cpdef long long _init(self, object root, object val, object spout_task) except? -1
-
-    @cython.locals(b=Bucket, i="Py_ssize_t", v="unsigned long long", m="unsigned int",
-                   uval="unsigned long long", task_plus_1="long long")
-    cpdef long long _ack(self, object root, object val) except? -1
-
-    @cython.locals(i="Py_ssize_t", step="Py_ssize_t", code="long long", n_acked="Py_ssize_t",
-                   n_failed="Py_ssize_t", roots=list)
-    cpdef tuple settle_all(self, object flat, bint inits, dict acked, dict failed)
 
     @cython.locals(i="Py_ssize_t", out=list)
     cpdef list init_all(self, object flat)

@@ -54,22 +54,6 @@ class TimeoutReset:
 Instruction = TreeAcked | TreeFailed | TimeoutReset
 
 
-def _instruction(root: int, code: int) -> Instruction | None:
-    if code > 0:
-        return TreeAcked(root, code - 1)
-    if code < 0:
-        return TreeFailed(root, -code - 1)
-    return None
-
-
-def _code(instruction: Instruction | None) -> int:
-    """An init's or ack's instruction (the reserved roots' path) as its settle code."""
-    if instruction is None:
-        return 0
-    task = instruction.spout_task + 1
-    return task if type(instruction) is TreeAcked else -task
-
-
 class AckerLedger:
     """Tracks tuple trees by XOR.
 
@@ -135,17 +119,8 @@ class AckerLedger:
 
     def init(self, root: int, val: int, spout_task: int) -> Instruction | None:
         """``__ack_init``: the spout emitted root ``root`` with edge ids XORing to ``val``."""
-        return _instruction(root, self._init(root, val, spout_task))
-
-    def ack(self, root: int, val: int) -> Instruction | None:
-        """``__ack_ack``: XOR ``val`` (acked ids and newly anchored ids) into the tree."""
-        return _instruction(root, self._ack(root, val))
-
-    # The two above as settle codes, so a batch settles without an object per tree:
-    # 0 nothing yet, spout task + 1 the tree completed, -(spout task + 1) it failed.
-    def _init(self, root: int, val: int, spout_task: int) -> int:
         if root <= 1:
-            return _code(self._apply(root, val & _VAL_MASK, 0, spout_task))
+            return self._apply(root, val & _VAL_MASK, 0, spout_task)
         uval = val & _VAL_MASK  # a C integer in the compiled build (ledger.pxd)
         task = spout_task + 1
         for b in self.pending.buckets:
@@ -155,21 +130,22 @@ class AckerLedger:
                 m = (b.meta[i] & _FAILED) | task
                 if not v:
                     b.delete(i)
-                    return task
+                    return TreeAcked(root, spout_task)
                 if m & _FAILED:
                     b.delete(i)
-                    return -task
+                    return TreeFailed(root, spout_task)
                 b.vals[i] = v
                 b.meta[i] = m
-                return 0
+                return None
         if not uval:  # a spout tuple with no subscriber: complete at once
-            return task
+            return TreeAcked(root, spout_task)
         self.pending.buckets[0].insert(root, uval, task)
-        return 0
+        return None
 
-    def _ack(self, root: int, val: int) -> int:
+    def ack(self, root: int, val: int) -> Instruction | None:
+        """``__ack_ack``: XOR ``val`` (acked ids and newly anchored ids) into the tree."""
         if root <= 1:
-            return _code(self._apply(root, val & _VAL_MASK, 0, None))
+            return self._apply(root, val & _VAL_MASK, 0, None)
         uval = val & _VAL_MASK
         for b in self.pending.buckets:
             i = b.find(root)
@@ -180,41 +156,14 @@ class AckerLedger:
                 if task_plus_1:
                     if not v:
                         b.delete(i)
-                        return task_plus_1
+                        return TreeAcked(root, task_plus_1 - 1)
                     if m & _FAILED:
                         b.delete(i)
-                        return -task_plus_1
+                        return TreeFailed(root, task_plus_1 - 1)
                 b.vals[i] = v
-                return 0
+                return None
         self.pending.buckets[0].insert(root, uval, 0)  # before its init: wait for it
-        return 0
-
-    def settle_all(self, flat: Sequence[int], inits: bool, acked: dict[int, list],
-                   failed: dict[int, list]) -> tuple[int, int]:
-        """:meth:`init_all` (``inits``) or :meth:`ack_all` as the acker runs them: the roots
-        of the trees that completed appended to ``acked[spout_task]``, of those that failed
-        to ``failed[spout_task]``, without an instruction object per tree; returns how many
-        of each."""
-        n_acked = 0
-        n_failed = 0
-        step = 3 if inits else 2
-        for i in range(0, len(flat) - step + 1, step):
-            root = flat[i]
-            code = self._init(root, flat[i + 1], flat[i + 2]) if inits \
-                else self._ack(root, flat[i + 1])
-            if code > 0:
-                roots = acked.get(code - 1)
-                if roots is None:
-                    roots = acked[code - 1] = []
-                roots.append(root)
-                n_acked += 1
-            elif code < 0:
-                roots = failed.get(-code - 1)
-                if roots is None:
-                    roots = failed[-code - 1] = []
-                roots.append(root)
-                n_failed += 1
-        return n_acked, n_failed
+        return None
 
     def init_all(self, flat: Sequence[int]) -> list[Instruction]:
         """:meth:`init` for each ``root, val, spout_task`` triple of a batched

@@ -751,15 +751,11 @@ class AckerExecutor(Executor):
         ledger = self.ledgers[task]
         stream = tup.source_stream
         flat = tup.values[0]
-        if stream == ACKER_ACK_STREAM_ID or stream == ACKER_INIT_STREAM_ID:
-            acked, failed = ledger.settle_all(flat, stream == ACKER_INIT_STREAM_ID,
-                                              self.out_acks, self.out_fails)
-            st = self.ws.stats[task]
-            st.executed += 1
-            st.acked += acked
-            st.failed += failed
-            return
-        if stream == ACKER_FAIL_STREAM_ID:
+        if stream == ACKER_ACK_STREAM_ID:
+            results = ledger.ack_all(flat)
+        elif stream == ACKER_INIT_STREAM_ID:
+            results = ledger.init_all(flat)
+        elif stream == ACKER_FAIL_STREAM_ID:
             results = []
             for root in flat:
                 r = ledger.fail(root)

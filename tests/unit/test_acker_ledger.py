@@ -225,36 +225,3 @@ def test_batched_init_and_ack_lists_answer_as_the_single_calls(ledger):
     assert len(got) == 299 and all(type(r) is TreeAcked for r in got)
     assert len(ledger) == len(single) == 1
     assert ledger.ack_all([]) == [] and ledger.init_all([roots[0]]) == []  # a ragged tail
-
-
-def test_settle_all_groups_the_settled_roots_by_spout_task_as_the_instructions_say(ledger):
-    """The acker's hot path (settle_all) appends each completed or failed tree's root to
-    its spout task's list instead of building an instruction per tree: the same trees, in
-    the same order per task, as init_all / ack_all; reserved roots 0 and 1 too."""
-    rng = random.Random(26)
-    roots = [rng.getrandbits(64) | 2 for _ in range(400)] + [0, 1]
-    edges = [rng.getrandbits(64) | 1 for _ in roots]
-    tasks = [rng.choice([0, 3, 7]) for _ in roots]
-    fails = set(rng.sample(range(len(roots)), 30)) | {len(roots) - 1}
-    single = AckerLedger()
-    inits = [x for r, e, t in zip(roots, edges, tasks) for x in (r, e, t)]
-    early = [x for r, e in zip(roots[:150], edges[:150]) for x in (r, e)]
-    late = [x for r, e in zip(roots[150:], edges[150:]) for x in (r, e)]
-    for i in fails:
-        single.fail(roots[i])
-        ledger.fail(roots[i])
-    want = single.ack_all(early) + single.init_all(inits) + single.ack_all(late)
-    acked: dict[int, list] = {}
-    failed: dict[int, list] = {}
-    counts = [ledger.settle_all(early, False, acked, failed),
-              ledger.settle_all(inits, True, acked, failed),
-              ledger.settle_all(late, False, acked, failed)]
-    for kind, got in ((TreeAcked, acked), (TreeFailed, failed)):
-        by_task: dict[int, list] = {}
-        for r in want:
-            if type(r) is kind:
-                by_task.setdefault(r.spout_task, []).append(r.root)
-        assert got == by_task
-    assert sum(a for a, _ in counts) == sum(type(r) is TreeAcked for r in want) > 300
-    assert sum(f for _, f in counts) == sum(type(r) is TreeFailed for r in want) > 10
-    assert len(ledger) == len(single)
