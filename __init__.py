@@ -11,6 +11,15 @@ at the repository root is the map.
 
 __version__ = "0.1.0"
 
+import os as _os
+
+# No Squall process uses gRPC in a forked child (workers, the JVM, pip are exec'd), but a
+# fork with gRPC's fork support on restarts its poller in the child, which dies on the
+# epoll descriptor a subprocess's close_fds already closed, before its exec (grpc/grpc
+# #43055): seen as pyspark's "Java gateway process exited" in a process holding a Nimbus
+# channel. Off unless the user turned it on; read when grpc is first imported.
+_os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 from . import _compiled  # noqa: E402 - first: it picks compiled or source modules
 
 _compiled.install()
