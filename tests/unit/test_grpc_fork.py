@@ -6,6 +6,8 @@ launches failed without Squall's setting). Importing squall turns it off (squall
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -46,8 +48,14 @@ CHILD = textwrap.dedent("""
 
 
 def test_subprocesses_start_while_grpc_channels_are_busy():
-    env = {k: v for k, v in __import__("os").environ.items() if k != "GRPC_ENABLE_FORK_SUPPORT"}
-    out = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
-                         timeout=60, env=env)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "failed 0" in out.stdout, (out.stdout, out.stderr[-2000:])
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_ENABLE_FORK_SUPPORT"}
+    proc = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # a wedged fork: stop the child and its forks
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise AssertionError("a subprocess launch wedged beside busy gRPC channels") from None
+    assert proc.returncode == 0, stderr[-2000:]
+    assert "failed 0" in stdout, (stdout, stderr[-2000:])
