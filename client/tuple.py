@@ -66,6 +66,17 @@ _NO_FIELDS = Fields([])
 _U64 = 1 << 64
 
 
+def one_tree(ids: Any) -> tuple[int, int] | None:
+    """``(root, edge)`` when ``ids`` is the map of a tuple in exactly one tree with 64-bit
+    ids (root 0 is not one), else None: what a Tuple and a worker's outbound batch keep as
+    two integers instead of a map."""
+    if type(ids) is dict and len(ids) == 1:
+        for r, e in ids.items():
+            if type(r) is int and type(e) is int and 0 < r < _U64 and 0 <= e < _U64:
+                return r, e
+    return None
+
+
 class Tuple:
     """A tuple received by a bolt.
 
@@ -114,16 +125,14 @@ class Tuple:
 
     @ids.setter
     def ids(self, ids: dict | None) -> None:
-        self.root = 0
-        self.edge = 0
-        if type(ids) is dict and len(ids) == 1:
-            for r, e in ids.items():
-                if type(r) is int and type(e) is int and 0 < r < _U64 and 0 <= e < _U64:
-                    self.root = r
-                    self.edge = e
-                    self._ids = None
-                    return
-        self._ids = ids
+        pair = one_tree(ids)
+        if pair is not None:
+            self.root, self.edge = pair
+            self._ids = None
+        else:
+            self.root = 0
+            self.edge = 0
+            self._ids = ids
 
     # Storm-style accessors -------------------------------------------------
     @property

@@ -104,7 +104,7 @@ cdef class OutputCollector(_Base):
                     object direct_task=*, object msg_id=*)
 
     @cython.locals(r=Route, targets=object, e="unsigned long long", n="Py_ssize_t",
-                   h="unsigned long", root="unsigned long long", tup=Tuple, aids=dict)
+                   h="unsigned long", root="unsigned long long", aids=dict)
     cpdef list emit_anchored(self, object values, object stream, Tuple anchor,
                              object direct_task=*)
 

@@ -160,7 +160,7 @@ class _Base:
         self.acking = bool(ex.acking)
         #: The executor's acks of this step (StepAcks), sent to the ackers as its step ends
         #: (the executor empties it in place: every collector of it holds this table).
-        self.pending_acks = getattr(ex, "pending_acks", None)
+        self.pending_acks = ex.pending_acks
         #: Edge ids derived from the message and the anchor, not drawn (worker/lineage.py):
         #: exactly-once checkpointing recognises a replayed tuple by them.
         self.lineage = ex.ws.lineage
@@ -370,8 +370,9 @@ class OutputCollector(_Base):
                       direct_task: int | None = None) -> list[int]:
         """``emit`` with exactly one anchor: the common case (every BasicBolt emit).
 
-        The hottest path of a topology: it inlines ``_resolve`` and ``_send``
-        (and the fields grouping's hash of an ASCII key) because a Python call per word shows.
+        The hottest path of a topology: it inlines ``_resolve`` (and the fields grouping's
+        hash of an ASCII key) because a Python call per word shows; ``_send`` and
+        ``_send_tracked`` are C calls in the compiled build.
         """
         r = self.routes.get(stream) or self._route(stream)
         if type(values) is not list or len(values) != r.nfields:
@@ -405,33 +406,19 @@ class OutputCollector(_Base):
         # The usual single tree: the anchor's root and edge as integers, the copies' too.
         root = anchor.root if self.acking else 0
         aids = anchor._ids if self.acking else None
-        deliver = self.deliver
-        task = self.task
         lineage = self.lineage
         for t in targets:
             if root:
                 e = child_edge(anchor.edge, anchor.ack_val) if lineage else new_id()
                 anchor.ack_val ^= e
-                d = deliver.get(t)
-                if d is not None:
-                    tup = Tuple(values, self.component, stream, task, None, r.fields)
-                    tup.root = root
-                    tup.edge = e
-                    d(tup)
-                else:
-                    self.transfer.remote_tracked(t, task, stream, values, root, e)
-                continue
-            if aids:
+                self._send_tracked(t, values, r, root, e)
+            elif aids:
                 e = child_edge(tuple_key(aids), anchor.ack_val) if lineage else new_id()
                 anchor.ack_val ^= e
-                ids = dict.fromkeys(aids, e)  # one anchor: every root gets the same edge id
+                # one anchor: every root gets the same edge id
+                self._send(t, values, r, dict.fromkeys(aids, e))
             else:
-                ids = None
-            d = deliver.get(t)
-            if d is not None:
-                d(Tuple(values, self.component, stream, task, ids, r.fields))
-            else:
-                self.transfer.remote(t, task, stream, values, ids)
+                self._send(t, values, r, None)
         return targets
 
     def emit_direct(self, task: int, values: list, stream: str = DEFAULT_STREAM,

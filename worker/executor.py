@@ -147,7 +147,8 @@ class Executor:
             else:
                 ws.deliver[t] = self.queue.put
                 ws.queues[t] = self.queue  # what a receiver puts a run of tuples in directly
-        #: root -> XOR of acked edge ids, flushed to the acker when the batch ends.
+        #: root -> XOR of acked edge ids (collector.StepAcks), sent to the ackers as the
+        #: step ends.
         self.pending_acks = StepAcks()
         self.pending_fails: list[int] = []
         self.pending_resets: list[int] = []

@@ -118,7 +118,7 @@ class Receiver:
         """A GROUPED frame's tuples into their executors' queues: each group's destination
         and source looked up once; malformed groups and tuples dropped and counted."""
         deliver = self.ws.deliver
-        queues = getattr(self.ws, "queues", None) or {}
+        queues = self.ws.queues
         bad = 0
         total = 0
         for g in groups:

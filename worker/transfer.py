@@ -30,6 +30,7 @@ import zmq
 
 from ..client import config as cfg
 from ..client.stateful import barrier_mode
+from ..client.tuple import one_tree
 from .frame import PIPE_HWM, Codec
 from .state import WorkerState
 
@@ -86,11 +87,9 @@ class Outbox:
     def add(self, task: int, src: int, stream: str, values: list, ids: dict | None) -> int:
         """Hold one tuple; returns how many are held."""
         if ids:
-            if len(ids) == 1:
-                for root, edge in ids.items():
-                    if type(root) is int and type(edge) is int and 0 < root < 1 << 64 \
-                            and 0 <= edge < 1 << 64:
-                        return self.add_tracked(task, src, stream, values, root, edge)
+            pair = one_tree(ids)
+            if pair is not None:
+                return self.add_tracked(task, src, stream, values, pair[0], pair[1])
             g = self._group(task, src, stream)
             vals = g[3]
             several = g[5]

@@ -14,7 +14,7 @@ import pytest
 from squall.client.grouping import ShuffleRouter
 from squall.client.state import InMemoryKeyValueState
 from squall.client.tuple import Fields
-from squall.worker.collector import OutputCollector, Route, SpoutOutputCollector
+from squall.worker.collector import OutputCollector, Route, SpoutOutputCollector, StepAcks
 from squall.worker.stats import TaskStats
 from squall.worker.dedupe import MutableState, SeenTuples, retention_secs
 from squall.worker.lineage import child_edge, message_base, spout_edge, tuple_key
@@ -65,7 +65,7 @@ def _collector(cls, lineage, targets, *extra):
     sink = _Sink(targets)
     ex = SimpleNamespace(component_id="c", ws=SimpleNamespace(
         stats={1: TaskStats("c")}, deliver=dict(sink), lineage=lineage, values=PLAIN),
-        transfer=None, debug=False, acking=True, pending_inits=[])
+        transfer=None, debug=False, acking=True, pending_inits=[], pending_acks=StepAcks())
     route = Route("default", Fields(["w"]), [ShuffleRouter(targets)], False, frozenset())
     return cls(ex, 1, {"default": route}, *extra), sink, ex
 

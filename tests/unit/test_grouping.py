@@ -212,7 +212,7 @@ def test_a_bolts_anchored_emit_and_a_spouts_emit_route_every_key_alike():
 
     from squall.client.tuple import Fields, Tuple
     from squall.client.values import PLAIN
-    from squall.worker.collector import OutputCollector, Route, SpoutOutputCollector
+    from squall.worker.collector import OutputCollector, Route, SpoutOutputCollector, StepAcks
     from squall.worker.stats import TaskStats
 
     targets = [11, 12, 13, 14, 15]
@@ -223,7 +223,7 @@ def test_a_bolts_anchored_emit_and_a_spouts_emit_route_every_key_alike():
         ex = SimpleNamespace(component_id=who, ws=SimpleNamespace(
             stats={1: TaskStats("c")}, deliver=sink, lineage=False, values=PLAIN),
             transfer=None,
-            debug=False, acking=False)
+            debug=False, acking=False, pending_acks=StepAcks())
         route = Route("default", Fields(["word"]), [FieldsRouter(targets, [0])], False,
                       frozenset())
         return cls(ex, 1, {"default": route}, *extra)
@@ -297,14 +297,15 @@ def test_a_bolts_anchored_emit_hashes_ascii_keys_of_every_length_as_stable_hash(
 
     from squall.client.tuple import Fields, Tuple
     from squall.client.values import PLAIN
-    from squall.worker.collector import OutputCollector, Route
+    from squall.worker.collector import OutputCollector, Route, StepAcks
     from squall.worker.stats import TaskStats
 
     targets = list(range(10, 17))
     got: list[int] = []
     ex = SimpleNamespace(component_id="b", ws=SimpleNamespace(
         stats={1: TaskStats("b")}, deliver={t: (lambda tup, t=t: got.append(t)) for t in targets},
-        lineage=False, values=PLAIN), transfer=None, debug=False, acking=False)
+        lineage=False, values=PLAIN), transfer=None, debug=False, acking=False,
+        pending_acks=StepAcks())
     route = Route("default", Fields(["w"]), [FieldsRouter(targets, [0])], False, frozenset())
     bolt = OutputCollector(ex, 1, {"default": route})
     anchor = Tuple(["x"], "src", "default", 9, None, Fields(["line"]))

@@ -33,7 +33,7 @@ def _ws(**kw):
         fields={("split", "default"): Fields(["word"]), ("split", "s2"): Fields(["a", "b"])},
         task_component={1: "split", 2: "split"}, live_workers=frozenset(("w2", "w3")),
         dropped_tuples=0, dropped_frames=0, topology_id="t", worker_id="w2",
-        bp=Backpressure(False), report_error=lambda *a: None)
+        bp=Backpressure(False), report_error=lambda *a: None, queues={})
     for k, v in kw.items():
         setattr(ws, k, v)
     return ws
