@@ -18,6 +18,7 @@ cdef inline int _append_pair(array.array pairs, unsigned long long root,
 
 
 cdef class Outbox:
+    cdef public object worker
     cdef public list groups
     cdef public dict index
     cdef public list last
@@ -47,11 +48,17 @@ cdef class Transfer:
     cdef public double flush_interval
     cdef public bint may_drop
 
-    @cython.locals(box=Outbox, n="Py_ssize_t")
+    @cython.locals(box=Outbox)
     cpdef remote(self, object task, object src, object stream, object values, object ids)
 
-    @cython.locals(box=Outbox, n="Py_ssize_t")
+    @cython.locals(box=Outbox)
     cpdef remote_tracked(self, object task, object src, object stream, object values,
                          unsigned long long root, unsigned long long edge)
+
+    @cython.locals(box=Outbox)
+    cpdef Outbox _box(self, object task)
+
+    @cython.locals(n="Py_ssize_t")
+    cpdef _send_box(self, Outbox box)
     cpdef _send(self, object w, list groups, Py_ssize_t n)
     cpdef _send_frame(self, object w, bytes frame)

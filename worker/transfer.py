@@ -62,9 +62,11 @@ class Outbox:
     are not ordered with each other (nor are they in Storm).
     """
 
-    __slots__ = ("groups", "index", "last", "n")
+    __slots__ = ("worker", "groups", "index", "last", "n")
 
-    def __init__(self) -> None:
+    def __init__(self, worker: str) -> None:
+        #: The worker the box's tuples go to.
+        self.worker = worker
         self.groups: list = []
         #: (dest, src) -> the channel's latest group in ``groups``.
         self.index: dict = {}
@@ -90,20 +92,14 @@ class Outbox:
             pair = one_tree(ids)
             if pair is not None:
                 return self.add_tracked(task, src, stream, values, pair[0], pair[1])
-            g = self._group(task, src, stream)
-            vals = g[3]
+        g = self._group(task, src, stream)
+        vals = g[3]
+        if ids:  # several trees: the map, under the tuple's index
             several = g[5]
             if several is None:
                 several = g[5] = {}
             several[len(vals)] = ids
-            vals.append(values)
-            pairs = g[4]
-            if pairs is not None:
-                self._pair(pairs, 0, 0)
-            self.n += 1
-            return self.n
-        g = self._group(task, src, stream)
-        g[3].append(values)
+        vals.append(values)
         pairs = g[4]
         if pairs is not None:
             self._pair(pairs, 0, 0)
@@ -190,26 +186,31 @@ class Transfer:
     def remote(self, task: int, src: int, stream: str, values: list, ids: dict | None
                ) -> None:
         """Queue a tuple from task ``src`` on ``stream`` for ``task``'s worker."""
-        w = self.task_worker[task]
-        box = self.out.get(w)
-        if box is None:
-            box = self.out[w] = Outbox()
+        box = self._box(task)
         self.buffered += 1
         if box.add(task, src, stream, values, ids) >= self.batch_size:
-            n = box.n
-            self._send(w, box.take(), n)
+            self._send_box(box)
 
     def remote_tracked(self, task: int, src: int, stream: str, values: list, root: int,
                        edge: int) -> None:
         """``remote`` for a tuple of one tree, its root and edge ids as two integers."""
+        box = self._box(task)
+        self.buffered += 1
+        if box.add_tracked(task, src, stream, values, root, edge) >= self.batch_size:
+            self._send_box(box)
+
+    def _box(self, task: int) -> Outbox:
+        """The outbox of ``task``'s worker."""
         w = self.task_worker[task]
         box = self.out.get(w)
         if box is None:
-            box = self.out[w] = Outbox()
-        self.buffered += 1
-        if box.add_tracked(task, src, stream, values, root, edge) >= self.batch_size:
-            n = box.n
-            self._send(w, box.take(), n)
+            box = self.out[w] = Outbox(w)
+        return box
+
+    def _send_box(self, box: Outbox) -> None:
+        """Send what ``box`` holds, emptying it."""
+        n = box.n
+        self._send(box.worker, box.take(), n)
 
     def _sock(self, w: str) -> zmq.Socket:
         s = self.socks.get(w)
@@ -284,10 +285,9 @@ class Transfer:
         if self.blocked:
             self._retry_blocked()
         if self.buffered:
-            for w, box in self.out.items():
+            for box in self.out.values():
                 if box.n:
-                    n = box.n
-                    self._send(w, box.take(), n)
+                    self._send_box(box)
         self.last_flush = time.monotonic()
 
     def _forget_departed(self) -> None:

@@ -54,7 +54,7 @@ def _pairs(raw):
 
 
 def test_outbox_groups_by_destination_source_and_stream_and_keeps_ids_aligned():
-    box = Outbox()
+    box = Outbox("w2")
     assert box.add(5, 1, "default", ["a"], None) == 1
     assert box.add(5, 1, "default", ["b"], {11: 3}) == 2  # first tracked: 0 0 before it
     assert box.add(6, 1, "default", ["c"], None) == 3
@@ -72,7 +72,7 @@ def test_outbox_groups_by_destination_source_and_stream_and_keeps_ids_aligned():
 def test_a_channel_keeps_its_order_across_streams():
     """A barrier on another stream between two data tuples of one channel (task 1 -> 5)
     arrives between them: a group per run of one stream, in order."""
-    box = Outbox()
+    box = Outbox("w2")
     box.add(5, 1, "default", ["a"], None)
     box.add(6, 1, "default", ["x"], None)
     box.add(5, 1, "$checkpoint", ["barrier"], None)
