@@ -173,7 +173,8 @@ def request(rid, action, secs=0, at=None):
 
 
 def files(log_dir):
-    return sorted(os.listdir(log_dir))
+    """The finished artifacts: not a writer's ``.name.tmp`` before its rename."""
+    return sorted(n for n in os.listdir(log_dir) if not n.startswith("."))
 
 
 def test_profiler_runs_each_request_once_and_writes_owner_only_files(tmp_path, monkeypatch):
