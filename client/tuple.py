@@ -198,6 +198,26 @@ class Tuple:
                           self.source_task, self.ids, self.fields, self.ack_val)
 
 
+def new_tuple(values: list, source_component: str, source_stream: str, source_task: int,
+              fields: Fields) -> Tuple:
+    """A Tuple of no tree (set ``root``/``edge`` after for one): the runtime's own way to
+    make the tuples it delivers. Compiled, it calls the type's allocator and fills the
+    fields in C, without ``__init__``'s argument parsing; a tuple a worker delivers is
+    always made here or by ``Tuple(...)``, alike."""
+    t = Tuple.__new__(Tuple)
+    t.values = values
+    t.source_component = source_component
+    t.source_stream = source_stream
+    t.source_task = source_task
+    t._ids = None
+    t.root = 0
+    t.edge = 0
+    t.ack_val = 0
+    t.fields = fields
+    t.acked = False
+    return t
+
+
 def _restore(values: list, source_component: str, source_stream: str, source_task: int,
              ids: dict | None, fields: Fields, ack_val: int) -> Tuple:
     t = Tuple(values, source_component, source_stream, source_task, ids, fields)

@@ -4,7 +4,7 @@
 # looking names up (nonecheck on: a None where a Tuple belongs raises, never crashes).
 cimport cython
 from squall.acker.compact_map cimport Bucket
-from squall.client.tuple cimport Tuple
+from squall.client.tuple cimport Tuple, new_tuple
 from squall.worker.stats cimport TaskStats
 from squall.worker.transfer cimport Transfer
 
@@ -81,6 +81,7 @@ cdef class _Base:
     @cython.locals(r=Route, single=object, n="Py_ssize_t")
     cpdef tuple _resolve(self, object values, object stream, object direct_task)
 
+    @cython.locals(tup=Tuple)
     cpdef _send(self, object t, list values, Route r, object ids)
 
     @cython.locals(tup=Tuple)

@@ -24,7 +24,7 @@ from ..acker.compact_map import RESERVED, Bucket
 from ..client import grouping as g
 from ..client.errors import (FailedException, InvalidTopology, ReportedFailedException,
                              SerializationError)
-from ..client.tuple import DEFAULT_STREAM, Fields, Tuple
+from ..client.tuple import DEFAULT_STREAM, Fields, Tuple, new_tuple
 from .lineage import child_edge, message_base, spout_edge, tuple_key
 
 try:
@@ -250,7 +250,10 @@ class _Base:
         """Hand one copy to task ``t``: an object to a local executor, a wire entry otherwise."""
         d = self.deliver.get(t)
         if d is not None:
-            d(Tuple(values, self.component, r.stream, self.task, ids, r.fields))
+            tup = new_tuple(values, self.component, r.stream, self.task, r.fields)
+            if ids:
+                tup.ids = ids
+            d(tup)
         else:
             self.transfer.remote(t, self.task, r.stream, values, ids)
 
@@ -258,7 +261,7 @@ class _Base:
         """``_send`` of a tuple in one tree, its ids as two integers (no dict)."""
         d = self.deliver.get(t)
         if d is not None:
-            tup = Tuple(values, self.component, r.stream, self.task, None, r.fields)
+            tup = new_tuple(values, self.component, r.stream, self.task, r.fields)
             tup.root = root
             tup.edge = edge
             d(tup)

@@ -205,6 +205,7 @@ class Executor:
         assert self.OWN_TRANSFER, self.name  # the loop's Transfer stays with the loop
         self.waker = ThreadWaker()
         self.queue.waker = self.waker
+        self.queue.flag = self.waker.flag  # a put reads the flag, then wakes the waker
         self.threaded = True
 
     def stop(self) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 
 import zmq
 
+from .queue import SleepFlag
 from .receiver import Receiver
 from .state import WorkerState
 from .transfer import Transfer
@@ -59,8 +60,8 @@ class EventLoop:
         self.transfer = Transfer(ws)
         self.receiver = Receiver(ws)
         self.executors: list[Any] = []
-        #: True while the loop sleeps in poll (read by producers on other threads).
-        self.sleeping = False
+        #: On while the loop sleeps in poll (read by producers on other threads).
+        self.flag = SleepFlag()
         self._rfd, self._wfd = os.pipe()
         os.set_blocking(self._rfd, False)
         os.set_blocking(self._wfd, False)
@@ -165,6 +166,7 @@ class EventLoop:
         flush_every = self.transfer.flush_interval
         lock = self._lock
         poller = zmq.Poller()
+        flag = self.flag
         poller.register(self.receiver.sock, zmq.POLLIN)
         poller.register(self._rfd, zmq.POLLIN)
         ex = None
@@ -210,10 +212,10 @@ class EventLoop:
                 if blocked:
                     idle = min(idle, 0.001)
                 timeout = max(0.0, min(idle, due - now))
-                self.sleeping = True
+                flag.on = True
                 if not any(e.queue.dq for e in executors):
                     poller.poll(timeout * 1000)
-                self.sleeping = False
+                flag.on = False
                 try:
                     os.read(self._rfd, 4096)
                 except BlockingIOError:

@@ -64,12 +64,30 @@ class Backpressure:
             return set(self._remote)
 
 
+class SleepFlag:
+    """Whether a queue's consumer sleeps: set by the consumer around its wait, read by every
+    put (a C field compiled, so a put reads it without an attribute lookup)."""
+
+    __slots__ = ("on",)
+
+    def __init__(self) -> None:
+        self.on = False
+
+
 class ThreadWaker:
     """Wakes one sleeping consumer thread (an executor with its own thread)."""
 
     def __init__(self) -> None:
-        self.sleeping = False
+        self.flag = SleepFlag()
         self.event = threading.Event()
+
+    @property
+    def sleeping(self) -> bool:
+        return self.flag.on
+
+    @sleeping.setter
+    def sleeping(self, on: bool) -> None:
+        self.flag.on = on
 
     def wake(self) -> None:
         self.event.set()
@@ -87,7 +105,8 @@ class InQueue:
     """An executor's receive queue: many producers, one consumer.
 
     ``waker`` is whoever consumes it: a :class:`ThreadWaker` for an executor
-    with its own thread, or the worker's event loop for shared executors.
+    with its own thread, or the worker's event loop for shared executors; either has a
+    :class:`SleepFlag` ``flag``, on while it sleeps.
     Thread-safety: ``put`` may be called from any thread; ``drain_done`` only
     from the consumer.
     """
@@ -95,11 +114,14 @@ class InQueue:
     def __init__(self, capacity: int, high: float, low: float, bp: Backpressure,
                  waker: Any):
         self.dq: deque[Any] = deque()
+        #: dq.append, bound once: a put calls it without looking the method up.
+        self._append = self.dq.append
         self.high = max(1, int(capacity * high))
         self.low = int(capacity * low)
         self.bp = bp
         self.congested = False
         self.waker = waker
+        self.flag = waker.flag
         #: Largest length seen (for stats and the bounded-memory test).
         self.max_len = 0
         #: Called (in the producer's thread) when the queue becomes congested: backpressure
@@ -113,11 +135,10 @@ class InQueue:
         return len(self.dq)
 
     def put(self, item: Any) -> None:
-        dq = self.dq
-        dq.append(item)
-        if len(dq) > self.high:
+        self._append(item)
+        if len(self.dq) > self.high:
             self._over()
-        if self.waker.sleeping:
+        if self.flag.on:
             self.waker.wake()
 
     def _over(self) -> None:

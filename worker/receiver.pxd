@@ -1,7 +1,7 @@
 # Types for the compiled build of receiver.py (Cython's augmenting .pxd; see
 # acker/compact_map.pxd): a data frame's tuples walked with C-typed locals.
 cimport cython
-from squall.client.tuple cimport Tuple
+from squall.client.tuple cimport Tuple, new_tuple
 from squall.worker.queue cimport InQueue
 
 cdef bint _SWAP

@@ -20,7 +20,7 @@ from array import array
 
 import zmq
 
-from ..client.tuple import Fields, Tuple
+from ..client.tuple import Fields, Tuple, new_tuple
 from .frame import BACKPRESSURE, DATA, GROUPED, HELLO, LOAD, PIPE_HWM, BadFrame, decode
 from .state import WorkerState
 
@@ -165,7 +165,7 @@ class Receiver:
                 if type(values) is not list:
                     bad += 1
                     continue
-                tup = Tuple(values, comp, stream, src_task, None, fields)
+                tup = new_tuple(values, comp, stream, src_task, fields)
                 if pv is not None and pv[2 * i]:
                     tup.root = pv[2 * i]
                     tup.edge = pv[2 * i + 1]
