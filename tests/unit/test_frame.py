@@ -123,3 +123,85 @@ def test_a_pickled_value_is_refused_and_never_run(tmp_path, values):
     assert not planted.exists()
     decode(frame, PICKLING)  # the same frame where pickle is allowed: it does run
     assert planted.exists()
+
+
+# -- GROUPED frames: the compiled build writes them itself (frame.pxd); byte for byte what
+# msgpack writes, and msgpack's own way (and errors) for anything else ------------------
+
+_EDGE_INTS = [0, 1, 31, 127, 128, 255, 256, 65535, 65536, 2**31 - 1, 2**31, 2**32 - 1, 2**32,
+              2**63 - 1, 2**63, 2**64 - 1, -1, -31, -32, -33, -127, -128, -129, -32768,
+              -32769, -2**31, -2**31 - 1, -2**63]
+
+
+def _value(rng: random.Random, depth: int = 0):
+    kind = rng.randrange(13 if depth < 3 else 8)
+    if kind == 0:
+        return rng.choice(_EDGE_INTS)
+    if kind == 1:
+        return rng.randrange(-2**63, 2**64)
+    if kind == 2:
+        return rng.choice([0.0, -0.0, 1.5, float("inf"), float("-inf"), float("nan"),
+                           rng.random() * 1e300])
+    if kind == 3:
+        return rng.choice([None, True, False])
+    if kind == 4:  # ASCII of every str header length
+        return "x" * rng.choice([0, 1, 31, 32, 255, 256, 65535, 65536, rng.randrange(40)])
+    if kind == 5:
+        return rng.choice(["é", "日本語", "emoji \U0001F600", "mixed ascii and ü" * 20])
+    if kind == 6:
+        return bytes(rng.randrange(256) for _ in range(rng.choice([0, 1, 255, 256, 300])))
+    if kind == 7:
+        return b"\0" * rng.choice([65535, 65536])
+    if kind == 8:
+        return [_value(rng, depth + 1) for _ in range(rng.choice([0, 1, 15, 16, 3]))]
+    if kind == 9:
+        return tuple(_value(rng, depth + 1) for _ in range(rng.randrange(4)))
+    if kind == 10:
+        return {_value(rng, 3): _value(rng, depth + 1) for _ in range(rng.choice([0, 1, 16, 3]))}
+    if kind == 11:
+        return [0] * rng.choice([65535, 65536])
+    return {i: i for i in range(rng.choice([15, 16, 17]))}
+
+
+def _groups(rng: random.Random) -> list:
+    out = []
+    for _ in range(rng.randrange(1, 4)):
+        n = rng.randrange(1, 6)
+        vals = [[_value(rng) for _ in range(rng.randrange(1, 4))] for _ in range(n)]
+        pairs = rng.choice([None, bytes(16 * n)])
+        several = rng.choice([None, {0: {rng.randrange(2**64): rng.randrange(2**64)}}])
+        out.append([rng.randrange(1, 5000), rng.randrange(1, 5000), "default", vals, pairs,
+                    several])
+    return out
+
+
+def test_a_grouped_frame_is_msgpacks_bytes_whatever_its_values():
+    rng = random.Random(26)
+    codec = Codec()
+    for _ in range(400):
+        groups = _groups(rng)
+        assert codec.grouped(groups) == msgpack.packb([VERSION, 4, groups], use_bin_type=True)
+
+
+def test_a_grouped_frame_of_values_msgpack_handles_otherwise_is_still_msgpacks():
+    # a subclass, a big int, a lone surrogate, deep nesting, a registered or refused type:
+    # msgpack's encoding or msgpack's error, as before the compiled encoder
+    class Name(str):
+        pass
+
+    deep: list = []
+    cur = deep
+    for _ in range(100):
+        nxt: list = []
+        cur.append(nxt)
+        cur = nxt
+    codec = Codec()
+    for value in (Name("w"), deep, bytearray(b"ab"), True, 2**64 - 1):
+        groups = [[1, 2, "default", [[value]], None, None]]
+        assert codec.grouped(groups) == msgpack.packb([VERSION, 4, groups], use_bin_type=True)
+    for value in (2**64, -2**63 - 1, "\ud800", {1, 2}):
+        with pytest.raises((OverflowError, UnicodeEncodeError, SerializationError)):
+            codec.grouped([[1, 2, "default", [[value]], None, None]])
+    # the encoder is usable after a refused frame
+    ok = [[1, 2, "default", [["word"]], None, None]]
+    assert codec.grouped(ok) == msgpack.packb([VERSION, 4, ok], use_bin_type=True)
