@@ -1,5 +1,5 @@
 # Types for the compiled build of frame.py (Cython's augmenting .pxd; see
-# acker/compact_map.pxd): a GROUPED frame encoded by C written for it. msgpack's Packer
+# acker/compact_map.pxd): a GROUPED frame encoded and decoded by C written for it. msgpack's Packer
 # spends most of a word's packing in its per-object dispatch; this walks the groups and
 # writes the same bytes msgpack would (use_bin_type, float64, smallest int, dict order) for
 # the values a tuple usually carries: None, bool, int, float, str, bytes and lists, tuples
@@ -8,6 +8,13 @@
 # frame goes through msgpack as before, so what a frame may hold, and its errors, are
 # msgpack's. The GIL is held throughout (no Python code runs: exact types only), so the
 # scratch buffer is shared safely by the executor threads.
+#
+# The decoder reads a GROUPED frame into what msgpack.unpackb(raw=False,
+# strict_map_key=False) returns for it; anything it does not read (an ext value, a
+# malformed or truncated frame, trailing bytes, invalid UTF-8, an unhashable key, nesting
+# past 64 levels) makes it return None, and msgpack decodes the frame and says what is
+# wrong, as before. Lengths are checked against the bytes left before anything is
+# allocated, so a forged header cannot make it allocate more than the frame's size.
 
 cdef bint _COMPILED
 
@@ -165,3 +172,125 @@ cdef extern from *:
     }
     """
     object _pack_grouped "sq_pack_grouped"(list groups)
+
+cdef extern from *:
+    """
+    typedef struct { const unsigned char *p, *end; } sq_in;
+    #define SQ_NO ((PyObject *)1)  /* not decoded here (no exception set) */
+
+    static inline unsigned long long sq_get(const unsigned char *p, int k) {
+        unsigned long long v = 0;
+        for (int i = 0; i < k; i++) v = (v << 8) | p[i];
+        return v;
+    }
+    static PyObject *sq_read(sq_in *in, int depth);
+    static PyObject *sq_read_n(sq_in *in, Py_ssize_t n, int depth, int map) {
+        /* every element takes at least one byte: a count past what is left is forged */
+        if (n > (in->end - in->p) / (map ? 2 : 1)) return SQ_NO;
+        if (depth >= 64) return SQ_NO;
+        if (!map) {
+            PyObject *l = PyList_New(n);
+            if (l == NULL) return NULL;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                PyObject *v = sq_read(in, depth + 1);
+                if (v == NULL || v == SQ_NO) { Py_DECREF(l); return v; }
+                PyList_SET_ITEM(l, i, v);
+            }
+            return l;
+        }
+        PyObject *d = PyDict_New();
+        if (d == NULL) return NULL;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *k = sq_read(in, depth + 1);
+            if (k == NULL || k == SQ_NO) { Py_DECREF(d); return k; }
+            PyObject *v = sq_read(in, depth + 1);
+            if (v == NULL || v == SQ_NO) { Py_DECREF(k); Py_DECREF(d); return v; }
+            int r = PyDict_SetItem(d, k, v);
+            Py_DECREF(k);
+            Py_DECREF(v);
+            if (r < 0) { PyErr_Clear(); Py_DECREF(d); return SQ_NO; }  /* unhashable key */
+        }
+        return d;
+    }
+    static PyObject *sq_str(sq_in *in, Py_ssize_t n) {
+        if (n > in->end - in->p) return SQ_NO;
+        const unsigned char *s = in->p;
+        Py_ssize_t i = 0;
+        while (i < n && s[i] < 0x80) i++;
+        PyObject *u;
+        if (i == n) {  /* ASCII: the str's own bytes, no decoder */
+            u = PyUnicode_New(n, 127);
+            if (u == NULL) return NULL;
+            memcpy(PyUnicode_1BYTE_DATA(u), s, (size_t)n);
+        } else {
+            u = PyUnicode_DecodeUTF8((const char *)s, n, NULL);
+            if (u == NULL) { PyErr_Clear(); return SQ_NO; }  /* msgpack says why */
+        }
+        in->p += n;
+        return u;
+    }
+    static PyObject *sq_bin(sq_in *in, Py_ssize_t n) {
+        if (n > in->end - in->p) return SQ_NO;
+        PyObject *b = PyBytes_FromStringAndSize((const char *)in->p, n);
+        if (b != NULL) in->p += n;
+        return b;
+    }
+    static PyObject *sq_read(sq_in *in, int depth) {
+        if (in->p >= in->end) return SQ_NO;
+        unsigned char c = *in->p++;
+        if (c <= 0x7f) return PyLong_FromLong(c);
+        if (c >= 0xe0) return PyLong_FromLong((long)(signed char)c);
+        if ((c & 0xe0) == 0xa0) return sq_str(in, c & 0x1f);
+        if ((c & 0xf0) == 0x90) return sq_read_n(in, c & 0x0f, depth, 0);
+        if ((c & 0xf0) == 0x80) return sq_read_n(in, c & 0x0f, depth, 1);
+        static const signed char extra[32] = {
+            /* c0 */ 0, -1, 0, 0, 1, 2, 4, -1, -1, -1, 4, 8, 1, 2, 4, 8,
+            /* d0 */ 1, 2, 4, 8, -1, -1, -1, -1, -1, 1, 2, 4, 2, 4, 2, 4};
+        int k = extra[c - 0xc0];
+        if (k < 0 || in->end - in->p < k) return SQ_NO;  /* ext or unused, or truncated */
+        unsigned long long v = sq_get(in->p, k);
+        in->p += k;
+        switch (c) {
+        case 0xc0: Py_RETURN_NONE;
+        case 0xc2: Py_RETURN_FALSE;
+        case 0xc3: Py_RETURN_TRUE;
+        case 0xc4: case 0xc5: case 0xc6: return sq_bin(in, (Py_ssize_t)v);
+        case 0xca: { union { float f; unsigned int u; } x; x.u = (unsigned int)v;
+                     return PyFloat_FromDouble((double)x.f); }
+        case 0xcb: { union { double d; unsigned long long u; } x; x.u = v;
+                     return PyFloat_FromDouble(x.d); }
+        case 0xcc: case 0xcd: case 0xce: case 0xcf: return PyLong_FromUnsignedLongLong(v);
+        case 0xd0: return PyLong_FromLong((long)(signed char)v);
+        case 0xd1: return PyLong_FromLong((long)(short)v);
+        case 0xd2: return PyLong_FromLong((long)(int)v);
+        case 0xd3: return PyLong_FromLongLong((long long)v);
+        case 0xd9: case 0xda: case 0xdb: return sq_str(in, (Py_ssize_t)v);
+        case 0xdc: case 0xdd: return sq_read_n(in, (Py_ssize_t)v, depth, 0);
+        case 0xde: case 0xdf: return sq_read_n(in, (Py_ssize_t)v, depth, 1);
+        }
+        return SQ_NO;
+    }
+    /* A GROUPED frame ([1, 4, groups], nothing after) as msgpack reads it; None when it is
+       another kind, or one msgpack must read (and judge) */
+    static PyObject *sq_unpack_grouped(PyObject *frame) {
+        if (!PyBytes_CheckExact(frame)) Py_RETURN_NONE;
+        sq_in in;
+        in.p = (const unsigned char *)PyBytes_AS_STRING(frame);
+        in.end = in.p + PyBytes_GET_SIZE(frame);
+        if (in.end - in.p < 4 || in.p[0] != 0x93 || in.p[1] != 0x01 || in.p[2] != 0x04)
+            Py_RETURN_NONE;
+        in.p += 3;
+        PyObject *groups = sq_read(&in, 0);
+        if (groups == NULL) return NULL;
+        if (groups == SQ_NO) Py_RETURN_NONE;
+        if (in.p != in.end) { Py_DECREF(groups); Py_RETURN_NONE; }  /* trailing bytes */
+        PyObject *one = PyLong_FromLong(1), *four = PyLong_FromLong(4);
+        PyObject *msg = (one && four) ? PyList_New(3) : NULL;
+        if (msg == NULL) { Py_XDECREF(one); Py_XDECREF(four); Py_DECREF(groups); return NULL; }
+        PyList_SET_ITEM(msg, 0, one);
+        PyList_SET_ITEM(msg, 1, four);
+        PyList_SET_ITEM(msg, 2, groups);
+        return msg;
+    }
+    """
+    object _unpack_grouped "sq_unpack_grouped"(object frame)

@@ -87,6 +87,12 @@ def decode(frame: bytes, values: ValueTypes = PLAIN) -> list:
     Ext values decode through ``values``: the topology's registered types, and pickle
     only where :class:`~squall.client.values.ValueTypes` allows it.
     """
+    if _COMPILED:  # a GROUPED frame of the usual values: frame.pxd's C reads it
+        msg = _unpack_grouped(frame)  # noqa: F821
+        if msg is not None:
+            if type(msg[2]) is not list:
+                raise BadFrame("data frame without a tuple list")
+            return msg
     try:
         msg = msgpack.unpackb(frame, raw=False, strict_map_key=False, ext_hook=values.ext_hook)
     except BadValue as exc:

@@ -133,8 +133,10 @@ _EDGE_INTS = [0, 1, 31, 127, 128, 255, 256, 65535, 65536, 2**31 - 1, 2**31, 2**3
               -32769, -2**31, -2**31 - 1, -2**63]
 
 
-def _value(rng: random.Random, depth: int = 0):
+def _value(rng: random.Random, depth: int = 0, big: bool = True):
     kind = rng.randrange(13 if depth < 3 else 8)
+    if not big and kind in (7, 11):  # the 64 KiB headers
+        kind = 4
     if kind == 0:
         return rng.choice(_EDGE_INTS)
     if kind == 1:
@@ -145,7 +147,8 @@ def _value(rng: random.Random, depth: int = 0):
     if kind == 3:
         return rng.choice([None, True, False])
     if kind == 4:  # ASCII of every str header length
-        return "x" * rng.choice([0, 1, 31, 32, 255, 256, 65535, 65536, rng.randrange(40)])
+        return "x" * rng.choice([0, 1, 31, 32, 255, 256, rng.randrange(40)] +
+                                ([65535, 65536] if big else []))
     if kind == 5:
         return rng.choice(["é", "日本語", "emoji \U0001F600", "mixed ascii and ü" * 20])
     if kind == 6:
@@ -153,21 +156,22 @@ def _value(rng: random.Random, depth: int = 0):
     if kind == 7:
         return b"\0" * rng.choice([65535, 65536])
     if kind == 8:
-        return [_value(rng, depth + 1) for _ in range(rng.choice([0, 1, 15, 16, 3]))]
+        return [_value(rng, depth + 1, big) for _ in range(rng.choice([0, 1, 15, 16, 3]))]
     if kind == 9:
-        return tuple(_value(rng, depth + 1) for _ in range(rng.randrange(4)))
+        return tuple(_value(rng, depth + 1, big) for _ in range(rng.randrange(4)))
     if kind == 10:
-        return {_value(rng, 3): _value(rng, depth + 1) for _ in range(rng.choice([0, 1, 16, 3]))}
+        return {_value(rng, 3, big): _value(rng, depth + 1, big)
+                for _ in range(rng.choice([0, 1, 16, 3]))}
     if kind == 11:
         return [0] * rng.choice([65535, 65536])
     return {i: i for i in range(rng.choice([15, 16, 17]))}
 
 
-def _groups(rng: random.Random) -> list:
+def _groups(rng: random.Random, big: bool = True) -> list:
     out = []
     for _ in range(rng.randrange(1, 4)):
         n = rng.randrange(1, 6)
-        vals = [[_value(rng) for _ in range(rng.randrange(1, 4))] for _ in range(n)]
+        vals = [[_value(rng, 0, big) for _ in range(rng.randrange(1, 4))] for _ in range(n)]
         pairs = rng.choice([None, bytes(16 * n)])
         several = rng.choice([None, {0: {rng.randrange(2**64): rng.randrange(2**64)}}])
         out.append([rng.randrange(1, 5000), rng.randrange(1, 5000), "default", vals, pairs,
@@ -205,3 +209,73 @@ def test_a_grouped_frame_of_values_msgpack_handles_otherwise_is_still_msgpacks()
     # the encoder is usable after a refused frame
     ok = [[1, 2, "default", [["word"]], None, None]]
     assert codec.grouped(ok) == msgpack.packb([VERSION, 4, ok], use_bin_type=True)
+
+
+def _same(a, b) -> bool:
+    """Equal values of equal types (NaN equal to NaN)."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is float:
+        return a == b or (a != a and b != b)
+    if type(a) is list:
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if type(a) is dict:
+        return len(a) == len(b) and all(_same(k1, k2) and _same(a[k1], b[k2])
+                                        for k1, k2 in zip(a, b))
+    return a == b
+
+
+def _msgpack(frame: bytes):
+    return msgpack.unpackb(frame, raw=False, strict_map_key=False)
+
+
+def test_a_grouped_frame_decodes_to_what_msgpack_reads():
+    rng = random.Random(27)
+    codec = Codec()
+    for i in range(400):
+        frame = codec.grouped(_groups(rng, big=i < 20))
+        assert _same(decode(frame), _msgpack(frame))
+    # float32, str8 of non-ASCII, an empty map and array: written by other msgpack writers
+    frame = b"\x93\x01\x04\x91\x96\x01\x02\xa1d\x92\x91\xca\x3f\xc0\x00\x00\x91\xd9\x02\xc3\xa9" \
+            b"\xc0\x80"
+    assert _same(decode(frame), _msgpack(frame)) and decode(frame)[2][0][3] == [[1.5], ["é"]]
+
+
+def test_a_damaged_grouped_frame_is_refused_as_msgpack_refuses_it():
+    rng = random.Random(28)
+    codec = Codec()
+    frames = [codec.grouped(_groups(rng, big=False)) for _ in range(30)]
+    for frame in frames:
+        for cut in sorted({rng.randrange(3, len(frame)) for _ in range(20)} | {3, len(frame) - 1}):
+            with pytest.raises(BadFrame):  # truncated anywhere
+                decode(frame[:cut])
+        with pytest.raises(BadFrame):  # trailing bytes
+            decode(frame + b"\x00")
+        for _ in range(40):  # a byte changed: msgpack's reading, or its refusal
+            b = bytearray(frame)
+            b[rng.randrange(3, len(b))] = rng.randrange(256)
+            b = bytes(b)
+            try:
+                want = _msgpack(b)
+            except Exception:
+                want = BadFrame
+            if want is not BadFrame and (type(want) is not list or type(want[2]) is not list):
+                want = BadFrame
+            if want is BadFrame:
+                with pytest.raises(BadFrame):
+                    decode(b)
+            else:
+                assert _same(decode(b), want)
+    # forged lengths: an array, map, str or bin claiming more than the frame holds
+    for head in (b"\xdd\xff\xff\xff\xff", b"\xdf\xff\xff\xff\xff", b"\xdb\xff\xff\xff\xff",
+                 b"\xc6\xff\xff\xff\xff", b"\xdc\xff\xff"):
+        with pytest.raises(BadFrame):
+            decode(b"\x93\x01\x04" + head + b"\x00" * 8)
+    # an ext value, invalid UTF-8, an unhashable key, deep nesting: msgpack's way
+    for body in (b"\x91\xd4\x05\x00", b"\x91\xa2\xff\xfe", b"\x81\x90\x00"):
+        with pytest.raises(BadFrame):
+            decode(b"\x93\x01\x04" + body)
+    deep = b"\x91" * 80 + b"\xc0"
+    assert _same(decode(b"\x93\x01\x04" + deep), _msgpack(b"\x93\x01\x04" + deep))
+    with pytest.raises(BadFrame):  # groups must be a list
+        decode(b"\x93\x01\x04\x05")
