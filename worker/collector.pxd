@@ -69,7 +69,8 @@ cdef class Route:
 
 
 cdef class _Base:
-    cdef public object ex, component, lineage
+    cdef public object ex, component, lineage, last_stream
+    cdef public Route last_route
     cdef public TaskStats stats
     cdef public Transfer transfer
     cdef public dict routes, deliver

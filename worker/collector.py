@@ -115,6 +115,10 @@ class StepAcks:
         self.odd.clear()
 
 
+#: No emit yet (not None: emitting on stream None must reach _route's error).
+_NO_STREAM = object()
+
+
 class Route:
     """How one declared output stream of a task is delivered."""
 
@@ -151,6 +155,10 @@ class _Base:
         self.task = task
         self.component = ex.component_id
         self.routes = routes
+        #: The stream object of the last anchored emit and its route: a run of emits on one
+        #: stream (the usual) finds it by identity, without a dict lookup.
+        self.last_stream = _NO_STREAM
+        self.last_route = None
         self.stats = ex.ws.stats[task]
         self.stats.routes = routes
         self.deliver = ex.ws.deliver
@@ -377,7 +385,12 @@ class OutputCollector(_Base):
         hash of an ASCII key) because a Python call per word shows; ``_send`` and
         ``_send_tracked`` are C calls in the compiled build.
         """
-        r = self.routes.get(stream) or self._route(stream)
+        if stream is self.last_stream:  # the stream of the last emit: its route kept
+            r = self.last_route
+        else:
+            r = self.routes.get(stream) or self._route(stream)
+            self.last_stream = stream
+            self.last_route = r
         if type(values) is not list or len(values) != r.nfields:
             values = self._check_arity(r, values)
         single = r.single

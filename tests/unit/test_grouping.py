@@ -317,3 +317,36 @@ def test_a_bolts_anchored_emit_hashes_ascii_keys_of_every_length_as_stable_hash(
         bolt.emit_anchored([k], "default", anchor)
     assert got == [targets[stable_hash(k) % 7] for k in keys]
     assert set(got) == set(targets)
+
+
+def test_anchored_emits_that_change_stream_each_take_their_streams_route():
+    # the collector keeps the last stream's route: a run on one stream, then another, then
+    # back, each tuple goes where its own stream's subscribers are, under its stream's name
+    from types import SimpleNamespace
+
+    from squall.client.errors import InvalidTopology
+    from squall.client.tuple import Fields, Tuple
+    from squall.client.values import PLAIN
+    from squall.worker.collector import OutputCollector, Route, StepAcks
+    from squall.worker.stats import TaskStats
+
+    got: list = []
+    ex = SimpleNamespace(component_id="b", ws=SimpleNamespace(
+        stats={1: TaskStats("b")},
+        deliver={t: (lambda tup, t=t: got.append((t, tup.source_stream, tup.values[0])))
+                 for t in (10, 11, 20)},
+        lineage=False, values=PLAIN), transfer=None, debug=False, acking=False,
+        pending_acks=StepAcks())
+    routes = {"default": Route("default", Fields(["w"]), [FieldsRouter([10, 11], [0])], False,
+                               frozenset()),
+              "errors": Route("errors", Fields(["e"]), [ShuffleRouter([20])], False,
+                              frozenset())}
+    bolt = OutputCollector(ex, 1, routes)
+    anchor = Tuple(["x"], "src", "default", 9, None, Fields(["line"]))
+    plan = ["default"] * 3 + ["errors"] * 2 + ["default", "errors", "default"]
+    for i, stream in enumerate(plan):
+        bolt.emit_anchored([f"v{i}"], "".join(stream), anchor)  # an equal str, not the same
+    assert [(s, v) for _, s, v in got] == [(s, f"v{i}") for i, s in enumerate(plan)]
+    assert all((t == 20) == (s == "errors") for t, s, _ in got)
+    with pytest.raises(InvalidTopology, match="stream None"):
+        bolt.emit_anchored(["v"], None, anchor)
