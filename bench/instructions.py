@@ -5,7 +5,7 @@
 pieces (micro.py's ``build``: the real collector, transfer with its codec, receiver and
 queue, ZeroMQ left out) under valgrind's callgrind, collecting only inside the piece
 measured, and prints the instructions per word: the same figure every run for the same
-code, so a change of a few percent shows. Instructions are not time (a cache miss costs
+code (str hashing is seeded alike), so a change of a few percent shows. Instructions are not time (a cache miss costs
 no instruction), so confirm a gain in ``bench.py`` or ``compare.py``.
 
     apt-get install valgrind          # Debian's package, once
@@ -98,7 +98,8 @@ def count(piece: str, acking: bool, sentences: int) -> float:
         out = os.path.join(tmp, "callgrind.out")
         r = subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no",
                             "--toggle-collect=builtin_eval", f"--callgrind-out-file={out}",
-                            sys.executable, script], capture_output=True, text=True)
+                            sys.executable, script], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": "0"})  # str hashes, probes
         if r.returncode != 0:
             raise SystemExit(f"instructions: the {piece} run failed:\n{r.stderr[-2000:]}")
         with open(out) as f:

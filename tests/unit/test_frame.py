@@ -279,3 +279,24 @@ def test_a_damaged_grouped_frame_is_refused_as_msgpack_refuses_it():
     assert _same(decode(b"\x93\x01\x04" + deep), _msgpack(b"\x93\x01\x04" + deep))
     with pytest.raises(BadFrame):  # groups must be a list
         decode(b"\x93\x01\x04\x05")
+
+
+def test_short_words_read_again_are_the_same_str_and_every_word_reads_right():
+    # the decoder keeps the short ASCII strs it made (4,096 slots by a hash of their bytes):
+    # a word read again is that str, and words sharing a slot replace each other, never mix
+    codec = Codec()
+    words = [f"w{i}" for i in range(10_000)] + ["", "x" * 32, "y" * 33, "é"]
+    for _ in range(2):
+        for lo in range(0, len(words), 500):
+            chunk = words[lo:lo + 500]
+            msg = decode(codec.grouped([[1, 2, "default", [[w] for w in chunk], None, None]]))
+            assert [v[0] for v in msg[2][0][3]] == chunk
+    # 20,000 mostly new words stopped the lookups for a while (16 x 4,096 strs); a word
+    # coming again and again turns them back on
+    again = codec.grouped([[1, 2, "default", [["again"]] * 80_000, None, None]])
+    assert all(v == ["again"] for v in decode(again)[2][0][3])
+    a = decode(codec.grouped([[1, 2, "default", [["again"]], None, None]]))[2][0][3][0][0]
+    b = decode(codec.grouped([[1, 2, "default", [["again"]], None, None]]))[2][0][3][0][0]
+    assert a == b == "again"
+    if type(decode).__name__ == "cython_function_or_method":  # the compiled build keeps it
+        assert a is b
