@@ -34,58 +34,19 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# The piece measured runs inside eval() (builtin_eval: callgrind's toggle); set-up and the
-# other pieces run inside exec(), which imports use too, so nothing else is counted.
+# The piece measured runs inside eval() (builtin_eval: callgrind's toggle) and set-up and
+# the other pieces inside exec(), which imports use too, so nothing else is counted: the
+# pieces are micro.py's PIECES, on micro.setup's names.
 _CHILD = r'''
-import gc, os, sys
+import gc, sys
 sys.path.insert(0, {here!r})
 import micro
-from squall.client.tuple import Fields, Tuple
-from squall.worker.collector import OutputCollector
 gc.disable()
-acking = {acking!r}
-piece = {piece!r}
-SPLIT = """
-for i in range(0, len(inputs), 50):
-    for tup in inputs[i:i + 50]:
-        bc.input = tup
-        split_execute(tup, bc)
-        ack(tup)
-    pending.clear()
-tr.flush()
-"""
-RECEIVE = """
-for f in frames:
-    rx.handle(f)
-"""
-COUNT = """
-popleft = dq.popleft
-while dq:
-    for _ in range(min(len(dq), 500)):
-        tup = popleft()
-        w = tup.values[0]
-        counts[w] = counts.get(w, 0) + 1
-        cack(tup)
-    cpending.clear()
-"""
 for n in (200, {sentences!r}):  # a warm-up round, then the one counted
-    ws, tr, frames, q, ex, out, bc, rx, fields = micro.build(acking)
-    sf = Fields(["sentence"])
-    pool = [" ".join(micro.VOCAB[(i * 7 + j * 13) % 1000] for j in range(micro.SENTENCE_WORDS))
-            for i in range(997)]
-    inputs = [Tuple([pool[i % 997]], "spout", "default", 1,
-                    {{i + 1: i * 2654435761 % (1 << 64) | 1}} if acking else None, sf)
-              for i in range(n)]
-    counts = {{}}
-    cex = micro._Ex(ws, "count", acking)
-    cout = OutputCollector(cex, micro.SPLIT, {{}})
-    env = dict(inputs=inputs, bc=bc, split_execute=micro.split_execute, ack=out.ack,
-               pending=ex.pending_acks, tr=tr, frames=frames, rx=rx, dq=q.dq, counts=counts,
-               cack=cout.ack, cpending=cex.pending_acks)
-    for name, code in (("split", SPLIT), ("receive", RECEIVE), ("count", COUNT)):
-        c = compile(code, name, "exec")
-        (eval if name == piece and n != 200 else exec)(c, env)
-    assert sum(counts.values()) == n * micro.SENTENCE_WORDS
+    env = micro.setup(n, {acking!r})
+    for name, code in micro.PIECES.items():
+        (eval if name == {piece!r} and n != 200 else exec)(code, env)
+    assert sum(env["counts"].values()) == n * micro.SENTENCE_WORDS
 '''
 
 

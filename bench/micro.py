@@ -111,7 +111,40 @@ def split_execute(tup, collector):  # the bench topology's SplitSentence
         emit([word])
 
 
-def run(n_sentences: int, acking: bool) -> dict[str, float]:
+#: The pieces as code, run on the names :func:`setup` makes (bench/instructions.py counts
+#: the instructions of the same code). ``split``: each sentence's execute and ack in steps
+#: of 50 sentences, the step's acks sent after each (cleared here), frames packed as
+#: batches fill and the last ones at the end; ``receive``: those frames into Tuples in the
+#: count task's queue; ``count``: a plain Bolt's execute and ack over everything queued, in
+#: steps of up to 500 tuples.
+PIECES = {name: compile(code, f"<micro {name}>", "exec") for name, code in (
+    ("split", """
+for i in range(0, len(inputs), 50):
+    for tup in inputs[i:i + 50]:
+        bc.input = tup
+        split_execute(tup, bc)
+        ack(tup)
+    pending.clear()
+tr.flush()
+"""),
+    ("receive", """
+for f in frames:
+    rx.handle(f)
+"""),
+    ("count", """
+popleft = dq.popleft
+while dq:
+    for _ in range(min(len(dq), 500)):
+        tup = popleft()
+        w = tup.values[0]
+        counts[w] = counts.get(w, 0) + 1
+        cack(tup)
+    cpending.clear()
+"""))}
+
+
+def setup(n_sentences: int, acking: bool) -> dict:
+    """The names the pieces run on: ``n_sentences`` input tuples and the real classes."""
     ws, tr, frames, q, ex, out, bc, rx, fields = build(acking)
     sfields = Fields(["sentence"])
     sentences = [" ".join(VOCAB[(i * 7 + j * 13) % 1000] for j in range(SENTENCE_WORDS))
@@ -119,46 +152,28 @@ def run(n_sentences: int, acking: bool) -> dict[str, float]:
     inputs = [Tuple([sentences[i % 997]], "spout", "default", 1,
                     {i + 1: i * 2654435761 % (1 << 64) | 1} if acking else None, sfields)
               for i in range(n_sentences)]
-    ack = out.ack
-    words = n_sentences * SENTENCE_WORDS
-    # split: each sentence's execute and ack (frames packed as batches fill)
-    pending = ex.pending_acks
-    t0 = time.perf_counter()
-    for i in range(0, len(inputs), 50):  # steps of 50 sentences, their acks sent after
-        for tup in inputs[i:i + 50]:
-            bc.input = tup
-            split_execute(tup, bc)
-            ack(tup)
-        pending.clear()
-    t1 = time.perf_counter()
-    tr.flush()
-    frame_only = _time_pack(tr, n_sentences)
-    t2 = time.perf_counter()
-    for f in frames:
-        rx.handle(f)
-    t3 = time.perf_counter()
-    # count: a plain Bolt's execute and ack over everything that reached the queue
-    counts: dict = {}
     cex = _Ex(ws, "count", acking)
     cout = OutputCollector(cex, SPLIT, {})
-    cack = cout.ack
-    dq = q.dq
-    popleft = dq.popleft
-    pending = cex.pending_acks
-    t4 = time.perf_counter()
-    while dq:  # steps of up to 500 tuples, each ending with its acks sent (cleared here)
-        for _ in range(min(len(dq), 500)):
-            tup = popleft()
-            w = tup.values[0]
-            counts[w] = counts.get(w, 0) + 1
-            cack(tup)
-        pending.clear()
-    t5 = time.perf_counter()
+    return dict(inputs=inputs, bc=bc, split_execute=split_execute, ack=out.ack,
+                pending=ex.pending_acks, tr=tr, frames=frames, rx=rx, dq=q.dq, counts={},
+                cack=cout.ack, cpending=cex.pending_acks)
+
+
+def run(n_sentences: int, acking: bool) -> dict[str, float]:
+    env = setup(n_sentences, acking)
+    words = n_sentences * SENTENCE_WORDS
+    secs = {}
+    for name, code in PIECES.items():
+        t0 = time.perf_counter()
+        exec(code, env)
+        secs[name] = time.perf_counter() - t0
+    frame_only = _time_pack(env["tr"], n_sentences)
+    counts = env["counts"]
     assert sum(counts.values()) == words, (sum(counts.values()), words)
-    return {"split+emit+ack": (t1 - t0) / words * 1e9,
+    return {"split+emit+ack": secs["split"] / words * 1e9,
             "frame pack (of split)": frame_only / words * 1e9,
-            "receive (remote half)": (t3 - t2) / words * 1e9,
-            "count+ack": (t5 - t4) / words * 1e9}
+            "receive (remote half)": secs["receive"] / words * 1e9,
+            "count+ack": secs["count"] / words * 1e9}
 
 
 def _time_pack(tr: Transfer, n: int) -> float:
@@ -166,7 +181,7 @@ def _time_pack(tr: Transfer, n: int) -> float:
     values = [[VOCAB[i % 1000]] for i in range(n * SENTENCE_WORDS // 2)]
     t0 = time.perf_counter()
     for i in range(0, len(values), 500):
-        tr.codec.grouped([[OTHER_COUNT, SPLIT, "default", values[i:i + 500], None]])
+        tr.codec.grouped([[OTHER_COUNT, SPLIT, "default", values[i:i + 500], None, None]])
     return time.perf_counter() - t0
 
 
