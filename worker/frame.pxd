@@ -231,35 +231,34 @@ cdef extern from *:
         Py_ssize_t i = 0;
         while (i < n && s[i] < 0x80) i++;
         PyObject *u;
-        if (i == n && n <= SQ_SHORT && sq_skip > 0) {
-            sq_skip--;
+        if (i == n) {  /* ASCII: the str's own bytes, no decoder */
+            PyObject **slot = NULL;
+            if (n <= SQ_SHORT && sq_skip > 0) {
+                sq_skip--;
+            } else if (n <= SQ_SHORT) {  /* a short one: the str made last time, if kept */
+                if (++sq_tries == SQ_STRS) {  /* few hits (too many words to keep): pause */
+                    if (sq_hits < SQ_STRS / 4) sq_skip = 16 * SQ_STRS;
+                    sq_tries = sq_hits = 0;
+                }
+                unsigned int h = 2166136261u;  /* FNV-1a */
+                for (Py_ssize_t j = 0; j < n; j++) h = (h ^ s[j]) * 16777619u;
+                slot = &sq_strs[h & (SQ_STRS - 1)];
+                u = *slot;
+                if (u != NULL && PyUnicode_GET_LENGTH(u) == n &&
+                        memcmp(PyUnicode_1BYTE_DATA(u), s, (size_t)n) == 0) {
+                    Py_INCREF(u);
+                    sq_hits++;
+                    in->p += n;
+                    return u;
+                }
+            }
             u = PyUnicode_New(n, 127);
             if (u == NULL) return NULL;
             memcpy(PyUnicode_1BYTE_DATA(u), s, (size_t)n);
-        } else if (i == n && n <= SQ_SHORT) {  /* a short ASCII str: the one made last time */
-            if (++sq_tries == SQ_STRS) {  /* few hits (words too many to keep): stop a while */
-                if (sq_hits < SQ_STRS / 4) sq_skip = 16 * SQ_STRS;
-                sq_tries = sq_hits = 0;
-            }
-            unsigned int h = 2166136261u;  /* FNV-1a */
-            for (Py_ssize_t j = 0; j < n; j++) h = (h ^ s[j]) * 16777619u;
-            PyObject **slot = &sq_strs[h & (SQ_STRS - 1)];
-            u = *slot;
-            if (u != NULL && PyUnicode_GET_LENGTH(u) == n &&
-                    memcmp(PyUnicode_1BYTE_DATA(u), s, (size_t)n) == 0) {
-                Py_INCREF(u);
-                sq_hits++;
-            } else {
-                u = PyUnicode_New(n, 127);
-                if (u == NULL) return NULL;
-                memcpy(PyUnicode_1BYTE_DATA(u), s, (size_t)n);
+            if (slot != NULL) {
                 Py_INCREF(u);
                 Py_XSETREF(*slot, u);
             }
-        } else if (i == n) {  /* ASCII: the str's own bytes, no decoder */
-            u = PyUnicode_New(n, 127);
-            if (u == NULL) return NULL;
-            memcpy(PyUnicode_1BYTE_DATA(u), s, (size_t)n);
         } else {
             u = PyUnicode_DecodeUTF8((const char *)s, n, NULL);
             if (u == NULL) { PyErr_Clear(); return SQ_NO; }  /* msgpack says why */

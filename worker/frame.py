@@ -87,18 +87,16 @@ def decode(frame: bytes, values: ValueTypes = PLAIN) -> list:
     Ext values decode through ``values``: the topology's registered types, and pickle
     only where :class:`~squall.client.values.ValueTypes` allows it.
     """
-    if _COMPILED:  # a GROUPED frame of the usual values: frame.pxd's C reads it
-        msg = _unpack_grouped(frame)  # noqa: F821
-        if msg is not None:
-            if type(msg[2]) is not list:
-                raise BadFrame("data frame without a tuple list")
-            return msg
-    try:
-        msg = msgpack.unpackb(frame, raw=False, strict_map_key=False, ext_hook=values.ext_hook)
-    except BadValue as exc:
-        raise BadFrame(str(exc)) from None
-    except Exception as exc:
-        raise BadFrame(f"not msgpack: {type(exc).__name__}: {exc}") from None
+    # A GROUPED frame of the usual values: frame.pxd's C reads it (None: msgpack does).
+    msg = _unpack_grouped(frame) if _COMPILED else None  # noqa: F821
+    if msg is None:
+        try:
+            msg = msgpack.unpackb(frame, raw=False, strict_map_key=False,
+                                  ext_hook=values.ext_hook)
+        except BadValue as exc:
+            raise BadFrame(str(exc)) from None
+        except Exception as exc:
+            raise BadFrame(f"not msgpack: {type(exc).__name__}: {exc}") from None
     if type(msg) is not list or len(msg) < 3:
         raise BadFrame(f"not a frame array: {type(msg).__name__}")
     if msg[0] != VERSION:
