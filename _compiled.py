@@ -47,6 +47,7 @@ COMPILED = (
     "squall.worker.receiver",
     "squall.worker.stats",
     "squall.worker.transfer",
+    "squall.worker.zmqraw",
 )
 ENV = "SQUALL_PURE_PYTHON"
 ROOT = os.path.dirname(os.path.abspath(__file__))

@@ -3,6 +3,7 @@
 cimport cython
 from squall.client.tuple cimport Tuple, new_tuple
 from squall.worker.queue cimport InQueue
+from squall.worker.zmqraw cimport recv_nowait
 
 cdef bint _SWAP
 

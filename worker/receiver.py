@@ -23,6 +23,7 @@ import zmq
 from ..client.tuple import Fields, Tuple, new_tuple
 from .frame import BACKPRESSURE, DATA, GROUPED, HELLO, LOAD, PIPE_HWM, BadFrame, decode
 from .state import WorkerState
+from .zmqraw import recv_nowait
 
 log = logging.getLogger("squall.worker.receiver")
 
@@ -57,12 +58,11 @@ class Receiver:
 
     def drain(self, max_frames: int = 64) -> int:
         """Handle up to ``max_frames`` waiting frames without blocking; returns how many."""
-        recv = self.sock.recv
+        sock = self.sock
         n = 0
         while n < max_frames:
-            try:
-                frame = recv(zmq.NOBLOCK)
-            except zmq.Again:
+            frame = recv_nowait(sock)  # keeps the GIL (zmqraw: why)
+            if frame is None:
                 break
             n += 1
             self.handle(frame)

@@ -5,6 +5,8 @@ cimport cython
 
 from cpython cimport array
 
+from squall.worker.zmqraw cimport send_nowait
+
 cdef bint _COMPILED, _SWAP
 
 

@@ -33,6 +33,7 @@ from ..client.stateful import barrier_mode
 from ..client.tuple import one_tree
 from .frame import PIPE_HWM, Codec
 from .state import WorkerState
+from .zmqraw import send_nowait
 
 try:
     import cython
@@ -260,9 +261,7 @@ class Transfer:
                             "batch (its tuple trees time out and replay)",
                             self.ws.topology_id, w)
             return
-        try:
-            self._sock(w).send(frame, zmq.NOBLOCK)
-        except zmq.Again:
+        if not send_nowait(self._sock(w), frame):  # keeps the GIL (zmqraw: why)
             self.blocked[w] = deque([frame])
             self.ws.bp.local(True)
 
@@ -270,11 +269,9 @@ class Transfer:
         for w in list(self.blocked):
             waiting = self.blocked[w]
             sock = self._sock(w)
-            try:
-                while waiting:
-                    sock.send(waiting[0], zmq.NOBLOCK)
-                    waiting.popleft()
-            except zmq.Again:
+            while waiting and send_nowait(sock, waiting[0]):
+                waiting.popleft()
+            if waiting:
                 continue
             del self.blocked[w]
             self.ws.bp.local(False)

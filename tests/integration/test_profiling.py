@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import time
@@ -29,6 +30,21 @@ from test_ui_rest import WebCluster
 from zk_fixtures import poll_for
 
 pytestmark = pytest.mark.integration
+
+
+#: The least share of its due samples a CPU profile must hold. The sampler wakes every
+#: SAMPLE_SECS and needs the GIL to look: a worker's loop that let go of the GIL at every
+#: round made a waiting thread wait for luck (10 samples of 200 in 2 s).
+MIN_SAMPLED = 0.25
+
+
+def assert_sampled_throughout(svg: str) -> None:
+    """The flame graph's subtitle (N samples every I ms over T s) shows no starved sampler."""
+    m = re.search(r"([\d,]+) samples every ([\d.]+) ms over ([\d.]+) s", svg)
+    assert m, svg[:1000]
+    samples, every, secs = int(m[1].replace(",", "")), float(m[2]), float(m[3])
+    due = secs * 1000 / every
+    assert samples >= MIN_SAMPLED * due, f"{samples} samples of {due:.0f} due: {m[0]}"
 
 
 def test_nimbus_keeps_bounded_expiring_requests_and_debug_options(cluster):  # noqa: F811
@@ -152,6 +168,7 @@ def test_profile_and_debug_a_running_worker_through_the_cli_rest_and_logviewer(w
     assert status == 200 and "started by this request" in mem and "Top " in mem, mem[:500]
     status, svg = c.http(kinds[("cpu", "svg")]["link"], token=False)
     assert status == 200, svg
+    assert_sampled_throughout(svg)
     names = {r.get("data-name") for r in ET.fromstring(svg).iter()
              if r.get("data-name") is not None}
     user = [n for n in names if "word_count.py" in n]

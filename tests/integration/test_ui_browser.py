@@ -40,6 +40,7 @@ import pytest
 
 from squall.client import config as cfg
 from squall.client.topology import TopologyBuilder
+from test_profiling import assert_sampled_throughout
 from zk_fixtures import poll_for
 
 pytestmark = pytest.mark.integration
@@ -422,6 +423,7 @@ def test_profiling_buttons_and_the_debug_toggle_on_a_component_page(local, rest,
         other = page.context.new_page()
         try:
             other.goto(svg_link)
+            assert_sampled_throughout(other.content())
             assert other.locator("svg rect[data-name*='word_count.py']").count() > 0
             other.screenshot(path=os.path.join(artifacts_dir(), "ui-flamegraph.png"))
         finally:
