@@ -19,6 +19,7 @@ cdef class OpenTable:
     @cython.locals(mask="unsigned long long", i="Py_ssize_t")
     cpdef Py_ssize_t _claim(self, unsigned long long key) except -1
 
+    @cython.locals(keys="unsigned long long[::1]", mask="Py_ssize_t")
     cpdef delete(self, Py_ssize_t i)
 
     cpdef _resize(self)

@@ -85,8 +85,21 @@ class OpenTable:
         return i
 
     def delete(self, i: int) -> None:
-        self.keys[i] = _TOMB
+        keys = self.keys
+        mask = self.mask
         self.live -= 1
+        if keys[(i + 1) & mask] != _EMPTY:
+            keys[i] = _TOMB  # a probe for a later key may pass here
+            return
+        # No probe passes an empty slot: this slot and the tombstones just before it end
+        # every chain through them, so they become empty (short chains under churn).
+        keys[i] = _EMPTY
+        self.filled -= 1
+        i = (i - 1) & mask
+        while keys[i] == _TOMB:
+            keys[i] = _EMPTY
+            self.filled -= 1
+            i = (i - 1) & mask
 
     def _grown_cap(self) -> int:
         """Mostly tombstones: rehash at the same size; otherwise double."""

@@ -68,6 +68,26 @@ def test_buckets_grow_and_reuse_deleted_slots():
     assert all(b.find(k) >= 0 for k in keys[900:])
 
 
+def test_a_delete_at_the_end_of_a_chain_leaves_no_tombstones_behind():
+    """Trees come and go by the thousand a second: a slot no probe passes (the next one is
+    empty) is emptied, with the tombstones just before it, so chains stay short."""
+    b = Bucket(16)
+    a, m, z = 3, 3 + 16, 3 + 32  # one chain: slots 3, 4, 5
+    for k in (a, m, z):
+        b.insert(k, k, 0)
+    b.delete(b.find(m))  # in the middle: z's probe passes it, a tombstone
+    assert b.find(z) >= 0 and b.filled == 3 and b.live == 2
+    b.delete(b.find(z))  # the end: it and the tombstone before it empty
+    assert b.filled == 1 and b.live == 1 and b.find(a) == 3
+    assert b.find(m) == b.find(z) == -1
+    b.insert(m, 7, 0)
+    assert b.find(m) == 4 and b.vals[4] == 7
+    for k in range(100, 110):  # no chains: every delete empties its slot
+        b.insert(k, k, 0)
+        b.delete(b.find(k))
+    assert b.filled == b.live == 2
+
+
 def test_a_pending_tree_costs_well_under_100_bytes():
     cm = CompactRotatingMap(3)
     rng = random.Random(5)
