@@ -3,23 +3,42 @@
 cimport cython
 from squall.acker.compact_map cimport Bucket, CompactRotatingMap
 
-
+cdef bint _COMPILED
 cdef unsigned int _TASK_MASK, _FAILED
+
+# A value off the wire as its low 64 bits (ledger.py's ``val & _VAL_MASK``) without making
+# the masked int.
+cdef extern from "Python.h":
+    unsigned long long _mask64 "PyLong_AsUnsignedLongLongMask" (object) except? <unsigned long long>-1
+
+cpdef object _instruction(object root, long long code)
+
+cpdef long long _code(object r) except? -2
+
+@cython.locals(roots=list)
+cpdef _append(dict out, long long task, object root)
 
 
 cdef class AckerLedger:
     cdef public CompactRotatingMap pending
 
-    @cython.locals(b=Bucket, i="Py_ssize_t", v="unsigned long long", m="unsigned int",
-                   uval="unsigned long long", task="unsigned int")
     cpdef object init(self, object root, object val, object spout_task)
 
-    @cython.locals(b=Bucket, i="Py_ssize_t", v="unsigned long long", m="unsigned int",
-                   uval="unsigned long long", task_plus_1="unsigned int")
     cpdef object ack(self, object root, object val)
 
-    @cython.locals(i="Py_ssize_t", out=list)
-    cpdef list init_all(self, object flat)
+    @cython.locals(b=Bucket, i="Py_ssize_t", v="unsigned long long", m="unsigned int",
+                   task="unsigned int")
+    cpdef long long _init1(self, unsigned long long root, unsigned long long uval,
+                           long long spout_task) except? -2
 
-    @cython.locals(i="Py_ssize_t", out=list)
-    cpdef list ack_all(self, object flat)
+    @cython.locals(b=Bucket, i="Py_ssize_t", v="unsigned long long", m="unsigned int",
+                   task_plus_1="unsigned int")
+    cpdef long long _ack1(self, unsigned long long root, unsigned long long uval) except? -2
+
+    @cython.locals(i="Py_ssize_t", code="long long", n_acked="Py_ssize_t",
+                   n_failed="Py_ssize_t")
+    cpdef tuple init_all(self, object flat, dict acked, dict failed)
+
+    @cython.locals(i="Py_ssize_t", code="long long", n_acked="Py_ssize_t",
+                   n_failed="Py_ssize_t")
+    cpdef tuple ack_all(self, object flat, dict acked, dict failed)

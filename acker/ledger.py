@@ -20,6 +20,12 @@ from typing import Sequence
 
 from .compact_map import CompactRotatingMap
 
+try:
+    import cython
+    _COMPILED = cython.compiled
+except ImportError:  # installed without Cython: this source runs as plain Python
+    _COMPILED = False
+
 # Instructions are plain slotted dataclasses (not frozen: a frozen dataclass is several
 # times slower to build, and one is built per completed tree).
 _VAL_MASK = (1 << 64) - 1
@@ -52,6 +58,27 @@ class TimeoutReset:
 
 
 Instruction = TreeAcked | TreeFailed | TimeoutReset
+
+
+def _instruction(root: int, code: int) -> Instruction | None:
+    """A core's answer (``spout_task << 1 | failed``, or -1) as an instruction."""
+    if code < 0:
+        return None
+    return TreeFailed(root, code >> 1) if code & 1 else TreeAcked(root, code >> 1)
+
+
+def _code(r: Instruction | None) -> int:
+    """The other way round, for the reserved roots' generic path."""
+    if r is None:
+        return -1
+    return r.spout_task << 1 | (type(r) is TreeFailed)
+
+
+def _append(out: dict[int, list], task: int, root: int) -> None:
+    roots = out.get(task)
+    if roots is None:
+        roots = out[task] = []
+    roots.append(root)
 
 
 class AckerLedger:
@@ -121,7 +148,19 @@ class AckerLedger:
         """``__ack_init``: the spout emitted root ``root`` with edge ids XORing to ``val``."""
         if root <= 1:
             return self._apply(root, val & _VAL_MASK, 0, spout_task)
-        uval = val & _VAL_MASK  # a C integer in the compiled build (ledger.pxd)
+        return _instruction(root, self._init1(root, _mask64(val) if _COMPILED  # noqa: F821
+                                              else val & _VAL_MASK, spout_task))
+
+    def ack(self, root: int, val: int) -> Instruction | None:
+        """``__ack_ack``: XOR ``val`` (acked ids and newly anchored ids) into the tree."""
+        if root <= 1:
+            return self._apply(root, val & _VAL_MASK, 0, None)
+        return _instruction(root, self._ack1(root, _mask64(val) if _COMPILED  # noqa: F821
+                                             else val & _VAL_MASK))
+
+    # The two cores answer a settled tree as ``spout_task << 1 | failed`` and a pending one
+    # as -1: the batched calls below append its root to a list and make no object for it.
+    def _init1(self, root: int, uval: int, spout_task: int) -> int:
         task = spout_task + 1
         for b in self.pending.buckets:
             i = b.find(root)
@@ -130,23 +169,19 @@ class AckerLedger:
                 m = (b.meta[i] & _FAILED) | task
                 if not v:
                     b.delete(i)
-                    return TreeAcked(root, spout_task)
+                    return spout_task << 1
                 if m & _FAILED:
                     b.delete(i)
-                    return TreeFailed(root, spout_task)
+                    return spout_task << 1 | 1
                 b.vals[i] = v
                 b.meta[i] = m
-                return None
+                return -1
         if not uval:  # a spout tuple with no subscriber: complete at once
-            return TreeAcked(root, spout_task)
+            return spout_task << 1
         self.pending.buckets[0].insert(root, uval, task)
-        return None
+        return -1
 
-    def ack(self, root: int, val: int) -> Instruction | None:
-        """``__ack_ack``: XOR ``val`` (acked ids and newly anchored ids) into the tree."""
-        if root <= 1:
-            return self._apply(root, val & _VAL_MASK, 0, None)
-        uval = val & _VAL_MASK
+    def _ack1(self, root: int, uval: int) -> int:
         for b in self.pending.buckets:
             i = b.find(root)
             if i >= 0:
@@ -156,34 +191,58 @@ class AckerLedger:
                 if task_plus_1:
                     if not v:
                         b.delete(i)
-                        return TreeAcked(root, task_plus_1 - 1)
+                        return (task_plus_1 - 1) << 1
                     if m & _FAILED:
                         b.delete(i)
-                        return TreeFailed(root, task_plus_1 - 1)
+                        return (task_plus_1 - 1) << 1 | 1
                 b.vals[i] = v
-                return None
+                return -1
         self.pending.buckets[0].insert(root, uval, 0)  # before its init: wait for it
-        return None
+        return -1
 
-    def init_all(self, flat: Sequence[int]) -> list[Instruction]:
+    def init_all(self, flat: Sequence[int], acked: dict[int, list],
+                 failed: dict[int, list]) -> tuple[int, int]:
         """:meth:`init` for each ``root, val, spout_task`` triple of a batched
-        ``__ack_init`` tuple's flat list; the instructions that came of them."""
-        out = []
+        ``__ack_init`` tuple's flat list: the roots of the trees that completed are appended
+        to ``acked[spout_task]``, of those that failed to ``failed[spout_task]`` (the lists
+        the acker sends); answers how many of each."""
+        n_acked = n_failed = 0
         for i in range(0, len(flat) - 2, 3):
-            r = self.init(flat[i], flat[i + 1], flat[i + 2])
-            if r is not None:
-                out.append(r)
-        return out
+            root = flat[i]
+            if root <= 1:
+                code = _code(self.init(root, flat[i + 1], flat[i + 2]))
+            else:
+                code = self._init1(root, _mask64(flat[i + 1]) if _COMPILED  # noqa: F821
+                                   else flat[i + 1] & _VAL_MASK, flat[i + 2])
+            if code >= 0:
+                if code & 1:
+                    _append(failed, code >> 1, root)
+                    n_failed += 1
+                else:
+                    _append(acked, code >> 1, root)
+                    n_acked += 1
+        return n_acked, n_failed
 
-    def ack_all(self, flat: Sequence[int]) -> list[Instruction]:
+    def ack_all(self, flat: Sequence[int], acked: dict[int, list],
+                failed: dict[int, list]) -> tuple[int, int]:
         """:meth:`ack` for each ``root, val`` pair of a batched ``__ack_ack`` tuple's flat
-        list; the instructions that came of them."""
-        out = []
+        list, settled trees appended as :meth:`init_all` does."""
+        n_acked = n_failed = 0
         for i in range(0, len(flat) - 1, 2):
-            r = self.ack(flat[i], flat[i + 1])
-            if r is not None:
-                out.append(r)
-        return out
+            root = flat[i]
+            if root <= 1:
+                code = _code(self.ack(root, flat[i + 1]))
+            else:
+                code = self._ack1(root, _mask64(flat[i + 1]) if _COMPILED  # noqa: F821
+                                  else flat[i + 1] & _VAL_MASK)
+            if code >= 0:
+                if code & 1:
+                    _append(failed, code >> 1, root)
+                    n_failed += 1
+                else:
+                    _append(acked, code >> 1, root)
+                    n_acked += 1
+        return n_acked, n_failed
 
     def fail(self, root: int) -> Instruction | None:
         """``__ack_fail``: mark the tree failed (and refresh its timeout, as Storm does)."""

@@ -44,6 +44,14 @@ cpdef unsigned long long new_id()
 cdef unsigned long long RESERVED
 
 
+@cython.locals(flat=list)
+cpdef _append2(dict per, object key, object a, object b)
+
+@cython.locals(n="unsigned long long", per=dict, out=list, i="Py_ssize_t",
+               root="unsigned long long", key=object)
+cpdef dict inits_by_acker(list flat, list ackers)
+
+
 cdef class StepAcks:
     cdef public Bucket table
     cdef public dict odd
@@ -54,6 +62,11 @@ cdef class StepAcks:
     @cython.locals(b=Bucket, i="Py_ssize_t", k="unsigned long long", out=list,
                    keys="unsigned long long[::1]", vals="unsigned long long[::1]")
     cpdef list items(self)
+
+    @cython.locals(n="unsigned long long", per=dict, b=Bucket, i="Py_ssize_t",
+                   k="unsigned long long", keys="unsigned long long[::1]",
+                   vals="unsigned long long[::1]")
+    cpdef dict by_acker(self, list ackers)
 
     @cython.locals(b=Bucket, cap="Py_ssize_t", i="Py_ssize_t", keys="unsigned long long[::1]")
     cpdef clear(self)

@@ -59,6 +59,33 @@ def new_id() -> int:
     return r
 
 
+def _append2(per: dict[int, list], key: int, a: int, b: int) -> None:
+    flat = per.get(key)
+    if flat is None:
+        flat = per[key] = []
+    flat.append(a)
+    flat.append(b)
+
+
+def inits_by_acker(flat: list, ackers: list) -> dict[int, list]:
+    """A step's spout emits, ``[root, xor, spout task, ...]``, as ``{acker task: [root,
+    xor, spout task, ...]}`` (the acker of a root is ``ackers[root % len(ackers)]``): the
+    ``__ack_init`` tuples of the step."""
+    n = len(ackers)
+    per: dict[int, list] = {}
+    for i in range(0, len(flat) - 2, 3):
+        key = flat[i]
+        root = key  # a C integer in the compiled build: a C modulo, and the int object kept
+        a = ackers[root % n]
+        out = per.get(a)
+        if out is None:
+            out = per[a] = []
+        out.append(key)
+        out.append(flat[i + 1])
+        out.append(flat[i + 2])
+    return per
+
+
 class StepAcks:
     """An executor's acks of one step, XOR-combined per root: one entry per tree however
     many of its tuples the step acked, sent to the ackers as the step ends
@@ -98,6 +125,24 @@ class StepAcks:
             if k > RESERVED:
                 out.append((k, vals[i]))
         return out
+
+    def by_acker(self, ackers: list) -> dict[int, list]:
+        """The entries as ``{acker task: [root, xor, root, xor, ...]}``, a root with the
+        acker that tracks it (``ackers[root % len(ackers)]``), an entry XORed back to 0
+        left out: the ``__ack_ack`` tuples of the step."""
+        n = len(ackers)
+        per: dict[int, list] = {}
+        for root, val in self.odd.items():
+            if val:
+                _append2(per, ackers[root % n], root, val)
+        b = self.table
+        keys = b.keys
+        vals = b.vals
+        for i in range(len(keys)):  # by index: a C loop in the compiled build
+            k = keys[i]
+            if k > RESERVED and vals[i]:
+                _append2(per, ackers[k % n], k, vals[i])
+        return per
 
     def clear(self) -> None:
         """Empty, keeping the table's size unless a burst grew it past 4,096 slots."""
@@ -319,7 +364,10 @@ class SpoutOutputCollector(_Base):
                 ack_val ^= e
                 self._send_tracked(t, values, r, root, e)
             self.pending.add(root, msg_id, time.monotonic())
-            self.ex.pending_inits.append((root, ack_val, self.task))
+            inits = self.ex.pending_inits
+            inits.append(root)
+            inits.append(ack_val)
+            inits.append(self.task)
             return targets
         for t in targets:
             self._send(t, values, r, None)

@@ -45,7 +45,7 @@ from ..client.windowing import WindowedBolt
 from .barrier import BoltBarrier, SpoutBarrier
 from .checkpoint import forwarding, host_bolt
 from .collector import (BasicRunner, OutputCollector, SpoutOutputCollector, StepAcks,
-                        build_routes, run_counting, spout_burst)
+                        build_routes, inits_by_acker, run_counting, spout_burst)
 from .queue import InQueue, ThreadWaker
 from .shell import component_object
 from .state import WorkerState
@@ -152,7 +152,8 @@ class Executor:
         self.pending_acks = StepAcks()
         self.pending_fails: list[int] = []
         self.pending_resets: list[int] = []
-        self.pending_inits: list[tuple[int, int, int]] = []
+        #: The step's spout emits as flat ``root, xor, spout task`` triples.
+        self.pending_inits: list[int] = []
         self.stop_requested = False
         self.stopped = threading.Event()
         self.timeout_secs = float(self.conf[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS])
@@ -354,26 +355,12 @@ class Executor:
         n = len(ackers)
         src = self.tasks[0]
         if self.pending_inits:
-            per: dict[int, list] = {}
-            for root, val, task in self.pending_inits:
-                flat = per.get(ackers[root % n])
-                if flat is None:
-                    flat = per[ackers[root % n]] = []
-                flat.append(root)
-                flat.append(val)
-                flat.append(task)
+            per = inits_by_acker(self.pending_inits, ackers)
             self.pending_inits = []
             for acker, flat in per.items():
                 self.send_system(acker, src, ACKER_INIT_STREAM_ID, [flat])
         if self.pending_acks:
-            per = {}
-            for root, val in self.pending_acks.items():
-                if val:
-                    flat = per.get(ackers[root % n])
-                    if flat is None:
-                        flat = per[ackers[root % n]] = []
-                    flat.append(root)
-                    flat.append(val)
+            per = self.pending_acks.by_acker(ackers)
             self.pending_acks.clear()  # in place: the collectors hold this table
             for acker, flat in per.items():
                 self.send_system(acker, src, ACKER_ACK_STREAM_ID, [flat])
@@ -753,39 +740,33 @@ class AckerExecutor(Executor):
         ledger = self.ledgers[task]
         stream = tup.source_stream
         flat = tup.values[0]
+        st = self.ws.stats[task]
         if stream == ACKER_ACK_STREAM_ID:
-            results = ledger.ack_all(flat)
+            acked, failed = ledger.ack_all(flat, self.out_acks, self.out_fails)
         elif stream == ACKER_INIT_STREAM_ID:
-            results = ledger.init_all(flat)
-        elif stream == ACKER_FAIL_STREAM_ID:
-            results = []
+            acked, failed = ledger.init_all(flat, self.out_acks, self.out_fails)
+        elif stream == ACKER_FAIL_STREAM_ID or stream == ACKER_RESET_TIMEOUT_STREAM_ID:
+            acked = failed = 0
+            settle = ledger.fail if stream == ACKER_FAIL_STREAM_ID else ledger.reset_timeout
             for root in flat:
-                r = ledger.fail(root)
-                if r is not None:
-                    results.append(r)
-        elif stream == ACKER_RESET_TIMEOUT_STREAM_ID:
-            results = []
-            for root in flat:
-                r = ledger.reset_timeout(root)
-                if r is not None:
-                    results.append(r)
+                r = settle(root)
+                if type(r) is TreeAcked:
+                    self.out_acks.setdefault(r.spout_task, []).append(r.root)
+                    acked += 1
+                elif type(r) is TreeFailed:
+                    self.out_fails.setdefault(r.spout_task, []).append(r.root)
+                    failed += 1
+                elif type(r) is TimeoutReset:
+                    self.out_resets.setdefault(r.spout_task, []).append(r.root)
+                elif r is not None:
+                    raise TypeError(r)
         else:
             log.warning("topology=%s acker got a tuple on unexpected stream %s from task %d",
                         self.ws.topology_id, stream, tup.source_task)
             return
-        st = self.ws.stats[task]
         st.executed += 1
-        for r in results:
-            if type(r) is TreeAcked:
-                self.out_acks.setdefault(r.spout_task, []).append(r.root)
-                st.acked += 1
-            elif type(r) is TreeFailed:
-                self.out_fails.setdefault(r.spout_task, []).append(r.root)
-                st.failed += 1
-            elif type(r) is TimeoutReset:
-                self.out_resets.setdefault(r.spout_task, []).append(r.root)
-            else:
-                raise TypeError(r)
+        st.acked += acked
+        st.failed += failed
 
     def end_batch(self) -> None:
         src = self.tasks[0]

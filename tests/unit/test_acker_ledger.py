@@ -207,21 +207,74 @@ def test_random_trees_complete_exactly_at_their_last_message(ledger, seed):
 
 def test_batched_init_and_ack_lists_answer_as_the_single_calls(ledger):
     """The acker executor hands a whole ``__ack_init`` / ``__ack_ack`` tuple's flat list to
-    init_all / ack_all: the same instructions, in order, as one call per entry."""
+    init_all / ack_all: the trees the single calls settle, in order, appended to the lists
+    of their spout tasks (acked and failed apart), and counted."""
     rng = random.Random(5)
     roots = [rng.getrandbits(64) | 2 for _ in range(300)]
     edges = [rng.getrandbits(64) | 1 for _ in roots]
+    tasks = [TASK + i % 3 for i in range(300)]
     single = AckerLedger()
-    inits = [x for r, e in zip(roots, edges) for x in (r, e, TASK)]
-    # Some trees acked before their init, some after; one ack leaves its tree pending.
+    inits = [x for r, e, t in zip(roots, edges, tasks) for x in (r, e, t)]
+    # Some trees acked before their init, some after; one ack leaves its tree pending; one
+    # tree failed (its fail went first); roots 0 and 1 take the reserved keys' path.
     early = [x for r, e in zip(roots[:100], edges[:100]) for x in (r, e)]
     late = [x for r, e in zip(roots[100:], edges[100:]) for x in (r, e)]
     late[1] ^= 1
+    for lg in (single, ledger):
+        assert lg.fail(roots[150]) is None
     want = [single.ack(*early[i:i + 2]) for i in range(0, len(early), 2)]
     want += [single.init(*inits[i:i + 3]) for i in range(0, len(inits), 3)]
     want += [single.ack(*late[i:i + 2]) for i in range(0, len(late), 2)]
-    got = ledger.ack_all(early) + ledger.init_all(inits) + ledger.ack_all(late)
-    assert got == [r for r in want if r is not None]
-    assert len(got) == 299 and all(type(r) is TreeAcked for r in got)
-    assert len(ledger) == len(single) == 1
-    assert ledger.ack_all([]) == [] and ledger.init_all([roots[0]]) == []  # a ragged tail
+    want += [single.init(1, 5, 7), single.ack(1, 5 ^ (1 << 64))]  # the value's low 64 bits
+    acked: dict[int, list] = {}
+    failed: dict[int, list] = {}
+    counts = [ledger.ack_all(early, acked, failed), ledger.init_all(inits, acked, failed),
+              ledger.ack_all(late, acked, failed), ledger.init_all([1, 5, 7], acked, failed),
+              ledger.ack_all([1, 5 ^ (1 << 64)], acked, failed)]
+    by_task: dict[tuple[type, int], list] = {}
+    for r in want:
+        if r is not None:
+            by_task.setdefault((type(r), r.spout_task), []).append(r.root)
+    assert {(TreeAcked, t): v for t, v in acked.items()} | \
+        {(TreeFailed, t): v for t, v in failed.items()} == by_task
+    assert failed == {tasks[150]: [roots[150]]} and sum(map(len, acked.values())) == 299
+    assert counts == [(0, 0), (100, 1), (198, 0), (0, 0), (1, 0)]
+    # Pending: the tree with the wrong ack, and the failed tree's late ack (waiting for an
+    # init that will not come: the rotation forgets it).
+    assert len(ledger) == len(single) == 2
+    assert ledger.ack_all([], acked, failed) == (0, 0)
+    assert ledger.init_all([roots[0]], acked, failed) == (0, 0)  # a ragged tail
+
+
+def test_a_steps_acks_and_inits_go_to_the_acker_of_each_root():
+    """Executor.end_batch sends a step's combined acks and its spout emits to the acker that
+    tracks each root, ``ackers[root % len(ackers)]``, as flat lists; an ack XORed back to 0
+    (a tuple acked in the step that emitted it) sends nothing."""
+    from squall.worker.collector import StepAcks, inits_by_acker
+
+    rng = random.Random(9)
+    ackers = [21, 22, 23]
+    roots = [0, 1] + [rng.getrandbits(64) for _ in range(2000)]
+    step = StepAcks()
+    want: dict[int, int] = {}
+    for root in roots + roots[:500]:  # some roots twice: combined
+        val = rng.getrandbits(64)
+        step.xor(root, val)
+        want[root] = want.get(root, 0) ^ val
+    for root in roots[1000:1100]:
+        step.xor(root, want[root])  # back to 0
+        want[root] = 0
+    per = step.by_acker(ackers)
+    got = {}
+    for acker, flat in per.items():
+        for root, val in zip(flat[::2], flat[1::2]):
+            assert acker == ackers[root % 3] and root not in got
+            got[root] = val
+    assert got == {r: v for r, v in want.items() if v}
+    assert all(type(x) is int for flat in per.values() for x in flat)
+
+    flat = [x for r in roots for x in (r, r ^ 5, 7 + r % 2)]
+    per = inits_by_acker(flat + [99], ackers)  # a ragged tail is left out
+    assert sorted(per) == ackers
+    assert {a: [tuple(f[i:i + 3]) for i in range(0, len(f), 3)] for a, f in per.items()} == \
+        {a: [(r, r ^ 5, 7 + r % 2) for r in roots if ackers[r % 3] == a] for a in ackers}

@@ -90,7 +90,7 @@ def test_a_replayed_message_gets_the_same_edges_only_with_lineage(lineage):
     spout.emit(["a b"], msg_id=7)
     spout.emit(["a b"], msg_id=7)  # its replay, after a fail
     (_, first), (_, replay) = sink.got
-    (r1, init1, _), (r2, _, _) = ex.pending_inits
+    r1, init1, _, r2, _, _ = ex.pending_inits  # flat: root, xor, spout task per emit
     assert r1 != r2  # a replay is a new tree: a late ack of the old one cannot touch it
     k1, k2 = _split(lineage, first), _split(lineage, replay)
     assert len(set(k1)) == 3
