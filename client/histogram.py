@@ -28,6 +28,14 @@ _MIN_KEY = math.floor(math.log2(MIN_MS) * PER_OCTAVE)
 MAX_KEY = 40 * PER_OCTAVE
 _log2 = math.log2
 _floor = math.floor
+#: The least value of MAX_KEY's bucket, ms.
+_TOP_MS = 2.0 ** (MAX_KEY / PER_OCTAVE)
+
+try:
+    import cython
+    _COMPILED = cython.compiled
+except ImportError:  # installed without Cython: this source runs as plain Python
+    _COMPILED = False
 
 
 def bucket_of(ms: float) -> int:
@@ -67,13 +75,14 @@ class Histogram:
         return sum(self.counts.copy().values())
 
     def record(self, ms: float) -> None:
-        # On every acked tree and every user histogram update: kept to one call and a dict op.
-        try:
-            k = _floor(_log2(ms) * 4) if ms > MIN_MS else _MIN_KEY
-        except (OverflowError, ValueError):  # inf, nan (try costs nothing until it raises)
+        # On every acked tree and every user histogram update: kept to one call and a dict op
+        # (the bucket by C's log2 in the compiled build).
+        if not ms > MIN_MS:  # NaN too
+            k = _MIN_KEY
+        elif ms >= _TOP_MS:  # MAX_KEY's bucket and above, infinity
             k = MAX_KEY
-        if k > MAX_KEY:
-            k = MAX_KEY
+        else:
+            k = _key(ms) if _COMPILED else _floor(_log2(ms) * PER_OCTAVE)  # noqa: F821
         c = self.counts
         c[k] = c.get(k, 0) + 1
         self.total += ms

@@ -4,6 +4,7 @@
 # looking names up (nonecheck on: a None where a Tuple belongs raises, never crashes).
 cimport cython
 from squall.acker.compact_map cimport Bucket
+from squall.acker.pending_map cimport PendingMap
 from squall.client.tuple cimport Tuple, new_tuple
 from squall.worker.stats cimport TaskStats
 from squall.worker.transfer cimport Transfer
@@ -156,3 +157,7 @@ cpdef Py_ssize_t run_counting(object dq, TaskStats st, object dispatch, object s
 cpdef Py_ssize_t spout_burst(object next_tuple, SpoutOutputCollector out, object pending,
                              Py_ssize_t cap, Py_ssize_t budget, double step_secs,
                              double slow_secs, object on_slow) except -1
+
+
+@cython.locals(entry=tuple)
+cpdef settle_acks(object roots, PendingMap pending, TaskStats stats, object ack, double now)

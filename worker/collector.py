@@ -670,6 +670,19 @@ def spout_burst(next_tuple: Any, out: SpoutOutputCollector, pending: Any, cap: i
     return n
 
 
+def settle_acks(roots: list, pending: Any, stats: Any, ack: Any, now: float) -> None:
+    """A spout task's ``__ack_ack``: each root still pending is removed, counted, its
+    complete latency recorded and its message acked (``ack(msg_id)``, the spout's own);
+    a root no longer pending (timed out already, or a duplicate) is skipped."""
+    for root in roots:
+        entry = pending.pop(root, None)
+        if entry is None:
+            continue
+        stats.acked += 1
+        stats.add_latency((now - entry[1]) * 1000.0)
+        ack(entry[0])
+
+
 def build_routes(ws: Any, component: str, task: int, context: Any) -> dict[str, Route]:
     """Routers for every declared stream of ``component`` as emitted by ``task``."""
     comp = ws.topology.components[component]

@@ -45,7 +45,8 @@ from ..client.windowing import WindowedBolt
 from .barrier import BoltBarrier, SpoutBarrier
 from .checkpoint import forwarding, host_bolt
 from .collector import (BasicRunner, OutputCollector, SpoutOutputCollector, StepAcks,
-                        build_routes, inits_by_acker, run_counting, spout_burst)
+                        build_routes, inits_by_acker, run_counting, settle_acks,
+                        spout_burst)
 from .queue import InQueue, ThreadWaker
 from .shell import component_object
 from .state import WorkerState
@@ -650,16 +651,7 @@ class SpoutExecutor(Executor):
         if stream == ACKER_ACK_STREAM_ID:
             if not self.multi:
                 st = self.spouts[0]
-                pop = st.pending.pop
-                stats = st.stats
-                ack = st.spout.ack
-                for root in roots:
-                    entry = pop(root, None)
-                    if entry is None:
-                        continue  # timed out already, or a duplicate
-                    stats.acked += 1
-                    stats.add_latency((now - entry[1]) * 1000)
-                    ack(entry[0])
+                settle_acks(roots, st.pending, st.stats, st.spout.ack, now)
                 return
             for root in roots:
                 st = self._owner(root)

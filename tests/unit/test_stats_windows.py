@@ -26,6 +26,26 @@ def test_histogram_quantiles_within_a_bucket_of_the_truth():
     assert histogram.bucket_of(0.0) == histogram.bucket_of(histogram.MIN_MS)
 
 
+def test_a_recorded_value_lands_in_its_bucket_whatever_its_size():
+    """record (C's log2 in the compiled build) and bucket_of agree at every scale, at the
+    bucket edges, and for values no latency should be: 0, negative, infinite, NaN."""
+    rng = random.Random(3)
+    values = [0.0, -1.0, histogram.MIN_MS, histogram.MIN_MS * 1.0001, float("inf"),
+              float("nan"), 2.0 ** 40, 2.0 ** 40 * 0.9999, 2.0 ** 41, 1e300, 7]
+    values += [2.0 ** (k / 4) for k in range(-44, 170)]  # every edge
+    values += [2.0 ** (k / 4) * (1 - 1e-12) for k in range(-44, 170)]  # just under it
+    values += [10 ** rng.uniform(-4, 14) for _ in range(2000)]
+    for ms in values:
+        h = histogram.Histogram()
+        h.record(ms)
+        assert list(h.counts) == [histogram.bucket_of(ms)], ms
+        assert histogram.bucket_of(ms) <= histogram.MAX_KEY
+    h = histogram.Histogram()
+    for ms in (1.0, 2.5, 2.5):
+        h.record(ms)
+    assert h.n == 3 and h.total == 6.0 and h.counts == {0: 1, 5: 2}
+
+
 def test_histograms_merge_and_subtract_exactly():
     a, b = histogram.Histogram(), histogram.Histogram()
     for v in (1, 2, 3):
