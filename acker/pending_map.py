@@ -29,6 +29,13 @@ from .compact_map import RESERVED, OpenTable, age_odd
 _MIN_CAP = 256
 _I64_MIN = -(1 << 63)
 _I64_MAX = (1 << 63) - 1
+_KEY_END = 1 << 64
+
+try:
+    import cython
+    _COMPILED = cython.compiled
+except ImportError:  # installed without Cython: this source runs as plain Python
+    _COMPILED = False
 
 
 class PendingBucket(OpenTable):
@@ -149,19 +156,26 @@ class PendingMap:
         self.buckets[0].insert(key, value[0], value[1])
 
     def get(self, key: int, default: Any = None) -> Any:
-        if key <= RESERVED or key >> 64:  # no 64-bit table key: only the side dict may have it
+        k = _table_key(key) if _COMPILED else (  # noqa: F821
+            key if type(key) is int and RESERVED < key < _KEY_END else 0)
+        if k <= RESERVED:  # no 64-bit table key: only the side dict may have it
             e = self._odd.get(key)
             return default if e is None else e[1]
-        b, i = self._locate(key)
+        b, i = self._locate(k)
         return default if b is None else b.entry(i)
 
     def pop(self, key: int, default: Any = None) -> Any:
         """Remove ``key`` and return its (msg_id, t0), or ``default``."""
-        if key <= RESERVED or key >> 64:  # (an ack's root comes from the wire)
+        # (an ack's root comes from the wire: anything but a table key is the side dict's)
+        k = _table_key(key) if _COMPILED else (  # noqa: F821
+            key if type(key) is int and RESERVED < key < _KEY_END else 0)
+        if k <= RESERVED:
             e = self._odd.pop(key, None)
             return default if e is None else e[1]
-        for b in self.buckets:
-            i = b.find(key)
+        buckets = self.buckets
+        for j in range(len(buckets)):  # by index: no iterator (3 buckets, the first usual)
+            b = buckets[j]
+            i = b.find(k)
             if i >= 0:
                 e = b.entry(i)
                 b.delete(i)

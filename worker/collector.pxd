@@ -106,6 +106,7 @@ cdef class _Base:
 
 cdef class SpoutOutputCollector(_Base):
     cdef public object pending, run
+    cdef public list inits
     cdef public Py_ssize_t emits
 
     @cython.locals(r=Route, i="Py_ssize_t", ack_val="unsigned long long",

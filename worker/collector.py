@@ -338,6 +338,8 @@ class SpoutOutputCollector(_Base):
                  stable_ids: bool = False):
         super().__init__(ex, task, routes)
         self.pending = pending
+        #: The executor's step list of ``__ack_init`` triples (it empties it in place).
+        self.inits = ex.pending_inits
         #: Part of every derived edge: 0 when the spout's message ids name messages across
         #: its restarts, else drawn now, so a restarted spout's ids that start over are new.
         self.run = 0 if stable_ids else new_id()
@@ -364,7 +366,7 @@ class SpoutOutputCollector(_Base):
                 ack_val ^= e
                 self._send_tracked(t, values, r, root, e)
             self.pending.add(root, msg_id, time.monotonic())
-            inits = self.ex.pending_inits
+            inits = self.inits
             inits.append(root)
             inits.append(ack_val)
             inits.append(self.task)

@@ -357,7 +357,7 @@ class Executor:
         src = self.tasks[0]
         if self.pending_inits:
             per = inits_by_acker(self.pending_inits, ackers)
-            self.pending_inits = []
+            self.pending_inits.clear()  # in place: the spout collectors hold this list
             for acker, flat in per.items():
                 self.send_system(acker, src, ACKER_INIT_STREAM_ID, [flat])
         if self.pending_acks:

@@ -223,7 +223,7 @@ def test_a_bolts_anchored_emit_and_a_spouts_emit_route_every_key_alike():
         ex = SimpleNamespace(component_id=who, ws=SimpleNamespace(
             stats={1: TaskStats("c")}, deliver=sink, lineage=False, values=PLAIN),
             transfer=None,
-            debug=False, acking=False, pending_acks=StepAcks())
+            debug=False, acking=False, pending_acks=StepAcks(), pending_inits=[])
         route = Route("default", Fields(["word"]), [FieldsRouter(targets, [0])], False,
                       frozenset())
         return cls(ex, 1, {"default": route}, *extra)

@@ -139,6 +139,11 @@ def test_a_root_beyond_64_bits_is_not_pending():
     compiled tables take 64-bit keys; the lookups must not raise on others)."""
     pm = PendingMap(3)
     pm.add(12345, 7, 1.0)
-    for key in (1 << 64, (1 << 80) + 12345, -5):
+    for key in (1 << 64, (1 << 80) + 12345, -5, "12345", 12345.0, None, (1 << 64) + 1):
         assert key not in pm and pm.get(key) is None and pm.pop(key, "none") == "none"
     assert pm.pop(12345) == (7, 1.0)
+    top = (1 << 64) - 1  # the largest table key, and the reserved ones in the side dict
+    for key in (top, 0, 1):
+        pm.add(key, key, 2.0)
+    assert [pm.pop(k) for k in (top, 0, 1)] == [(top, 2.0), (0, 2.0), (1, 2.0)]
+    assert len(pm) == 0
