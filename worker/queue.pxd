@@ -6,6 +6,10 @@ cdef class SleepFlag:
     cdef public bint on
 
 
+cdef class Version:
+    cdef public Py_ssize_t n
+
+
 cdef class InQueue:
     cdef public object dq, _append, bp, waker, on_congested, _lock
     cdef public SleepFlag flag

@@ -74,6 +74,16 @@ class SleepFlag:
         self.on = False
 
 
+class Version:
+    """A number one thread bumps and others compare, as a C field compiled: the worker's
+    assignment version, which a Transfer's per-task cache of outboxes follows."""
+
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
 class ThreadWaker:
     """Wakes one sleeping consumer thread (an executor with its own thread)."""
 

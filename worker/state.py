@@ -23,7 +23,7 @@ from ..client.stateful import CHECKPOINT_COMPONENT_ID, deduplicating
 from ..client.topology import Topology, assign_task_ids
 from ..client.tuple import (ACKER_COMPONENT_ID, SYSTEM_COMPONENT_ID, SYSTEM_TASK_ID,
                             SYSTEM_TICK_STREAM_ID, Fields)
-from .queue import Backpressure
+from .queue import Backpressure, Version
 from .stats import TaskStats
 from ..client.curve import keys_of
 from ..client.values import ValueTypes
@@ -63,6 +63,8 @@ class WorkerState:
         #: old or the new set), with ``peers_version`` bumped.
         self.live_workers = frozenset(assignment.workers)
         self.peers_version = 0
+        #: The same, read as a C field by the transfers' caches of each task's outbox.
+        self.peers_ver = Version()
         self.acker_tasks = self.component_tasks.get(ACKER_COMPONENT_ID, [])
         self.acking = bool(self.acker_tasks)
         #: Derived edge ids (worker/lineage.py): exactly-once acker checkpointing.
@@ -154,6 +156,7 @@ class WorkerState:
             self.peer_loads.pop(w, None)
             self.peers_heard.discard(w)
         self.peers_version += 1
+        self.peers_ver.n += 1
         return gone
 
     def component_conf(self, component: str) -> dict[str, Any]:

@@ -5,6 +5,7 @@ cimport cython
 
 from cpython cimport array
 
+from squall.worker.queue cimport Version
 from squall.worker.zmqraw cimport send_nowait
 
 cdef bint _COMPILED, _SWAP
@@ -46,7 +47,9 @@ cdef class Outbox:
 cdef class Transfer:
     cdef public object ws, codec, last_flush, peers_version
     cdef public dict task_worker, out, socks, blocked
-    cdef public Py_ssize_t batch_size, buffered
+    cdef public Version peers_ver
+    cdef public list boxes
+    cdef public Py_ssize_t batch_size, buffered, boxes_ver
     cdef public double flush_interval
     cdef public bint may_drop
 
@@ -58,7 +61,7 @@ cdef class Transfer:
                          unsigned long long root, unsigned long long edge)
 
     @cython.locals(box=Outbox)
-    cpdef Outbox _box(self, object task)
+    cpdef Outbox _box(self, Py_ssize_t task)
 
     @cython.locals(n="Py_ssize_t")
     cpdef _send_box(self, Outbox box)

@@ -183,6 +183,12 @@ class Transfer:
         #: while a pipe is full, and a dead peer's restart starts a recovery anyway).
         self.may_drop = not barrier_mode(ws.conf)
         self.peers_version = ws.peers_version
+        #: Each task's outbox by task id, made again whenever the assignment's version
+        #: moves (a task's worker may change): one list index per remote tuple instead of
+        #: two dict lookups.
+        self.peers_ver = ws.peers_ver
+        self.boxes: list = []
+        self.boxes_ver = -1
 
     def remote(self, task: int, src: int, stream: str, values: list, ids: dict | None
                ) -> None:
@@ -202,10 +208,19 @@ class Transfer:
 
     def _box(self, task: int) -> Outbox:
         """The outbox of ``task``'s worker."""
+        if self.boxes_ver == self.peers_ver.n and 0 <= task < len(self.boxes):
+            box = self.boxes[task]
+            if box is not None:
+                return box
+        if self.boxes_ver != self.peers_ver.n:
+            self.boxes_ver = self.peers_ver.n  # read before task_worker: its updates come first
+            self.boxes = [None] * (max(self.task_worker, default=-1) + 1)
         w = self.task_worker[task]
         box = self.out.get(w)
         if box is None:
             box = self.out[w] = Outbox(w)
+        if 0 <= task < len(self.boxes):
+            self.boxes[task] = box
         return box
 
     def _send_box(self, box: Outbox) -> None:
@@ -290,6 +305,7 @@ class Transfer:
     def _forget_departed(self) -> None:
         """Drop batches, waiting frames and sockets of workers no longer in the assignment."""
         self.peers_version = self.ws.peers_version
+        self.boxes_ver = -1  # outboxes of departed workers go below: none stays cached
         live = self.ws.live_workers
         for w in [w for w in self.out if w not in live]:
             box = self.out.pop(w)

@@ -14,7 +14,7 @@ import pytest
 from squall.client.tuple import Fields
 from squall.client.values import PLAIN
 from squall.worker.frame import GROUPED, Codec, decode
-from squall.worker.queue import Backpressure
+from squall.worker.queue import Backpressure, Version
 from squall.worker.receiver import Receiver
 from squall.worker.transfer import Outbox, Transfer
 
@@ -29,7 +29,8 @@ class _Kept(Transfer):
 def _ws(**kw):
     ws = SimpleNamespace(
         conf={"topology.transfer.batch.size": 4}, values=PLAIN,
-        task_worker={5: "w2", 6: "w2", 7: "w3"}, peers_version=0, max_frame_bytes=1 << 20,
+        task_worker={5: "w2", 6: "w2", 7: "w3"}, peers_version=0, peers_ver=Version(),
+        max_frame_bytes=1 << 20,
         fields={("split", "default"): Fields(["word"]), ("split", "s2"): Fields(["a", "b"])},
         task_component={1: "split", 2: "split"}, live_workers=frozenset(("w2", "w3")),
         dropped_tuples=0, dropped_frames=0, topology_id="t", worker_id="w2",
@@ -223,3 +224,31 @@ def test_step_acks_combine_per_root_and_empty_for_the_next_step():
         assert len(acks) == len(want) and dict(acks.items()) == want
         acks.clear()
         assert len(acks) == 0 and acks.items() == [] and not acks
+
+
+def test_a_task_moved_to_another_worker_gets_the_new_workers_outbox_at_once():
+    """The outbox of each task is cached by task id; a new assignment (WorkerState's
+    update_peers: task_worker updated, then its version bumped) is followed by the very next
+    tuple, and an outbox of a departed worker is never used again after the flush drops it."""
+    ws = _ws()
+    tr = _Kept(ws)
+    tr.sent = []
+    tr.remote(5, 1, "default", ["a"], None)
+    tr.remote(7, 1, "default", ["b"], None)
+    assert {w: b.n for w, b in tr.out.items()} == {"w2": 1, "w3": 1}
+    ws.task_worker[5] = "w3"  # update_peers: the new worker first, then the version
+    ws.peers_ver.n += 1
+    tr.remote(5, 1, "default", ["c"], None)
+    assert {w: b.n for w, b in tr.out.items()} == {"w2": 1, "w3": 2}
+    # w2 departs: the flush drops its batch (counted) and its outbox.
+    ws.task_worker[6] = "w3"
+    ws.live_workers = frozenset(("w3",))
+    ws.peers_version += 1
+    ws.peers_ver.n += 1
+    tr.flush()
+    assert "w2" not in tr.out and ws.dropped_tuples == 1
+    tr.remote(6, 1, "default", ["d"], None)
+    tr.remote(5, 1, "default", ["e"], None)
+    assert list(tr.out) == ["w3"] and tr.out["w3"].n == 2
+    assert sorted(v[0] for w, f in tr.sent for g in decode(f, PLAIN)[2] for v in g[3]) == \
+        ["b", "c"]
