@@ -15,8 +15,8 @@ cpdef object _instruction(object root, long long code)
 
 cpdef long long _code(object r) except? -2
 
-@cython.locals(roots=list)
-cpdef _append(dict out, long long task, object root)
+@cython.locals(out=dict, roots=list)
+cpdef bint _settled(long long code, object root, dict acked, dict failed) except -1
 
 
 cdef class AckerLedger:
@@ -35,10 +35,10 @@ cdef class AckerLedger:
                    task_plus_1="unsigned int")
     cpdef long long _ack1(self, unsigned long long root, unsigned long long uval) except? -2
 
-    @cython.locals(i="Py_ssize_t", code="long long", n_acked="Py_ssize_t",
+    @cython.locals(i="Py_ssize_t", code="long long", n="Py_ssize_t",
                    n_failed="Py_ssize_t")
     cpdef tuple init_all(self, object flat, dict acked, dict failed)
 
-    @cython.locals(i="Py_ssize_t", code="long long", n_acked="Py_ssize_t",
+    @cython.locals(i="Py_ssize_t", code="long long", n="Py_ssize_t",
                    n_failed="Py_ssize_t")
     cpdef tuple ack_all(self, object flat, dict acked, dict failed)

@@ -74,11 +74,15 @@ def _code(r: Instruction | None) -> int:
     return r.spout_task << 1 | (type(r) is TreeFailed)
 
 
-def _append(out: dict[int, list], task: int, root: int) -> None:
-    roots = out.get(task)
+def _settled(code: int, root: int, acked: dict[int, list], failed: dict[int, list]) -> bool:
+    """Append a settled tree's root to its spout task's list, acked or failed (which it
+    answers)."""
+    out = failed if code & 1 else acked
+    roots = out.get(code >> 1)
     if roots is None:
-        roots = out[task] = []
+        roots = out[code >> 1] = []
     roots.append(root)
+    return bool(code & 1)
 
 
 class AckerLedger:
@@ -206,7 +210,7 @@ class AckerLedger:
         ``__ack_init`` tuple's flat list: the roots of the trees that completed are appended
         to ``acked[spout_task]``, of those that failed to ``failed[spout_task]`` (the lists
         the acker sends); answers how many of each."""
-        n_acked = n_failed = 0
+        n = n_failed = 0
         for i in range(0, len(flat) - 2, 3):
             root = flat[i]
             if root <= 1:
@@ -215,19 +219,15 @@ class AckerLedger:
                 code = self._init1(root, _mask64(flat[i + 1]) if _COMPILED  # noqa: F821
                                    else flat[i + 1] & _VAL_MASK, flat[i + 2])
             if code >= 0:
-                if code & 1:
-                    _append(failed, code >> 1, root)
-                    n_failed += 1
-                else:
-                    _append(acked, code >> 1, root)
-                    n_acked += 1
-        return n_acked, n_failed
+                n += 1
+                n_failed += _settled(code, root, acked, failed)
+        return n - n_failed, n_failed
 
     def ack_all(self, flat: Sequence[int], acked: dict[int, list],
                 failed: dict[int, list]) -> tuple[int, int]:
         """:meth:`ack` for each ``root, val`` pair of a batched ``__ack_ack`` tuple's flat
         list, settled trees appended as :meth:`init_all` does."""
-        n_acked = n_failed = 0
+        n = n_failed = 0
         for i in range(0, len(flat) - 1, 2):
             root = flat[i]
             if root <= 1:
@@ -236,13 +236,9 @@ class AckerLedger:
                 code = self._ack1(root, _mask64(flat[i + 1]) if _COMPILED  # noqa: F821
                                   else flat[i + 1] & _VAL_MASK)
             if code >= 0:
-                if code & 1:
-                    _append(failed, code >> 1, root)
-                    n_failed += 1
-                else:
-                    _append(acked, code >> 1, root)
-                    n_acked += 1
-        return n_acked, n_failed
+                n += 1
+                n_failed += _settled(code, root, acked, failed)
+        return n - n_failed, n_failed
 
     def fail(self, root: int) -> Instruction | None:
         """``__ack_fail``: mark the tree failed (and refresh its timeout, as Storm does)."""
