@@ -6,10 +6,10 @@ from squall.acker.compact_map cimport Bucket, CompactRotatingMap
 cdef bint _COMPILED
 cdef unsigned int _TASK_MASK, _FAILED
 
-# A value off the wire as its low 64 bits (ledger.py's ``val & _VAL_MASK``) without making
-# the masked int.
 cdef extern from "Python.h":
     unsigned long long _mask64 "PyLong_AsUnsignedLongLongMask" (object) except? <unsigned long long>-1
+
+cpdef unsigned long long _u64(object val) except? <unsigned long long>-1
 
 cpdef object _instruction(object root, long long code)
 

@@ -60,6 +60,11 @@ class TimeoutReset:
 Instruction = TreeAcked | TreeFailed | TimeoutReset
 
 
+def _u64(val: int) -> int:
+    """A value off the wire as its low 64 bits (without making the masked int, compiled)."""
+    return _mask64(val) if _COMPILED else val & _VAL_MASK  # noqa: F821
+
+
 def _instruction(root: int, code: int) -> Instruction | None:
     """A core's answer (``spout_task << 1 | failed``, or -1) as an instruction."""
     if code < 0:
@@ -152,15 +157,13 @@ class AckerLedger:
         """``__ack_init``: the spout emitted root ``root`` with edge ids XORing to ``val``."""
         if root <= 1:
             return self._apply(root, val & _VAL_MASK, 0, spout_task)
-        return _instruction(root, self._init1(root, _mask64(val) if _COMPILED  # noqa: F821
-                                              else val & _VAL_MASK, spout_task))
+        return _instruction(root, self._init1(root, _u64(val), spout_task))
 
     def ack(self, root: int, val: int) -> Instruction | None:
         """``__ack_ack``: XOR ``val`` (acked ids and newly anchored ids) into the tree."""
         if root <= 1:
             return self._apply(root, val & _VAL_MASK, 0, None)
-        return _instruction(root, self._ack1(root, _mask64(val) if _COMPILED  # noqa: F821
-                                             else val & _VAL_MASK))
+        return _instruction(root, self._ack1(root, _u64(val)))
 
     # The two cores answer a settled tree as ``spout_task << 1 | failed`` and a pending one
     # as -1: the batched calls below append its root to a list and make no object for it.
@@ -216,8 +219,7 @@ class AckerLedger:
             if root <= 1:
                 code = _code(self.init(root, flat[i + 1], flat[i + 2]))
             else:
-                code = self._init1(root, _mask64(flat[i + 1]) if _COMPILED  # noqa: F821
-                                   else flat[i + 1] & _VAL_MASK, flat[i + 2])
+                code = self._init1(root, _u64(flat[i + 1]), flat[i + 2])
             if code >= 0:
                 n += 1
                 n_failed += _settled(code, root, acked, failed)
@@ -233,8 +235,7 @@ class AckerLedger:
             if root <= 1:
                 code = _code(self.ack(root, flat[i + 1]))
             else:
-                code = self._ack1(root, _mask64(flat[i + 1]) if _COMPILED  # noqa: F821
-                                  else flat[i + 1] & _VAL_MASK)
+                code = self._ack1(root, _u64(flat[i + 1]))
             if code >= 0:
                 n += 1
                 n_failed += _settled(code, root, acked, failed)

@@ -5,8 +5,7 @@ from squall.acker.compact_map cimport OpenTable
 
 cdef bint _COMPILED
 
-# A root off the wire as a table key: the int itself when it is one of 64 bits, else 0 (a
-# reserved key: the side dict answers), without the comparisons and shift of the source.
+# pending_map.py's _wire_key in C: PyLong_AsUnsignedLongLong instead of the comparisons.
 cdef extern from *:
     """
     static CYTHON_UNUSED unsigned long long sq_table_key(PyObject *o) {
@@ -18,6 +17,8 @@ cdef extern from *:
     }
     """
     unsigned long long _table_key "sq_table_key" (object o)
+
+cpdef unsigned long long _wire_key(object key)
 
 
 cdef class PendingBucket(OpenTable):

@@ -38,6 +38,14 @@ except ImportError:  # installed without Cython: this source runs as plain Pytho
     _COMPILED = False
 
 
+def _wire_key(key: Any) -> int:
+    """A root off the wire as a table key: the int itself when it is one of 64 bits above
+    the reserved keys, else 0 (the side dict answers for it)."""
+    if _COMPILED:
+        return _table_key(key)  # noqa: F821
+    return key if type(key) is int and RESERVED < key < _KEY_END else 0
+
+
 class PendingBucket(OpenTable):
     """One table of root -> (msg_id, t0)."""
 
@@ -156,8 +164,7 @@ class PendingMap:
         self.buckets[0].insert(key, value[0], value[1])
 
     def get(self, key: int, default: Any = None) -> Any:
-        k = _table_key(key) if _COMPILED else (  # noqa: F821
-            key if type(key) is int and RESERVED < key < _KEY_END else 0)
+        k = _wire_key(key)
         if k <= RESERVED:  # no 64-bit table key: only the side dict may have it
             e = self._odd.get(key)
             return default if e is None else e[1]
@@ -167,8 +174,7 @@ class PendingMap:
     def pop(self, key: int, default: Any = None) -> Any:
         """Remove ``key`` and return its (msg_id, t0), or ``default``."""
         # (an ack's root comes from the wire: anything but a table key is the side dict's)
-        k = _table_key(key) if _COMPILED else (  # noqa: F821
-            key if type(key) is int and RESERVED < key < _KEY_END else 0)
+        k = _wire_key(key)
         if k <= RESERVED:
             e = self._odd.pop(key, None)
             return default if e is None else e[1]

@@ -40,7 +40,7 @@ from squall.client.tuple import Fields, Tuple  # noqa: E402
 from squall.client.values import PLAIN  # noqa: E402
 from squall.worker.collector import (BasicOutputCollector, OutputCollector, Route,  # noqa: E402
                                      StepAcks)
-from squall.worker.queue import Backpressure, InQueue, ThreadWaker  # noqa: E402
+from squall.worker.queue import Backpressure, InQueue, ThreadWaker, Version  # noqa: E402
 from squall.worker.receiver import Receiver  # noqa: E402
 from squall.worker.stats import TaskStats  # noqa: E402
 from squall.worker.transfer import Transfer  # noqa: E402
@@ -78,7 +78,7 @@ def build(acking: bool):
     ws = SimpleNamespace(
         conf={cfg.TOPOLOGY_TRANSFER_BATCH_SIZE: 500,
               cfg.TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS: 1},
-        values=PLAIN, task_worker={OTHER_COUNT: "w2", COUNT: "w1"}, peers_version=0,
+        values=PLAIN, task_worker={OTHER_COUNT: "w2", COUNT: "w1"}, peers_version=Version(),
         max_frame_bytes=64 << 20, deliver={}, lineage=False,
         stats={SPLIT: TaskStats("split")},
         fields={("split", "default"): fields}, task_component={SPLIT: "split"},

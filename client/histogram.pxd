@@ -8,10 +8,12 @@ cdef double _TOP_MS
 cdef extern from *:
     """
     #include <math.h>
-    /* floor(log2(ms) * PER_OCTAVE), for MIN_MS < ms < _TOP_MS (record checks) */
+    /* floor(log2(ms) * PER_OCTAVE), for MIN_MS < ms < _TOP_MS (bucket_of checks) */
     static CYTHON_UNUSED long long sq_hist_key(double ms) { return (long long)floor(log2(ms) * 4.0); }
     """
     long long _key "sq_hist_key" (double ms)
+
+cpdef long long bucket_of(double ms)
 
 
 cdef class Histogram:

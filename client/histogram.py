@@ -39,11 +39,13 @@ except ImportError:  # installed without Cython: this source runs as plain Pytho
 
 
 def bucket_of(ms: float) -> int:
-    """The bucket a value in ms falls in."""
-    try:
-        return min(MAX_KEY, _floor(_log2(ms) * PER_OCTAVE)) if ms > MIN_MS else _MIN_KEY
-    except (OverflowError, ValueError):  # inf, nan
+    """The bucket a value in ms falls in (a C function in the compiled build: it runs on
+    every acked tree)."""
+    if not ms > MIN_MS:  # NaN too
+        return _MIN_KEY
+    if ms >= _TOP_MS:  # MAX_KEY's bucket and above, infinity
         return MAX_KEY
+    return _key(ms) if _COMPILED else _floor(_log2(ms) * PER_OCTAVE)  # noqa: F821
 
 
 def bucket_upper(key: int) -> float:
@@ -75,14 +77,8 @@ class Histogram:
         return sum(self.counts.copy().values())
 
     def record(self, ms: float) -> None:
-        # On every acked tree and every user histogram update: kept to one call and a dict op
-        # (the bucket by C's log2 in the compiled build).
-        if not ms > MIN_MS:  # NaN too
-            k = _MIN_KEY
-        elif ms >= _TOP_MS:  # MAX_KEY's bucket and above, infinity
-            k = MAX_KEY
-        else:
-            k = _key(ms) if _COMPILED else _floor(_log2(ms) * PER_OCTAVE)  # noqa: F821
+        # On every acked tree and every user histogram update.
+        k = bucket_of(ms)
         c = self.counts
         c[k] = c.get(k, 0) + 1
         self.total += ms

@@ -60,11 +60,10 @@ class WorkerState:
         self.endpoints = {w: endpoint_for(w, assignment.host, assignment.ipc_dir, self.topology_id)
                           for w in assignment.workers}
         #: The topology's current workers; replaced whole (readers on other threads see the
-        #: old or the new set), with ``peers_version`` bumped.
+        #: old or the new set), with ``peers_version`` bumped (its ``n``: a C field the
+        #: transfers read per remote tuple, for their caches of each task's outbox).
         self.live_workers = frozenset(assignment.workers)
-        self.peers_version = 0
-        #: The same, read as a C field by the transfers' caches of each task's outbox.
-        self.peers_ver = Version()
+        self.peers_version = Version()
         self.acker_tasks = self.component_tasks.get(ACKER_COMPONENT_ID, [])
         self.acking = bool(self.acker_tasks)
         #: Derived edge ids (worker/lineage.py): exactly-once acker checkpointing.
@@ -155,8 +154,7 @@ class WorkerState:
             self.bp.remote(w, False)  # its congestion no longer holds our spouts back
             self.peer_loads.pop(w, None)
             self.peers_heard.discard(w)
-        self.peers_version += 1
-        self.peers_ver.n += 1
+        self.peers_version.n += 1
         return gone
 
     def component_conf(self, component: str) -> dict[str, Any]:

@@ -45,11 +45,11 @@ cdef class Outbox:
 
 
 cdef class Transfer:
-    cdef public object ws, codec, last_flush, peers_version
+    cdef public object ws, codec, last_flush
     cdef public dict task_worker, out, socks, blocked
-    cdef public Version peers_ver
+    cdef public Version peers_version
     cdef public list boxes
-    cdef public Py_ssize_t batch_size, buffered, boxes_ver
+    cdef public Py_ssize_t batch_size, buffered, boxes_ver, peers_seen
     cdef public double flush_interval
     cdef public bint may_drop
 

@@ -182,11 +182,12 @@ class Transfer:
         #: barrier checkpointing has no acker, so it keeps every frame (spouts are paused
         #: while a pipe is full, and a dead peer's restart starts a recovery anyway).
         self.may_drop = not barrier_mode(ws.conf)
+        #: The assignment's version, and the one the last flush followed.
         self.peers_version = ws.peers_version
+        self.peers_seen = ws.peers_version.n
         #: Each task's outbox by task id, made again whenever the assignment's version
         #: moves (a task's worker may change): one list index per remote tuple instead of
         #: two dict lookups.
-        self.peers_ver = ws.peers_ver
         self.boxes: list = []
         self.boxes_ver = -1
 
@@ -208,12 +209,12 @@ class Transfer:
 
     def _box(self, task: int) -> Outbox:
         """The outbox of ``task``'s worker."""
-        if self.boxes_ver == self.peers_ver.n and 0 <= task < len(self.boxes):
+        if self.boxes_ver == self.peers_version.n and 0 <= task < len(self.boxes):
             box = self.boxes[task]
             if box is not None:
                 return box
-        if self.boxes_ver != self.peers_ver.n:
-            self.boxes_ver = self.peers_ver.n  # read before task_worker: its updates come first
+        if self.boxes_ver != self.peers_version.n:
+            self.boxes_ver = self.peers_version.n  # read before task_worker: updated first
             self.boxes = [None] * (max(self.task_worker, default=-1) + 1)
         w = self.task_worker[task]
         box = self.out.get(w)
@@ -292,7 +293,7 @@ class Transfer:
             self.ws.bp.local(False)
 
     def flush(self) -> None:
-        if self.peers_version != self.ws.peers_version:
+        if self.peers_seen != self.peers_version.n:
             self._forget_departed()
         if self.blocked:
             self._retry_blocked()
@@ -304,7 +305,7 @@ class Transfer:
 
     def _forget_departed(self) -> None:
         """Drop batches, waiting frames and sockets of workers no longer in the assignment."""
-        self.peers_version = self.ws.peers_version
+        self.peers_seen = self.peers_version.n
         self.boxes_ver = -1  # outboxes of departed workers go below: none stays cached
         live = self.ws.live_workers
         for w in [w for w in self.out if w not in live]:

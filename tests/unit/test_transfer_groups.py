@@ -29,7 +29,7 @@ class _Kept(Transfer):
 def _ws(**kw):
     ws = SimpleNamespace(
         conf={"topology.transfer.batch.size": 4}, values=PLAIN,
-        task_worker={5: "w2", 6: "w2", 7: "w3"}, peers_version=0, peers_ver=Version(),
+        task_worker={5: "w2", 6: "w2", 7: "w3"}, peers_version=Version(),
         max_frame_bytes=1 << 20,
         fields={("split", "default"): Fields(["word"]), ("split", "s2"): Fields(["a", "b"])},
         task_component={1: "split", 2: "split"}, live_workers=frozenset(("w2", "w3")),
@@ -237,14 +237,13 @@ def test_a_task_moved_to_another_worker_gets_the_new_workers_outbox_at_once():
     tr.remote(7, 1, "default", ["b"], None)
     assert {w: b.n for w, b in tr.out.items()} == {"w2": 1, "w3": 1}
     ws.task_worker[5] = "w3"  # update_peers: the new worker first, then the version
-    ws.peers_ver.n += 1
+    ws.peers_version.n += 1
     tr.remote(5, 1, "default", ["c"], None)
     assert {w: b.n for w, b in tr.out.items()} == {"w2": 1, "w3": 2}
     # w2 departs: the flush drops its batch (counted) and its outbox.
     ws.task_worker[6] = "w3"
     ws.live_workers = frozenset(("w3",))
-    ws.peers_version += 1
-    ws.peers_ver.n += 1
+    ws.peers_version.n += 1
     tr.flush()
     assert "w2" not in tr.out and ws.dropped_tuples == 1
     tr.remote(6, 1, "default", ["d"], None)
