@@ -27,12 +27,12 @@ cdef class AckerLedger:
     cpdef object ack(self, object root, object val)
 
     @cython.locals(b=Bucket, i="Py_ssize_t", v="unsigned long long", m="unsigned int",
-                   task="unsigned int")
+                   task="unsigned int", j="Py_ssize_t")
     cpdef long long _init1(self, unsigned long long root, unsigned long long uval,
                            long long spout_task) except? -2
 
     @cython.locals(b=Bucket, i="Py_ssize_t", v="unsigned long long", m="unsigned int",
-                   task_plus_1="unsigned int")
+                   task_plus_1="unsigned int", j="Py_ssize_t")
     cpdef long long _ack1(self, unsigned long long root, unsigned long long uval) except? -2
 
     @cython.locals(i="Py_ssize_t", code="long long", n="Py_ssize_t",

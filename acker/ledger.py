@@ -169,7 +169,11 @@ class AckerLedger:
     # as -1: the batched calls below append its root to a list and make no object for it.
     def _init1(self, root: int, uval: int, spout_task: int) -> int:
         task = spout_task + 1
-        for b in self.pending.buckets:
+        buckets = self.pending.buckets
+        for j in range(len(buckets)):  # by index, an empty (old) bucket unprobed: the usual
+            b = buckets[j]              # init misses all three, and a drained bucket's
+            if not b.live:              # tombstones would make each miss a long walk
+                continue
             i = b.find(root)
             if i >= 0:  # acks overtook the init
                 v = b.vals[i] ^ uval
@@ -189,7 +193,11 @@ class AckerLedger:
         return -1
 
     def _ack1(self, root: int, uval: int) -> int:
-        for b in self.pending.buckets:
+        buckets = self.pending.buckets
+        for j in range(len(buckets)):  # as _init1
+            b = buckets[j]
+            if not b.live:
+                continue
             i = b.find(root)
             if i >= 0:
                 v = b.vals[i] ^ uval
