@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 from ..acker.compact_map import RESERVED, Bucket
 from ..client import grouping as g
+from ..client.grouping import LoadAwareShuffleRouter
 from ..client.errors import (FailedException, InvalidTopology, ReportedFailedException,
                              SerializationError)
 from ..client.tuple import DEFAULT_STREAM, Fields, Tuple, new_tuple
@@ -274,8 +275,14 @@ class _Base:
         if type(values) is not list or len(values) != r.nfields:
             values = self._check_arity(r, values)
         single = r.single
-        targets = single.choose(values) if single is not None and direct_task is None \
-            else self._targets(r, values, direct_task)
+        if single is not None and direct_task is None:
+            if type(single) is LoadAwareShuffleRouter:  # a spout's usual route: a C call
+                lr = single
+                targets = lr.choose(values)
+            else:
+                targets = single.choose(values)
+        else:
+            targets = self._targets(r, values, direct_task)
         r.emitted += 1
         r.transferred += len(targets)
         n = r.emitted
@@ -653,12 +660,18 @@ def spout_burst(next_tuple: Any, out: SpoutOutputCollector, pending: Any, cap: i
     Returns the emits made."""
     n = 0
     t0 = t = perf_counter()
+    # Room under the cap, counted down by emits (at most the tracked ones): the pending
+    # map's length is asked again only when that count runs out, not per call.
+    room = cap - len(pending) if cap >= 0 else 0
     while n < budget:
-        if cap >= 0 and len(pending) >= cap:
-            break
+        if cap >= 0 and room <= 0:
+            room = cap - len(pending)
+            if room <= 0:
+                break
         before = out.emits
         next_tuple()
         delta = out.emits - before
+        room -= delta
         now = perf_counter()
         took = now - t
         t = now
