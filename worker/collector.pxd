@@ -5,6 +5,7 @@
 cimport cython
 from squall.acker.compact_map cimport Bucket
 from squall.acker.pending_map cimport PendingMap
+from squall.client.grouping cimport LoadAwareShuffleRouter
 from squall.client.tuple cimport Tuple, new_tuple
 from squall.worker.stats cimport TaskStats
 from squall.worker.transfer cimport Transfer
@@ -93,7 +94,7 @@ cdef class _Base:
     cdef public bint debug, acking
     cdef public Py_ssize_t acked_twice
 
-    @cython.locals(r=Route, single=object, n="Py_ssize_t")
+    @cython.locals(r=Route, single=object, n="Py_ssize_t", lr=LoadAwareShuffleRouter)
     cpdef tuple _resolve(self, object values, object stream, object direct_task)
 
     @cython.locals(tup=Tuple)
