@@ -12,14 +12,13 @@ cdef class OpenTable:
 
     cpdef _init_keys(self, Py_ssize_t cap)
 
-    @cython.locals(keys="unsigned long long[::1]", mask="unsigned long long", i="Py_ssize_t",
-                   k="unsigned long long")
+    @cython.locals(mask="unsigned long long", i="Py_ssize_t", k="unsigned long long")
     cpdef Py_ssize_t find(self, unsigned long long key)
 
     @cython.locals(mask="unsigned long long", i="Py_ssize_t")
     cpdef Py_ssize_t _claim(self, unsigned long long key) except -1
 
-    @cython.locals(keys="unsigned long long[::1]", mask="Py_ssize_t")
+    @cython.locals(mask="Py_ssize_t")
     cpdef delete(self, Py_ssize_t i)
 
     cpdef _resize(self)
