@@ -189,7 +189,8 @@ class AckerLedger:
                 return -1
         if not uval:  # a spout tuple with no subscriber: complete at once
             return spout_task << 1
-        self.pending.buckets[0].insert(root, uval, task)
+        b = self.pending.buckets[0]  # (typed: its insert a C call)
+        b.insert(root, uval, task)
         return -1
 
     def _ack1(self, root: int, uval: int) -> int:
@@ -212,7 +213,8 @@ class AckerLedger:
                         return (task_plus_1 - 1) << 1 | 1
                 b.vals[i] = v
                 return -1
-        self.pending.buckets[0].insert(root, uval, 0)  # before its init: wait for it
+        b = self.pending.buckets[0]
+        b.insert(root, uval, 0)  # before its init: wait for it
         return -1
 
     def init_all(self, flat: Sequence[int], acked: dict[int, list],

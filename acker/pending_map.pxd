@@ -43,6 +43,7 @@ cdef class PendingMap:
     cdef public dict _odd
     cdef public object expired
 
+    @cython.locals(b=PendingBucket)
     cpdef add(self, object key, object msg_id, double t0)
 
     @cython.locals(b=PendingBucket, i="Py_ssize_t", j="Py_ssize_t", k="unsigned long long")

@@ -148,7 +148,8 @@ class PendingMap:
         if key <= RESERVED:
             self._odd[key] = [0, (msg_id, t0)]
         else:
-            self.buckets[0].insert(key, msg_id, t0)
+            b = self.buckets[0]  # (typed: its insert a C call)
+            b.insert(key, msg_id, t0)
 
     def put_new(self, key: int, value: tuple[Any, float]) -> None:
         self.add(key, value[0], value[1])

@@ -37,6 +37,19 @@ cdef extern from *:
     void _crc_init "squall_crc_init"()
     unsigned long _ascii_crc32 "squall_ascii_crc32"(object s)
     bint _is_ascii "PyUnicode_IS_ASCII"(object s)
+
+# time.monotonic()'s clock (CLOCK_MONOTONIC on Linux) read without a Python call: a spout's
+# pending tree is stamped with it per emit, and acks compare it with time.monotonic().
+cdef extern from *:
+    """
+    #include <time.h>
+    static CYTHON_UNUSED double sq_monotonic(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    }
+    """
+    double _monotonic "sq_monotonic"()
 cdef unsigned long long _rng_state, _XS_MULT
 
 @cython.locals(x="unsigned long long")
@@ -106,7 +119,8 @@ cdef class _Base:
 
 
 cdef class SpoutOutputCollector(_Base):
-    cdef public object pending, run
+    cdef public PendingMap pending
+    cdef public object run
     cdef public list inits
     cdef public Py_ssize_t emits
 

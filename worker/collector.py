@@ -372,7 +372,8 @@ class SpoutOutputCollector(_Base):
                 e = new_id() if base is None else spout_edge(base, i)
                 ack_val ^= e
                 self._send_tracked(t, values, r, root, e)
-            self.pending.add(root, msg_id, time.monotonic())
+            self.pending.add(root, msg_id,
+                             _monotonic() if _COMPILED else time.monotonic())  # noqa: F821
             inits = self.inits
             inits.append(root)
             inits.append(ack_val)

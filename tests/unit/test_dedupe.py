@@ -11,6 +11,7 @@ from squall.client.values import PLAIN
 
 import pytest
 
+from squall.acker.pending_map import PendingMap
 from squall.client.grouping import ShuffleRouter
 from squall.client.state import InMemoryKeyValueState
 from squall.client.tuple import Fields
@@ -70,11 +71,6 @@ def _collector(cls, lineage, targets, *extra):
     return cls(ex, 1, {"default": route}, *extra), sink, ex
 
 
-class _Pending(list):
-    def add(self, root, msg_id, when):
-        self.append((root, msg_id))
-
-
 def _split(lineage, sent):
     """A Split bolt's emits for one spout tuple: the keys of what it sent."""
     bolt, bsink, _ = _collector(OutputCollector, lineage, [6])
@@ -86,7 +82,7 @@ def _split(lineage, sent):
 
 @pytest.mark.parametrize("lineage", [True, False])
 def test_a_replayed_message_gets_the_same_edges_only_with_lineage(lineage):
-    spout, sink, ex = _collector(SpoutOutputCollector, lineage, [5], _Pending())
+    spout, sink, ex = _collector(SpoutOutputCollector, lineage, [5], PendingMap(2))
     spout.emit(["a b"], msg_id=7)
     spout.emit(["a b"], msg_id=7)  # its replay, after a fail
     (_, first), (_, replay) = sink.got
@@ -102,7 +98,7 @@ def test_a_replayed_message_gets_the_same_edges_only_with_lineage(lineage):
 @pytest.mark.parametrize("stable", [True, False])
 def test_a_restarted_spout_repeats_its_edges_only_when_its_ids_name_messages(stable):
     def run():
-        spout, sink, _ = _collector(SpoutOutputCollector, True, [5], _Pending(), stable)
+        spout, sink, _ = _collector(SpoutOutputCollector, True, [5], PendingMap(2), stable)
         spout.emit(["a b"], msg_id=7)
         (_, sent), = sink.got
         return _split(True, sent)
@@ -112,7 +108,7 @@ def test_a_restarted_spout_repeats_its_edges_only_when_its_ids_name_messages(sta
 def test_anchors_given_as_a_generator_anchor_every_copy_and_anything_else_is_refused():
     """emit walks the anchors once per target task: a generator is read once, not run dry
     after the first copy; an anchor that is not a received Tuple is a TypeError."""
-    spout, sink, _ = _collector(SpoutOutputCollector, False, [5], _Pending())
+    spout, sink, _ = _collector(SpoutOutputCollector, False, [5], PendingMap(2))
     spout.emit(["a"], msg_id=1)
     spout.emit(["b"], msg_id=2)
     anchors = [t for _, t in sink.got]
