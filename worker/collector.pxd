@@ -163,7 +163,7 @@ cdef class BasicRunner:
     cpdef run(self, Tuple tup)
 
 
-@cython.locals(basic=BasicRunner, n="Py_ssize_t", tup=Tuple)
+@cython.locals(basic=BasicRunner, n="Py_ssize_t", tup=Tuple, avail="Py_ssize_t")
 cpdef Py_ssize_t run_counting(object dq, TaskStats st, object dispatch, object system,
                               double t0, Py_ssize_t limit, double limit_secs) except -1
 

@@ -638,8 +638,19 @@ def run_counting(dq: Any, st: Any, dispatch: Any, system: Any, t0: float, limit:
     runner = getattr(dispatch, "__self__", None)
     basic = runner if type(runner) is BasicRunner else None
     n = 0
-    while dq and n < limit:
-        tup = popleft()
+    # The queue's length taken once and counted down, asked again when it runs out (other
+    # threads only append): no truth test of the deque per tuple.
+    avail = len(dq)
+    while n < limit:
+        if avail <= 0:
+            avail = len(dq)
+            if avail <= 0:
+                break
+        avail -= 1
+        try:
+            tup = popleft()
+        except IndexError:  # taken meanwhile (the one consumer is this step; belt and braces)
+            break
         if system is None or tup.source_stream not in system:
             st.executed += 1
         if basic is not None:
