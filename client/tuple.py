@@ -10,6 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+try:
+    import cython
+    _COMPILED = cython.compiled
+except ImportError:  # pragma: no cover (Cython is a build dependency)
+    _COMPILED = False
+
 DEFAULT_STREAM = "default"
 
 # Storm's system names, kept so Storm users recognise them (storm Constants / Acker).
@@ -80,7 +86,8 @@ def one_tree(ids: Any) -> tuple[int, int] | None:
 class Tuple:
     """A tuple received by a bolt.
 
-    ``values`` is the list of values; access by position (``t[0]``), by field
+    ``values`` is the list of values (read-only, as Storm's tuple is immutable: emit a new
+    list rather than rebind it); access by position (``t[0]``), by field
     name (``t["word"]``, ``t.get("word")``) or as a dict (``t.as_dict()``).
     ``source_component``, ``source_stream`` and ``source_task`` say where it
     came from. ``ids`` maps each root (spout tuple tree) id to this tuple's
@@ -97,7 +104,10 @@ class Tuple:
 
     def __init__(self, values: list, source_component: str, source_stream: str,
                  source_task: int, ids: dict | None, fields: Fields = _NO_FIELDS):
-        self.values = values
+        if _COMPILED:
+            self.values = values
+        else:
+            _VALUES_SLOT.__set__(self, values)  # noqa: F821  (read-only outside: below)
         self.source_component = source_component
         self.source_stream = source_stream
         self.source_task = source_task
@@ -198,6 +208,18 @@ class Tuple:
                           self.source_task, self.ids, self.fields, self.ack_val)
 
 
+# ``values`` read-only, and read as cheaply as the language allows: compiled, a member
+# descriptor over the struct's field (Python's attribute cache specialises a member
+# descriptor, not the property Cython makes of a public attribute: 48 -> 23 ns a read, and
+# every bolt reads it per tuple); from source, the slot behind a getter-only property.
+if _COMPILED:
+    _install_values(Tuple, _VALUES_OFFSET)  # noqa: F821  (tuple.pxd)
+else:
+    _VALUES_SLOT = Tuple.values
+    Tuple.values = property(_VALUES_SLOT.__get__, None, None,
+                            "The tuple's values, a list (read-only).")
+
+
 def new_tuple(values: list, source_component: str, source_stream: str, source_task: int,
               fields: Fields) -> Tuple:
     """A Tuple of no tree (set ``root``/``edge`` after for one): the runtime's own way to
@@ -205,7 +227,10 @@ def new_tuple(values: list, source_component: str, source_stream: str, source_ta
     fields in C, without ``__init__``'s argument parsing; a tuple a worker delivers is
     always made here or by ``Tuple(...)``, alike."""
     t = Tuple.__new__(Tuple)
-    t.values = values
+    if _COMPILED:
+        t.values = values
+    else:
+        _VALUES_SLOT.__set__(t, values)  # noqa: F821
     t.source_component = source_component
     t.source_stream = source_stream
     t.source_task = source_task

@@ -21,6 +21,11 @@ print(repr(t))
 back = pickle.loads(pickle.dumps(t))
 print(back.values, back.source_component, back.source_stream, back.source_task, back.ids,
       back.value_by_field("word"), t.fields.names)
+for change in (lambda: setattr(t, "values", ["x"]), lambda: delattr(t, "values")):
+    try:  # values is read-only on both builds (the compiled one a member descriptor)
+        change()
+    except AttributeError:
+        print("refused; values still", t.values)
 print("compiled:", ",".join(_compiled.loaded_compiled()))
 """
 
@@ -42,6 +47,7 @@ def test_the_switch_runs_the_sources_and_the_classes_behave_the_same():
     built = [m for m in _compiled.COMPILED if _compiled.extension_path(m)]
     default = _run(pure=False)
     assert default[:-1] == pure[:-1]  # same repr, same fields after a pickle round trip
+    assert pure[2:4] == ["refused; values still ['the', 3]"] * 2  # and values read-only
     if not built:
         pytest.skip("no compiled build here (scripts/build_compiled.py did not run)")
     shown = set(default[-1].removeprefix("compiled: ").split(","))
