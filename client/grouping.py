@@ -1,4 +1,4 @@
-# cython: annotation_typing=False
+# cython: annotation_typing=False, nonecheck=True
 """Stream groupings: what a subscription declares, and the pure routers that apply it.
 
 A grouping *spec* (:class:`Grouping`) is part of the topology; at run time

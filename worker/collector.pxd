@@ -38,15 +38,19 @@ cdef extern from *:
     unsigned long _ascii_crc32 "squall_ascii_crc32"(object s)
     bint _is_ascii "PyUnicode_IS_ASCII"(object s)
 
-# time.monotonic()'s clock (CLOCK_MONOTONIC on Linux) read without a Python call: a spout's
-# pending tree is stamped with it per emit, and acks compare it with time.monotonic().
+# time.monotonic() without a Python call, through the function behind it (the same clock
+# on every platform): a spout's pending tree is stamped with it per emit, and acks compare
+# it with time.monotonic().
 cdef extern from *:
     """
-    #include <time.h>
     static CYTHON_UNUSED double sq_monotonic(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    #if PY_VERSION_HEX >= 0x030D0000
+        PyTime_t t;
+        if (PyTime_MonotonicRaw(&t) < 0) return 0.0;
+        return PyTime_AsSecondsDouble(t);
+    #else
+        return _PyTime_AsSecondsDouble(_PyTime_GetMonotonicClock());
+    #endif
     }
     """
     double _monotonic "sq_monotonic"()
@@ -169,7 +173,7 @@ cpdef Py_ssize_t run_counting(object dq, TaskStats st, object dispatch, object s
 
 
 @cython.locals(n="Py_ssize_t", before="Py_ssize_t", delta="Py_ssize_t", t0="double",
-               t="double", now="double", took="double")
+               t="double", now="double", took="double", room="Py_ssize_t")
 cpdef Py_ssize_t spout_burst(object next_tuple, SpoutOutputCollector out, object pending,
                              Py_ssize_t cap, Py_ssize_t budget, double step_secs,
                              double slow_secs, object on_slow) except -1

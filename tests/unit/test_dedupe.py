@@ -216,3 +216,17 @@ def test_a_muted_state_reads_but_does_not_write():
     m.put("b", 3)
     assert dict(m.items()) == {"a": 1, "b": 3}
     assert copy.copy(m).get("b") == 3  # a copy does not recurse through __getattr__
+
+
+def test_a_tracked_emit_is_pending_under_its_root_stamped_on_time_monotonic_s_clock():
+    """The complete latency is an ack's time.monotonic() minus the emit's stamp: the compiled
+    collector reads that clock in C, and must read the same one."""
+    import time
+    pending = PendingMap(2)
+    spout, sink, ex = _collector(SpoutOutputCollector, False, [5], pending)
+    before = time.monotonic()
+    spout.emit(["a"], msg_id="m1")
+    after = time.monotonic()
+    root = ex.pending_inits[0]
+    msg_id, t0 = pending.pop(root)
+    assert msg_id == "m1" and before <= t0 <= after
