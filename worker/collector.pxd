@@ -26,6 +26,13 @@ cdef extern from *:
             squall_crc_table[n] = c;
         }
     }
+    static CYTHON_UNUSED unsigned long long sq_fastmod_m(unsigned long long n) {
+        return n ? 0xFFFFFFFFFFFFFFFFull / n + 1 : 0;
+    }
+    static CYTHON_UNUSED unsigned long sq_fastmod(unsigned long h, unsigned long long m,
+                                                  unsigned long long n) {
+        return (unsigned long)(((__uint128_t)(m * (unsigned long long)(h & 0xFFFFFFFFu)) * n) >> 64);
+    }
     static unsigned long squall_ascii_crc32(PyObject *s) {
         const Py_UCS1 *p = PyUnicode_1BYTE_DATA(s);
         Py_ssize_t n = PyUnicode_GET_LENGTH(s);
@@ -35,6 +42,11 @@ cdef extern from *:
     }
     """
     void _crc_init "squall_crc_init"()
+    # h % n for a 32-bit CRC h and 0 < n < 2**32 without a division: Lemire, Kaser and
+    # Kurz's fastmod_u32 (exact for every such h and n), m = 2**64 // n + 1 from sq_fastmod_m.
+    unsigned long long _fastmod_m "sq_fastmod_m"(unsigned long long n)
+    unsigned long _fastmod "sq_fastmod"(unsigned long h, unsigned long long m,
+                                        unsigned long long n)
     unsigned long _ascii_crc32 "squall_ascii_crc32"(object s)
     bint _is_ascii "PyUnicode_IS_ASCII"(object s)
 
@@ -95,6 +107,7 @@ cdef class Route:
     cdef public object stream, fields, single
     cdef public list routers, key_lists
     cdef public Py_ssize_t key_index, key_n
+    cdef public unsigned long long key_m
     cdef public bint direct
     cdef public frozenset direct_targets
     cdef public Py_ssize_t nfields, emitted, transferred

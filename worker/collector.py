@@ -189,6 +189,8 @@ class Route:
         self.key_index = self.single.single if lists is not None else -1
         self.key_lists = lists
         self.key_n = len(lists) if lists is not None else 1
+        #: key_n's fastmod multiplier (compiled: the inline hash's modulo is two multiplies).
+        self.key_m = _fastmod_m(self.key_n) if _COMPILED else 0  # noqa: F821
 
     def __repr__(self) -> str:
         return (f"Route(stream={self.stream!r}, fields={self.fields!r}, "
@@ -463,7 +465,8 @@ class OutputCollector(_Base):
                             h = _crc32(key.encode())
                         except UnicodeEncodeError:
                             h = _crc32(key.encode("utf-8", "surrogatepass"))
-                    targets = r.key_lists[h % r.key_n]
+                    targets = r.key_lists[_fastmod(h, r.key_m, r.key_n) if _COMPILED  # noqa: F821
+                                          else h % r.key_n]
                 else:
                     targets = single.choose(values)
             else:

@@ -205,9 +205,11 @@ def test_unknown_grouping_kind_rejected():
         g.Grouping("broadcast")
 
 
-def test_a_bolts_anchored_emit_and_a_spouts_emit_route_every_key_alike():
-    """The bolt's emit_anchored hashes an ASCII key inline; the spout's emit goes through
-    FieldsRouter.choose. Both must send a key to the same task, non-ASCII keys included."""
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 7, 64, 1000])
+def test_a_bolts_anchored_emit_and_a_spouts_emit_route_every_key_alike(n):
+    """The bolt's emit_anchored hashes an ASCII key inline (compiled: its modulo by two
+    multiplies); the spout's emit goes through FieldsRouter.choose. Both must send a key
+    to the same task, non-ASCII keys included, whatever the number of tasks."""
     from types import SimpleNamespace
 
     from squall.client.tuple import Fields, Tuple
@@ -215,7 +217,7 @@ def test_a_bolts_anchored_emit_and_a_spouts_emit_route_every_key_alike():
     from squall.worker.collector import OutputCollector, Route, SpoutOutputCollector, StepAcks
     from squall.worker.stats import TaskStats
 
-    targets = [11, 12, 13, 14, 15]
+    targets = list(range(11, 11 + n))
     got: dict[str, list] = {"bolt": [], "spout": []}
 
     def collector(cls, who, *extra):
@@ -236,8 +238,9 @@ def test_a_bolts_anchored_emit_and_a_spouts_emit_route_every_key_alike():
         bolt.emit([k], anchors=anchor)
         spout.emit([k])
     assert got["bolt"] == got["spout"]
-    assert [t for _, t in got["bolt"]] == [targets[stable_hash(k) % 5] for k in keys]
-    assert len({t for _, t in got["bolt"]}) == 5
+    assert [t for _, t in got["bolt"]] == [targets[stable_hash(k) % n] for k in keys]
+    if n <= 7:
+        assert len({t for _, t in got["bolt"]}) == n
 
 
 def test_load_aware_shuffle_is_the_plain_round_robin_until_loads_differ():
