@@ -58,6 +58,8 @@ class OpenTable:
 
     def find(self, key: int) -> int:
         """Slot of ``key``, or -1."""
+        if not self.live:  # a drained table may be all tombstones: a miss would walk them
+            return -1
         # self.keys read in place, not bound to a local: compiled, a local copy of a typed
         # memoryview takes and drops a reference with two atomic operations (half the call).
         mask = self.mask

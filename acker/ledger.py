@@ -170,10 +170,8 @@ class AckerLedger:
     def _init1(self, root: int, uval: int, spout_task: int) -> int:
         task = spout_task + 1
         buckets = self.pending.buckets
-        for j in range(len(buckets)):  # by index, an empty (old) bucket unprobed: the usual
-            b = buckets[j]              # init misses all three, and a drained bucket's
-            if not b.live:              # tombstones would make each miss a long walk
-                continue
+        for j in range(len(buckets)):  # by index: no iterator (an empty bucket's find is
+            b = buckets[j]              # one test, and an init misses all three)
             i = b.find(root)
             if i >= 0:  # acks overtook the init
                 v = b.vals[i] ^ uval
@@ -197,8 +195,6 @@ class AckerLedger:
         buckets = self.pending.buckets
         for j in range(len(buckets)):  # as _init1
             b = buckets[j]
-            if not b.live:
-                continue
             i = b.find(root)
             if i >= 0:
                 v = b.vals[i] ^ uval
