@@ -228,7 +228,6 @@ def run_bridge(size: int, args: argparse.Namespace) -> dict:
         "topology.stats.freq.secs": 0.5,
         "topology.max.spout.pending": pending,  # per spout task; one tuple per msg id
         "topology.message.timeout.secs": 120,   # the first batches wait for the JVM to start
-        "spark.sql.shuffle.partitions": 2,      # 2 cores: Spark's default 200 tasks per job is waste
         st.OUT_KEY: path,
     }
     topology = st.bridge_topology(size, args.batch_secs, args.in_flight,

@@ -258,7 +258,7 @@ class SparkBridgeBolt(Bolt):
                     t = clock()
                     spark = session.get(self.conf, self.app_name)
                     session_secs = clock() - t
-                    df = spark.createDataFrame(table)
+                    df = session.dataframe(spark, table, self.conf)
                 conversion = clock() - started - session_secs
             finally:
                 t = clock()

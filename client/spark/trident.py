@@ -76,7 +76,7 @@ class SparkState:
         try:
             spark = session.get(self.conf, self.app_name)
             spark_secs = clock() - started
-            df = spark.createDataFrame(table)
+            df = session.dataframe(spark, table, self.conf)
             t = clock()
             self.fn(df, txid)
             fn_secs = clock() - t

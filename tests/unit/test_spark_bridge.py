@@ -4,6 +4,7 @@ stand-in whose ``createDataFrame`` returns the Arrow table it was given, and the
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 
@@ -71,6 +72,20 @@ class Tick(Tup):
         super().__init__(tick=True)
 
 
+class FakeFrame:
+    """The batch's table as a DataFrame: pyarrow's methods, and the partitions a
+    ``coalesce`` asked for."""
+
+    def __init__(self, table, partitions=None):
+        self.table, self.partitions = table, partitions
+
+    def coalesce(self, n):
+        return FakeFrame(self.table, n)
+
+    def __getattr__(self, name):
+        return getattr(self.table, name)
+
+
 class FakeSpark:
     def __init__(self):
         self.frames = 0
@@ -78,7 +93,7 @@ class FakeSpark:
     def createDataFrame(self, table):
         assert isinstance(table, pa.Table)
         self.frames += 1
-        return table
+        return FakeFrame(table)
 
 
 @pytest.fixture
@@ -90,11 +105,30 @@ def spark(monkeypatch):
     return fake
 
 
-def prepared(fn, fields=("word", "n"), **kw):
+def prepared(fn, fields=("word", "n"), conf=None, **kw):
     bolt = SparkBridgeBolt(fn, **kw)
     out = Collector()
-    bolt.prepare({}, Context(list(fields)), out)
+    bolt.prepare(dict(conf or {}), Context(list(fields)), out)
     return bolt, out
+
+
+@pytest.mark.parametrize("master, partitions", [
+    (None, len(os.sched_getaffinity(0))), ("local[3]", 3), ("spark://h:7077", None)])
+def test_a_batch_has_one_partition_per_local_task_thread(spark, monkeypatch, master,
+                                                        partitions):
+    monkeypatch.setattr(session, "check_master", lambda master: None)  # no master runs here
+    frames = []
+    bolt, out = prepared(lambda df, i: frames.append(df), max_batch_size=2,
+                         conf={"spark.master": master} if master else {})
+    bolt.execute(Tup("a", 1))
+    bolt.execute(Tup("b", 2))
+    out.run_next()
+    assert [f.num_rows for f in frames] == [2]
+    assert frames[0].partitions == partitions  # a cluster's frame: as Spark cut it
+    st = SparkStateFactory(lambda df, txid: frames.append(df), ["word"], None).make_state(
+        {"topology.name": "tw", **({"spark.master": master} if master else {})}, 0, 1)
+    write(st, 1, [("x",)])
+    assert frames[1].partitions == partitions
 
 
 def test_a_batch_is_acked_only_after_fn_returns(spark):
@@ -365,5 +399,23 @@ def test_spark_conf_takes_the_spark_keys_over_the_defaults():
     conf = session.spark_conf({"spark.master": "spark://h:7077", "spark.ui.enabled": True,
                                "spark.executor.memory": "2g", "topology.workers": 2})
     assert conf == {"spark.master": "spark://h:7077", "spark.ui.enabled": "true",
-                    "spark.ui.showConsoleProgress": "false", "spark.executor.memory": "2g"}
+                    "spark.ui.showConsoleProgress": "false", "spark.executor.memory": "2g",
+                    "spark.sql.execution.arrow.localRelationThreshold": "0"}
     assert session.spark_conf({})["spark.master"] == "local[*]"
+
+
+@pytest.mark.parametrize("master, threads", [
+    ("local", 1), ("local[3]", 3), ("local[4, 2]", 4), ("local[4,2]", 4),
+    ("local[*]", len(os.sched_getaffinity(0))), ("local[*,3]", len(os.sched_getaffinity(0))),
+    ("spark://h:7077", None), ("yarn", None), ("k8s://https://h:443", None),
+    ("local-cluster[2,1,1024]", None),
+])
+def test_a_local_master_shuffles_into_one_partition_per_task_thread(master, threads):
+    conf = session.spark_conf({"spark.master": master})
+    assert session.local_threads(master) == threads
+    assert conf.get("spark.sql.shuffle.partitions") == (None if threads is None else str(threads))
+    # the topology's own setting wins, over this default and the Arrow one
+    mine = session.spark_conf({"spark.master": master, "spark.sql.shuffle.partitions": 64,
+                               "spark.sql.execution.arrow.localRelationThreshold": "1m"})
+    assert mine["spark.sql.shuffle.partitions"] == "64"
+    assert mine["spark.sql.execution.arrow.localRelationThreshold"] == "1m"
