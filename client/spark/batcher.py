@@ -243,6 +243,23 @@ class Batcher:
         b.rows.append(values)
         return True
 
+    def extend(self, tuple_ids: Sequence[Hashable], rows: Sequence[Sequence[Any]],
+               now: float) -> int:
+        """:meth:`append` for many: add the longest prefix of ``tuple_ids`` (with ``rows``,
+        as long) that changes no batch's state, all at once; return how many were added
+        (0: feed the next one through :meth:`handle`)."""
+        b = self.open
+        if b is None or now - b.opened_at >= self.max_batch_secs:
+            return 0
+        room = self.max_batch_size - 1 - len(b.tuple_ids)
+        if room <= 0:
+            return 0
+        if len(tuple_ids) > room:
+            tuple_ids, rows = tuple_ids[:room], rows[:room]
+        b.tuple_ids.extend(tuple_ids)
+        b.rows.extend(rows)
+        return len(tuple_ids)
+
 
     def handle(self, ev: Event) -> list[Instruction]:
         """Apply one event; return the instructions to execute, in order."""

@@ -419,3 +419,23 @@ def test_a_local_master_shuffles_into_one_partition_per_task_thread(master, thre
                                "spark.sql.execution.arrow.localRelationThreshold": "1m"})
     assert mine["spark.sql.shuffle.partitions"] == "64"
     assert mine["spark.sql.execution.arrow.localRelationThreshold"] == "1m"
+
+
+def test_a_step_of_tuples_in_one_call_makes_the_batches_one_by_one_makes(spark):
+    """execute_batch (the executor hands a single-task bolt its whole step): batches of
+    max_batch_size in arrival order across steps, acked after fn, ticks among them."""
+    frames = []
+    bolt, out = prepared(lambda df, i: frames.append((i, [r["n"] for r in df.to_pylist()])),
+                         max_batch_size=3)
+    bolt.execute_batch([Tup("w", n) for n in range(5)])  # closes batch 1 (0, 1, 2)
+    out.run_next()
+    bolt.execute_batch([Tup("w", 5), Tick(), Tup("w", 6)])  # a tick: one by one
+    out.run_next()
+    bolt.execute_batch([Tup("w", n) for n in range(7, 12)])  # (6, 7, 8) then (9, 10, 11)
+    out.run_next()
+    out.run_next()
+    bolt.execute_batch([Tup("w", 12)])
+    assert frames == [(1, [0, 1, 2]), (2, [3, 4, 5]), (3, [6, 7, 8]), (4, [9, 10, 11])]
+    assert out.acked == [["w", n] for n in range(12)] and out.failed == []
+    assert bolt.batcher.pending == 1  # 12 waits in the open batch
+    bolt.cleanup()
