@@ -113,9 +113,9 @@ def prepared(fn, fields=("word", "n"), conf=None, **kw):
 
 
 @pytest.mark.parametrize("master, partitions", [
-    (None, len(os.sched_getaffinity(0))), ("local[3]", 3), ("spark://h:7077", None)])
-def test_a_batch_has_one_partition_per_local_task_thread(spark, monkeypatch, master,
-                                                        partitions):
+    (None, 1), ("local[3]", 1), ("spark://h:7077", None)])
+def test_a_small_batch_is_one_partition_on_a_local_master(spark, monkeypatch, master,
+                                                         partitions):
     monkeypatch.setattr(session, "check_master", lambda master: None)  # no master runs here
     frames = []
     bolt, out = prepared(lambda df, i: frames.append(df), max_batch_size=2,
@@ -439,3 +439,15 @@ def test_a_step_of_tuples_in_one_call_makes_the_batches_one_by_one_makes(spark):
     assert out.acked == [["w", n] for n in range(12)] and out.failed == []
     assert bolt.batcher.pending == 1  # 12 waits in the open batch
     bolt.cleanup()
+
+
+@pytest.mark.parametrize("rows, master, partitions", [
+    (1, "local[4]", 1), (100_000, "local[4]", 1), (100_001, "local[4]", 2),
+    (250_000, "local[4]", 3), (1_000_000, "local[4]", 4), (1_000_000, "local", 1),
+    (1_000_000, "yarn", None)])
+def test_a_local_batch_has_a_partition_per_100k_rows_and_at_most_one_per_thread(
+        rows, master, partitions):
+    table = pa.table({"n": pa.array(range(rows), pa.int64())})
+    df = session.dataframe(FakeSpark(), table, {"spark.master": master})
+    assert session.partitions(rows, master) == partitions
+    assert df.partitions == partitions and df.num_rows == rows
