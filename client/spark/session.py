@@ -147,10 +147,10 @@ def spark_conf(conf: Mapping[str, Any]) -> dict[str, str]:
             out[key] = str(value).lower() if isinstance(value, bool) else str(value)
     threads = local_threads(out["spark.master"])
     if threads is not None and "spark.sql.shuffle.partitions" not in out:
-        # Spark's 200 is sized for a cluster's data: a local master shuffling a batch of
-        # thousands of rows wrote 200 buckets per map task and ran a job of ~0.25 s
-        # whatever the batch's size. One partition per task thread, as Spark sizes
-        # spark.default.parallelism for a local master.
+        # Spark's 200 is sized for a cluster's data: a local master shuffling a batch
+        # wrote 200 buckets per map task (100k rows: the grouped job 0.53 -> 0.43 s at
+        # 2). One partition per task thread, as Spark sizes spark.default.parallelism
+        # for a local master.
         out["spark.sql.shuffle.partitions"] = str(threads)
     return out
 
