@@ -249,68 +249,62 @@ def test_done_with_rejected_rows_fails_those_and_acks_the_rest(make):
         b.handle(Done(3, rejected=(3,)))
 
 
+def random_run(seed: int, max_size: int, rounds: int, max_step: int, add) -> list:
+    """The instructions of a random run (adds, ticks, flushes, Done) where ``add(b, tids,
+    now)`` adds a step of tuples its own way and returns their instructions."""
+    rng = random.Random(seed)
+    size, secs = rng.randint(1, max_size), rng.choice([0.5, 2.0, 10.0])
+    b = Batcher(size, secs, max_in_flight=rng.randint(1, 3))
+    now, tid, log = 0.0, 0, []
+    for _ in range(rounds):
+        now += rng.choice([0.0, 0.0, 0.1, 0.7, 3.0])
+        r = rng.random()
+        if r < 0.6:
+            step = list(range(tid, tid + rng.randint(1, max_step)))
+            tid += len(step)
+            log += add(b, step, now)
+        elif r < 0.7:
+            log += b.handle(Tick(now))
+        elif r < 0.75:
+            log += b.handle(Flush(now))
+        elif b.in_flight:
+            log += b.handle(Done(rng.choice(sorted(b.in_flight))))
+        b.validate_state()
+    return log
+
+
+def one_by_one(b, step, now):
+    return [i for t in step for i in b.handle(Add(t, (t,), now))]
+
+
 @pytest.mark.parametrize("seed", range(30))
 def test_the_per_tuple_append_gives_what_add_gives(seed):
     """Batcher.append (the bolt's fast path) then Add when it declines: the same
     instructions, in the same order, as Add alone."""
-    def run(fast):
-        rng = random.Random(seed)
-        size, secs = rng.randint(1, 6), rng.choice([0.5, 2.0, 10.0])
-        b = Batcher(size, secs, max_in_flight=rng.randint(1, 3))
-        now, tid, log = 0.0, 0, []
-        for _ in range(400):
-            now += rng.choice([0.0, 0.0, 0.1, 0.7, 3.0])
-            r = rng.random()
-            if r < 0.6:
-                if not (fast and b.append(tid, (tid,), now)):
-                    log += b.handle(Add(tid, (tid,), now))
-                tid += 1
-            elif r < 0.7:
-                log += b.handle(Tick(now))
-            elif r < 0.75:
-                log += b.handle(Flush(now))
-            elif b.in_flight:
-                log += b.handle(Done(rng.choice(sorted(b.in_flight))))
-            b.validate_state()
-        return log
-    slow, fast = run(False), run(True)
+    def appending(b, step, now):
+        return [i for t in step if not b.append(t, (t,), now)
+                for i in b.handle(Add(t, (t,), now))]
+    slow = random_run(seed, 6, 400, 1, one_by_one)
     assert any(isinstance(i, RunBatch) for i in slow)
-    assert fast == slow
+    assert random_run(seed, 6, 400, 1, appending) == slow
 
 
 @pytest.mark.parametrize("seed", range(30))
 def test_extending_by_a_step_gives_what_adding_one_by_one_gives(seed):
     """Batcher.extend (the bolt's execute_batch: a step of tuples at once), with Add for
     each one it declines: the same instructions, in the same order, as Add alone."""
-    def run(fast):
-        rng = random.Random(seed)
-        size, secs = rng.randint(1, 8), rng.choice([0.5, 2.0, 10.0])
-        b = Batcher(size, secs, max_in_flight=rng.randint(1, 3))
-        now, tid, log = 0.0, 0, []
-        for _ in range(300):
-            now += rng.choice([0.0, 0.0, 0.1, 0.7, 3.0])
-            r = rng.random()
-            if r < 0.6:
-                step = list(range(tid, tid + rng.randint(1, 12)))
-                tid += len(step)
-                i = 0
-                while i < len(step):
-                    k = b.extend(step[i:], [(t,) for t in step[i:]], now) if fast else 0
-                    assert 0 <= k <= len(step) - i
-                    if k:
-                        i += k
-                    else:
-                        log += b.handle(Add(step[i], (step[i],), now))
-                        i += 1
-                    b.validate_state()
-            elif r < 0.7:
-                log += b.handle(Tick(now))
-            elif r < 0.75:
-                log += b.handle(Flush(now))
-            elif b.in_flight:
-                log += b.handle(Done(rng.choice(sorted(b.in_flight))))
+    def extending(b, step, now):
+        log, i = [], 0
+        while i < len(step):
+            k = b.extend(step[i:], [(t,) for t in step[i:]], now)
+            assert 0 <= k <= len(step) - i
+            if k:
+                i += k
+            else:
+                log += b.handle(Add(step[i], (step[i],), now))
+                i += 1
             b.validate_state()
         return log
-    slow, fast = run(False), run(True)
+    slow = random_run(seed, 8, 300, 12, one_by_one)
     assert any(isinstance(i, RunBatch) for i in slow)
-    assert fast == slow
+    assert random_run(seed, 8, 300, 12, extending) == slow
