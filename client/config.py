@@ -103,9 +103,16 @@ BACKPRESSURE_LOW_WATERMARK = _key(
 TOPOLOGY_DISABLE_LOADAWARE_MESSAGING = _key(
     "topology.disable.loadaware.messaging", bool, False,
     "Shuffle evenly instead of sending fewer tuples to tasks whose receive queues back up.")
+TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL3_SLEEP_MILLIS = _key(
+    "topology.spout.wait.progressive.level3.sleep.millis", _NUM, 1,
+    "How long a spout first sleeps after next_tuple emitted nothing; the sleep doubles while "
+    "it goes on emitting nothing, up to topology.spout.wait.max.millis (Storm's progressive "
+    "wait, whose spin and park levels are off by default). Tuples and acks arriving wake the "
+    "worker at once; 0 polls the spout again at once.")
 TOPOLOGY_SPOUT_WAIT_MAX_MILLIS = _key(
     "topology.spout.wait.max.millis", _NUM, 50,
-    "Longest a spout sleeps after next_tuple emitted nothing (the wait grows from 0.1 ms).")
+    "Longest a spout sleeps after next_tuple emitted nothing (the wait grows from "
+    "topology.spout.wait.progressive.level3.sleep.millis).")
 TOPOLOGY_EXECUTOR_THREADED = _key(
     "topology.executor.threaded", bool, False,
     "Run the component's executors on threads of their own instead of the worker's shared "
@@ -735,6 +742,10 @@ def validate(conf: Mapping[str, Any]) -> None:
     for name in (TOPOLOGY_WORKERS, TOPOLOGY_TRANSFER_BATCH_SIZE, TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE):
         if name in conf and conf[name] < 1:
             raise ConfigError(name, f"must be >= 1, got {conf[name]}")
+    for name in (TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL3_SLEEP_MILLIS,
+                 TOPOLOGY_SPOUT_WAIT_MAX_MILLIS):  # a negative wait would block the loop
+        if name in conf and conf[name] < 0:
+            raise ConfigError(name, f"must be >= 0, got {conf[name]}")
     ackers = conf.get(TOPOLOGY_ACKER_EXECUTORS)
     if ackers is not None and ackers < 0:
         raise ConfigError(TOPOLOGY_ACKER_EXECUTORS, f"must be >= 0, got {ackers}")

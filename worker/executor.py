@@ -513,6 +513,19 @@ class _SpoutTask:
         self.barrier: SpoutBarrier | None = None
 
 
+def spout_wait(first: float, most: float, empty: int) -> float:
+    """Seconds a spout's loop may sleep after ``empty`` calls in a row emitted nothing:
+    ``first`` doubling, at most ``most`` (none after an emit).
+
+    A first sleep of 0.1 ms woke a rated spout's loop ~14k times a second between its
+    emits: most of a core at a quarter of the max rate, with the ZeroMQ threads and the
+    other worker waiting for the CPU (complete latency p99 7-10 ms there, 3 ms with 1 ms,
+    Storm's level-3 sleep)."""
+    if empty <= 0:
+        return 0.0
+    return min(most, first * (1 << min(empty - 1, 16)))
+
+
 class SpoutExecutor(Executor):
     """Runs user spouts: next_tuple under backpressure/max-pending, ack/fail/timeout callbacks.
 
@@ -539,6 +552,8 @@ class SpoutExecutor(Executor):
         self.held_until = 0.0
         self.master_until = 0.0
         self.wait_max = float(self.conf[cfg.TOPOLOGY_SPOUT_WAIT_MAX_MILLIS]) / 1000
+        self.wait_first = float(
+            self.conf[cfg.TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL3_SLEEP_MILLIS]) / 1000
         #: next_tuple calls slower than SLOW_CALL_SECS on the shared loop, and whether the
         #: loop should move this executor to a thread of its own (EventLoop reads it).
         self.slow_calls = 0
@@ -637,8 +652,7 @@ class SpoutExecutor(Executor):
         if not self.activated or self.ws.bp.throttled or \
                 max(self.held_until, self.master_until) > time.monotonic():
             return min(0.1, self.wait_max)
-        # Progressive wait after next_tuple emitted nothing: 0.1 ms doubling to the max.
-        return min(self.wait_max, 0.0001 * (1 << min(self.empty_streak, 16)))
+        return spout_wait(self.wait_first, self.wait_max, self.empty_streak)
 
     def dispatch(self, tup: Any) -> None:
         if self.multi:

@@ -248,3 +248,13 @@ def test_storm_keys_are_storms():
     keys = cfg.storm_keys()
     assert len(keys) > 450 and "topology.message.timeout.secs" in keys
     assert "topology.executor.threaded" not in keys  # Squall's own
+
+
+@pytest.mark.parametrize("key", [cfg.TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL3_SLEEP_MILLIS,
+                                 cfg.TOPOLOGY_SPOUT_WAIT_MAX_MILLIS])
+def test_a_negative_spout_wait_is_refused_naming_the_key(key):
+    """A negative wait would be a poll without a timeout: the loop would sleep until a
+    frame came. 0 is a spout polled again at once."""
+    with pytest.raises(ConfigError, match=f"{key}.*>= 0, got -1"):
+        cfg.validate({key: -1})
+    cfg.validate({key: 0})
