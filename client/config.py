@@ -105,10 +105,10 @@ TOPOLOGY_DISABLE_LOADAWARE_MESSAGING = _key(
     "Shuffle evenly instead of sending fewer tuples to tasks whose receive queues back up.")
 TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL3_SLEEP_MILLIS = _key(
     "topology.spout.wait.progressive.level3.sleep.millis", _NUM, 1,
-    "How long a spout first sleeps after next_tuple emitted nothing; the sleep doubles while "
-    "it goes on emitting nothing, up to topology.spout.wait.max.millis (Storm's progressive "
-    "wait, whose spin and park levels are off by default). Tuples and acks arriving wake the "
-    "worker at once; 0 polls the spout again at once.")
+    "How long a spout first sleeps after next_tuple emitted nothing (Storm's level-3 sleep; "
+    "its spin and park levels are off by default); Squall doubles it while the spout goes on "
+    "emitting nothing, up to topology.spout.wait.max.millis. Tuples and acks arriving wake "
+    "the worker at once; 0 polls the spout again at once.")
 TOPOLOGY_SPOUT_WAIT_MAX_MILLIS = _key(
     "topology.spout.wait.max.millis", _NUM, 50,
     "Longest a spout sleeps after next_tuple emitted nothing (the wait grows from "
@@ -743,7 +743,7 @@ def validate(conf: Mapping[str, Any]) -> None:
         if name in conf and conf[name] < 1:
             raise ConfigError(name, f"must be >= 1, got {conf[name]}")
     for name in (TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL3_SLEEP_MILLIS,
-                 TOPOLOGY_SPOUT_WAIT_MAX_MILLIS):  # a negative wait would block the loop
+                 TOPOLOGY_SPOUT_WAIT_MAX_MILLIS):  # a wait; the loops would poll at once
         if name in conf and conf[name] < 0:
             raise ConfigError(name, f"must be >= 0, got {conf[name]}")
     ackers = conf.get(TOPOLOGY_ACKER_EXECUTORS)

@@ -517,10 +517,10 @@ def spout_wait(first: float, most: float, empty: int) -> float:
     """Seconds a spout's loop may sleep after ``empty`` calls in a row emitted nothing:
     ``first`` doubling, at most ``most`` (none after an emit).
 
-    A first sleep of 0.1 ms woke a rated spout's loop ~14k times a second between its
-    emits: most of a core at a quarter of the max rate, with the ZeroMQ threads and the
-    other worker waiting for the CPU (complete latency p99 7-10 ms there, 3 ms with 1 ms,
-    Storm's level-3 sleep)."""
+    A first sleep of 0.2 ms (0.1 ms doubled) woke a rated spout's loop ~14k times a
+    second between its emits: most of a core at a quarter of the max rate, with the
+    ZeroMQ threads and the other worker waiting for the CPU (complete latency p99 7-10 ms
+    there, 3 ms with 1 ms, Storm's level-3 sleep; the doubling is Squall's)."""
     if empty <= 0:
         return 0.0
     return min(most, first * (1 << min(empty - 1, 16)))

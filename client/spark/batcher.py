@@ -244,21 +244,23 @@ class Batcher:
         return True
 
     def extend(self, tuple_ids: Sequence[Hashable], rows: Sequence[Sequence[Any]],
-               now: float) -> int:
-        """:meth:`append` for many: add the longest prefix of ``tuple_ids`` (with ``rows``,
-        as long) that changes no batch's state, all at once; return how many were added
-        (0: feed the next one through :meth:`handle`)."""
+               now: float, start: int = 0) -> int:
+        """:meth:`append` for many: add the longest run of ``tuple_ids[start:]`` (with
+        ``rows``, as long) that changes no batch's state, all at once; return how many were
+        added (0: feed the next one through :meth:`handle`)."""
         b = self.open
         if b is None or now - b.opened_at >= self.max_batch_secs:
             return 0
-        room = self.max_batch_size - 1 - len(b.tuple_ids)
-        if room <= 0:
+        take = min(self.max_batch_size - 1 - len(b.tuple_ids), len(tuple_ids) - start)
+        if take <= 0:
             return 0
-        if len(tuple_ids) > room:
-            tuple_ids, rows = tuple_ids[:room], rows[:room]
-        b.tuple_ids.extend(tuple_ids)
-        b.rows.extend(rows)
-        return len(tuple_ids)
+        if start == 0 and take == len(tuple_ids):
+            b.tuple_ids.extend(tuple_ids)
+            b.rows.extend(rows)
+        else:
+            b.tuple_ids.extend(tuple_ids[start:start + take])
+            b.rows.extend(rows[start:start + take])
+        return take
 
 
     def handle(self, ev: Event) -> list[Instruction]:

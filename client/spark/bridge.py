@@ -193,10 +193,10 @@ class SparkBridgeBolt(Bolt):
                 self._execute(t, now)
             return
         extend = self.batcher.extend
+        rows = [t.values for t in tuples]
         i, n = 0, len(tuples)
         while i < n:
-            rest = tuples[i:] if i else tuples
-            k = extend(rest, [t.values for t in rest], now)
+            k = extend(tuples, rows, now, i)
             if k:
                 i += k
             else:

@@ -114,24 +114,37 @@ DEFAULTS: dict[str, str] = {
     "spark.sql.execution.arrow.localRelationThreshold": "0",
 }
 
-_LOCAL = re.compile(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?")
+#: Spark's local masters (SparkContext's LOCAL_N_REGEX and LOCAL_N_FAILURES_REGEX).
+_LOCAL = re.compile(r"local(?:\[(\*|\d+)(?:\s*,\s*\d+)?\])?")
+
+
+def available_processors() -> int:
+    """The CPUs this process may use, as the JVM's ``availableProcessors`` counts them: its
+    affinity, and a cgroup v2 CPU quota (``cpu.max``) below that."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as fh:
+            quota, period = fh.read().split()[:2]
+        if quota != "max":
+            n = min(n, -(-int(quota) // int(period)))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 quota
+    return max(1, n)
 
 
 def local_threads(master: str) -> int | None:
     """The task threads of a ``local``, ``local[N]``, ``local[N,F]`` or ``local[*]`` master
-    (``*``: the cores this process may run on, as the JVM counts them); None for a cluster."""
+    (``*``: :func:`available_processors`); None for a cluster."""
     m = _LOCAL.fullmatch(master.strip())
     if m is None:
         return None
     n = m.group(1)
     if n is None:
         return 1
-    if n == "*":
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:  # not Linux
-            return os.cpu_count() or 1
-    return max(1, int(n))
+    return available_processors() if n == "*" else max(1, int(n))
 
 _lock = threading.Lock()
 _session: Any = None
@@ -155,7 +168,8 @@ def spark_conf(conf: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-#: Rows a partition of a batch's DataFrame holds at least, on a local master.
+#: On a local master, a batch's DataFrame has a partition per this many rows (or part of
+#: them), at most one per task thread.
 ROWS_PER_PARTITION = 100_000
 
 

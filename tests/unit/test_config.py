@@ -253,8 +253,8 @@ def test_storm_keys_are_storms():
 @pytest.mark.parametrize("key", [cfg.TOPOLOGY_SPOUT_WAIT_PROGRESSIVE_LEVEL3_SLEEP_MILLIS,
                                  cfg.TOPOLOGY_SPOUT_WAIT_MAX_MILLIS])
 def test_a_negative_spout_wait_is_refused_naming_the_key(key):
-    """A negative wait would be a poll without a timeout: the loop would sleep until a
-    frame came. 0 is a spout polled again at once."""
+    """A wait is a duration: a negative one is a mistake said at submit (the loops would
+    clamp it to 0 and poll the spout again at once, which 0 asks for)."""
     with pytest.raises(ConfigError, match=f"{key}.*>= 0, got -1"):
         cfg.validate({key: -1})
     cfg.validate({key: 0})

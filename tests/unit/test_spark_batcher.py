@@ -295,8 +295,9 @@ def test_extending_by_a_step_gives_what_adding_one_by_one_gives(seed):
     each one it declines: the same instructions, in the same order, as Add alone."""
     def extending(b, step, now):
         log, i = [], 0
+        rows = [(t,) for t in step]
         while i < len(step):
-            k = b.extend(step[i:], [(t,) for t in step[i:]], now)
+            k = b.extend(step, rows, now, i)
             assert 0 <= k <= len(step) - i
             if k:
                 i += k

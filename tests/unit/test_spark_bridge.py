@@ -405,8 +405,9 @@ def test_spark_conf_takes_the_spark_keys_over_the_defaults():
 
 
 @pytest.mark.parametrize("master, threads", [
-    ("local", 1), ("local[3]", 3), ("local[4, 2]", 4), ("local[4,2]", 4),
-    ("local[*]", len(os.sched_getaffinity(0))), ("local[*,3]", len(os.sched_getaffinity(0))),
+    ("local", 1), ("local[3]", 3), ("local[4, 2]", 4), ("local[4,2]", 4), ("local[4 , 2]", 4),
+    ("local[*]", session.available_processors()),
+    ("local[*,3]", session.available_processors()), ("local[x]", None), ("local[]", None),
     ("spark://h:7077", None), ("yarn", None), ("k8s://https://h:443", None),
     ("local-cluster[2,1,1024]", None),
 ])
@@ -427,6 +428,9 @@ def test_a_step_of_tuples_in_one_call_makes_the_batches_one_by_one_makes(spark):
     frames = []
     bolt, out = prepared(lambda df, i: frames.append((i, [r["n"] for r in df.to_pylist()])),
                          max_batch_size=3)
+    extended = []
+    real = bolt.batcher.extend
+    bolt.batcher.extend = lambda *a: extended.append(real(*a)) or extended[-1]
     bolt.execute_batch([Tup("w", n) for n in range(5)])  # closes batch 1 (0, 1, 2)
     out.run_next()
     bolt.execute_batch([Tup("w", 5), Tick(), Tup("w", 6)])  # a tick: one by one
@@ -438,6 +442,7 @@ def test_a_step_of_tuples_in_one_call_makes_the_batches_one_by_one_makes(spark):
     assert frames == [(1, [0, 1, 2]), (2, [3, 4, 5]), (3, [6, 7, 8]), (4, [9, 10, 11])]
     assert out.acked == [["w", n] for n in range(12)] and out.failed == []
     assert bolt.batcher.pending == 1  # 12 waits in the open batch
+    assert sum(extended) == 4  # 1, 4, 7 and 10 joined an open batch without an Add
     bolt.cleanup()
 
 
@@ -451,3 +456,22 @@ def test_a_local_batch_has_a_partition_per_100k_rows_and_at_most_one_per_thread(
     df = session.dataframe(FakeSpark(), table, {"spark.master": master})
     assert session.partitions(rows, master) == partitions
     assert df.partitions == partitions and df.num_rows == rows
+
+
+def test_local_star_counts_the_cpus_as_the_jvm_does(monkeypatch, tmp_path):
+    """Affinity, and a cgroup v2 quota below it (a container limited to 1.5 CPUs on a
+    bigger host: 2 threads, as availableProcessors rounds up)."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    real_open = open
+    quota = tmp_path / "cpu.max"
+
+    def fake_open(path, *a, **kw):
+        return real_open(quota if path == "/sys/fs/cgroup/cpu.max" else path, *a, **kw)
+    monkeypatch.setattr("builtins.open", fake_open)
+    quota.write_text("150000 100000\n")
+    assert session.available_processors() == 2
+    assert session.spark_conf({})["spark.sql.shuffle.partitions"] == "2"
+    quota.write_text("max 100000\n")
+    assert session.available_processors() == 64
+    quota.unlink()  # no cgroup v2: the affinity
+    assert session.available_processors() == 64
