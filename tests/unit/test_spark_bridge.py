@@ -190,14 +190,23 @@ def test_the_next_batch_converts_while_fn_runs_and_fn_sees_batches_one_at_a_time
 
 
 def test_a_batch_waiting_its_turn_when_the_worker_stops_is_neither_acked_nor_failed(spark):
-    release = threading.Event()
-    bolt, out = prepared(lambda df, batch_id: release.wait(10), max_batch_size=1)
+    entered, release = threading.Event(), threading.Event()
+
+    def fn(df, batch_id):
+        entered.set()
+        release.wait(10)
+
+    bolt, out = prepared(fn, max_batch_size=1)
     bolt.execute(Tup("a", 1))
     bolt.execute(Tup("b", 2))  # batch 2 waits behind batch 1's fn
-    for _ in range(100):
+    # Batch 1 inside fn (a stop before it got there would rightly skip it) and batch 2
+    # converted, waiting its turn.
+    assert entered.wait(10)
+    for _ in range(200):
         if spark.frames == 2:
             break
         threading.Event().wait(0.05)
+    assert spark.frames == 2
     bolt.cleanup()  # stopping: batch 2 never runs fn, and is not acked either
     release.set()
     out.run_next()  # batch 1's fn returned: it is acked (the worker decides whether to send)
