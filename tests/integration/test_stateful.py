@@ -211,7 +211,10 @@ def test_aligned_checkpoints_are_consistent_under_a_slow_input_channel(cluster, 
     """Every committed checkpoint's counts are exactly the words of the sentences before its
     spout offsets, while one split task (an input channel of every count task) is slow.
     With receive queues of 64 tuples the count tasks hold more than a queue's worth while
-    they align, and hold the spouts back (backpressure) until the slow barrier comes."""
+    they align, and hold the spouts back (backpressure) until the slow barrier comes. The
+    slow split takes 1 ms a sentence against 0.67 ms between its sentences, so it falls
+    behind and each barrier waits behind its queue: 6-13 holds a run (at 0.5 ms, 1-2, and
+    a fresh clone's run once had none)."""
     from stateful_topos import CheckpointedSentences, SlowSplit, sentence
 
     n = 4000
@@ -222,7 +225,7 @@ def test_aligned_checkpoints_are_consistent_under_a_slow_input_channel(cluster, 
     b.set_bolt("count", StatefulCount(), 2).fields_grouping("split", ["word"])
     conf = {**redis_conf, "topology.state.provider": "redis",
             "topology.state.checkpoint.mode": "barrier",
-            "topology.state.checkpoint.interval.ms": 100, "test.split.sleep": 0.0005,
+            "topology.state.checkpoint.interval.ms": 100, "test.split.sleep": 0.001,
             "topology.message.timeout.secs": TIMEOUT, "test.spout.count": n,
             "test.spout.rate": 1500}
     if buffer:
