@@ -235,10 +235,9 @@ class Batcher:
         (one is open, not due, and this tuple does not fill it), as ``handle(Add)`` would,
         which then returns no instruction (a slot frees only on Done or Failed, and those
         dispatch). False: nothing done; feed :class:`Add` through :meth:`handle`."""
-        b = self.open
-        if b is None or now - b.opened_at >= self.max_batch_secs \
-                or len(b.tuple_ids) + 1 >= self.max_batch_size:
+        if self._room(now) <= 0:
             return False
+        b = self.open
         b.tuple_ids.append(tuple_id)
         b.rows.append(values)
         return True
@@ -248,19 +247,21 @@ class Batcher:
         """:meth:`append` for many: add the longest run of ``tuple_ids[start:]`` (with
         ``rows``, as long) that changes no batch's state, all at once; return how many were
         added (0: feed the next one through :meth:`handle`)."""
+        take = min(self._room(now), len(tuple_ids) - start)
+        if take <= 0:
+            return 0
+        b = self.open
+        b.tuple_ids.extend(tuple_ids[start:start + take])
+        b.rows.extend(rows[start:start + take])
+        return take
+
+    def _room(self, now: float) -> int:
+        """Tuples the open batch takes without a state change: none when no batch is open
+        or it is due, and never its last slot (the tuple that fills it closes it)."""
         b = self.open
         if b is None or now - b.opened_at >= self.max_batch_secs:
             return 0
-        take = min(self.max_batch_size - 1 - len(b.tuple_ids), len(tuple_ids) - start)
-        if take <= 0:
-            return 0
-        if start == 0 and take == len(tuple_ids):
-            b.tuple_ids.extend(tuple_ids)
-            b.rows.extend(rows)
-        else:
-            b.tuple_ids.extend(tuple_ids[start:start + take])
-            b.rows.extend(rows[start:start + take])
-        return take
+        return self.max_batch_size - 1 - len(b.tuple_ids)
 
 
     def handle(self, ev: Event) -> list[Instruction]:

@@ -133,8 +133,11 @@ class SparkBridgeBolt(Bolt):
     def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
         # An unreachable master is found now, before any tuple waits for it (seconds, not
         # the minute Spark takes to give up): the worker stops with the reason.
-        session.check_master(session.master_of(conf))
+        master = session.master_of(conf)
+        session.check_master(master)
         self.conf = conf
+        #: The master's task threads when local (a batch's partitions), None on a cluster.
+        self.local_threads = session.local_threads(master)
         self.collector = collector
         component, stream = context.this_sources()[0]
         self.fields = list(context.component_output_fields(component, stream))
@@ -280,7 +283,7 @@ class SparkBridgeBolt(Bolt):
                     t = clock()
                     spark = session.get(self.conf, self.app_name)
                     session_secs = clock() - t
-                    df = session.dataframe(spark, table, self.conf)
+                    df = session.dataframe(spark, table, self.local_threads)
                 conversion = clock() - started - session_secs
             finally:
                 t = clock()

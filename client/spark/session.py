@@ -173,18 +173,18 @@ def spark_conf(conf: Mapping[str, Any]) -> dict[str, str]:
 ROWS_PER_PARTITION = 100_000
 
 
-def partitions(rows: int, master: str) -> int | None:
-    """How many partitions a batch of ``rows`` rows gets on ``master``: on a local one, one
-    per :data:`ROWS_PER_PARTITION` rows, at most one per task thread; None on a cluster
-    (as Spark cuts it)."""
-    threads = local_threads(master)
+def partitions(rows: int, threads: int | None) -> int | None:
+    """How many partitions a batch of ``rows`` rows gets on a master of ``threads`` task
+    threads (:func:`local_threads`): on a local one, one per :data:`ROWS_PER_PARTITION`
+    rows, at most one per thread; None on a cluster (as Spark cuts it)."""
     if threads is None:
         return None
     return max(1, min(threads, -(-rows // ROWS_PER_PARTITION)))
 
 
-def dataframe(spark: Any, table: Any, conf: Mapping[str, Any]) -> Any:
-    """A batch's DataFrame from its ``pyarrow.Table``, in :func:`partitions` partitions.
+def dataframe(spark: Any, table: Any, threads: int | None) -> Any:
+    """A batch's DataFrame from its ``pyarrow.Table``, in :func:`partitions` partitions
+    (``threads``: :func:`local_threads` of the master, found once per task, not per batch).
 
     Spark cuts an Arrow table into partitions of
     ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows (10,000), and each task costs
@@ -193,7 +193,7 @@ def dataframe(spark: Any, table: Any, conf: Mapping[str, Any]) -> Any:
     the fastest by the clock too, 0.14 s against 0.16, with both cores free). A ``fn`` with
     heavy per-row work can spread it with ``df.repartition(n)``."""
     df = spark.createDataFrame(table)
-    n = partitions(table.num_rows, master_of(conf))
+    n = partitions(table.num_rows, threads)
     return df if n is None else df.coalesce(n)
 
 

@@ -40,11 +40,14 @@ class SparkState:
         self.fn = fn
         self.schema = schema
         self.conf = conf
+        master = session.master_of(conf)
+        #: The master's task threads when local (a batch's partitions), None on a cluster.
+        self.local_threads = session.local_threads(master)
         self.partition = partition
         self.txid: int | None = None
         self.app_name = f"squall-{conf.get(cfg.TOPOLOGY_NAME) or 'trident'}"
         # An unreachable master stops the worker now, with the reason (as the bolt does).
-        session.check_master(session.master_of(conf))
+        session.check_master(master)
         self.progress = Progress(float(conf.get(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30)))
         prepare_fn = getattr(fn, "prepare", None)
         if callable(prepare_fn):  # as the bolt does: fn objects may read the topology conf
@@ -76,7 +79,7 @@ class SparkState:
         try:
             spark = session.get(self.conf, self.app_name)
             spark_secs = clock() - started
-            df = session.dataframe(spark, table, self.conf)
+            df = session.dataframe(spark, table, self.local_threads)
             t = clock()
             self.fn(df, txid)
             fn_secs = clock() - t

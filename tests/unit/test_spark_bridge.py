@@ -462,8 +462,9 @@ def test_a_step_of_tuples_in_one_call_makes_the_batches_one_by_one_makes(spark):
 def test_a_local_batch_has_a_partition_per_100k_rows_and_at_most_one_per_thread(
         rows, master, partitions):
     table = pa.table({"n": pa.array(range(rows), pa.int64())})
-    df = session.dataframe(FakeSpark(), table, {"spark.master": master})
-    assert session.partitions(rows, master) == partitions
+    threads = session.local_threads(master)
+    df = session.dataframe(FakeSpark(), table, threads)
+    assert session.partitions(rows, threads) == partitions
     assert df.partitions == partitions and df.num_rows == rows
 
 
