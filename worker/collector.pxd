@@ -140,6 +140,7 @@ cdef class SpoutOutputCollector(_Base):
     cdef public object run
     cdef public list inits
     cdef public Py_ssize_t emits
+    cdef public bint dry
 
     @cython.locals(r=Route, i="Py_ssize_t", ack_val="unsigned long long",
                    e="unsigned long long")

@@ -354,6 +354,8 @@ class SpoutOutputCollector(_Base):
         self.run = 0 if stable_ids else new_id()
         #: Emits so far, all streams: the executor reads it around next_tuple.
         self.emits = 0
+        #: The last spout_burst ended with a next_tuple that emitted nothing.
+        self.dry = False
 
     def emit(self, values: list, stream: str = DEFAULT_STREAM, msg_id: Any = None,
              anchors: Any = None, direct_task: int | None = None) -> list[int]:
@@ -678,6 +680,7 @@ def spout_burst(next_tuple: Any, out: SpoutOutputCollector, pending: Any, cap: i
     # Room under the cap, counted down by emits (at most the tracked ones): the pending
     # map's length is asked again only when that count runs out, not per call.
     room = cap - len(pending) if cap >= 0 else 0
+    out.dry = False
     while n < budget:
         if cap >= 0 and room <= 0:
             room = cap - len(pending)
@@ -693,6 +696,7 @@ def spout_burst(next_tuple: Any, out: SpoutOutputCollector, pending: Any, cap: i
         if took > slow_secs and on_slow is not None:
             on_slow(took)
         if not delta:
+            out.dry = True
             break
         n += delta
         if t - t0 > step_secs:

@@ -161,6 +161,8 @@ class Executor:
         #: False: trees never fail by timeout (spout and acker keep them), as in Storm.
         self.timeouts = bool(self.conf.get(cfg.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True))
         self.timers: list[list] = []  # [next_due, period, fn]
+        #: The earliest timer's due time (monotonic; inf: none), read by the loop each round.
+        self.due = float("inf")
         #: Callables handed over by other threads (``call_soon_threadsafe``), run in order.
         self.calls: deque[Callable[[], Any]] = deque()
         self.thread: threading.Thread | None = None
@@ -173,7 +175,10 @@ class Executor:
                                self.ws.code_dir, self.ws.pid_dir)
 
     def add_timer(self, period: float, fn: Any) -> None:
-        self.timers.append([time.monotonic() + period, period, fn])
+        due = time.monotonic() + period
+        self.timers.append([due, period, fn])
+        if due < self.due:
+            self.due = due
 
     def start_thread(self) -> None:
         """Threaded executors only: run setup and the loop on a thread of their own."""
@@ -302,13 +307,17 @@ class Executor:
         return None
 
     def next_due(self) -> float:
-        return min(t[0] for t in self.timers) if self.timers else float("inf")
+        return self.due
 
     def fire_timers(self, now: float) -> None:
+        due = float("inf")
         for timer in self.timers:
             if now >= timer[0]:
                 timer[0] = now + timer[1]
                 timer[2]()
+            if timer[0] < due:
+                due = timer[0]
+        self.due = due
 
     def loop(self) -> None:
         """Threaded executors: the forever loop around :meth:`run_once`."""
@@ -319,7 +328,7 @@ class Executor:
         while not self.stop_requested:
             done = self.run_once()
             now = time.monotonic()
-            if self.timers and now >= self.next_due():
+            if now >= self.due:
                 self.fire_timers(now)
             if done == 0:
                 since = now - transfer.last_flush
@@ -526,6 +535,17 @@ def spout_wait(first: float, most: float, empty: int) -> float:
     return min(most, first * (1 << min(empty - 1, 16)))
 
 
+def next_empty_streak(streak: int, made: int, dry: bool) -> int:
+    """The spout's count of empty next_tuple calls in a row after a step that emitted
+    ``made`` tuples, its last call emitting nothing when ``dry`` (collector.spout_burst):
+    Storm's wait follows a call that emitted nothing, so a burst that ended with one counts
+    as one empty call (waits ``first``, not another step that finds it empty again); a
+    burst cut short by its budget, time or max pending does not."""
+    if not made:
+        return streak + 1
+    return 1 if dry else 0
+
+
 class SpoutExecutor(Executor):
     """Runs user spouts: next_tuple under backpressure/max-pending, ack/fail/timeout callbacks.
 
@@ -618,6 +638,7 @@ class SpoutExecutor(Executor):
         if hold and time.monotonic() < hold:
             return 0
         made = 0
+        dry = True
         shared = not self.threaded
         self.phase = "next_tuple"
         for st in self.spouts:
@@ -628,6 +649,7 @@ class SpoutExecutor(Executor):
                                 -1 if st.max_pending is None else st.max_pending,
                                 SPOUT_BUDGET, SPOUT_STEP_SECS, SLOW_CALL_SECS,
                                 self._slow_call if shared else None)
+            dry = dry and st.collector.dry
             st.stats.pending = len(st.pending)
         if self.immediate_acks:
             acks, self.immediate_acks = self.immediate_acks, []
@@ -635,13 +657,14 @@ class SpoutExecutor(Executor):
                 st = self.by_task[task]
                 st.stats.acked += 1
                 st.spout.ack(msg_id)
-        self.empty_streak = 0 if made else self.empty_streak + 1
+        self.empty_streak = next_empty_streak(self.empty_streak, made, dry)
         return made
 
     def _slow_call(self, took: float) -> None:
         self.slow_calls += 1
         if self.slow_calls == SLOW_CALLS:
             self.wants_thread = True
+            self.waker.move_wanted = True  # the loop (on_slow is given only on it)
             log.warning("topology=%s spout %s: next_tuple took %.0f ms (%d calls over %.0f ms "
                         "so far); moving it to a thread of its own so that it slows only "
                         "itself (topology.executor.threaded: true starts it there)",

@@ -26,6 +26,7 @@ import logging
 import os
 import threading
 import time
+from math import ceil as _ceil
 from typing import Any
 
 import zmq
@@ -46,6 +47,16 @@ RESCUE_SECS = 0.25
 #: ... and its open, activate or deactivate: a source's first connection may take a moment
 #: without the spout being one that blocks (on a thread of its own it would stay).
 RESCUE_OPEN_SECS = 5.0
+INF = float("inf")
+
+
+def any_queued(executors: list) -> bool:
+    """Whether any executor has tuples waiting (set in the gap before the poll by a thread
+    that saw the loop awake and did not wake it)."""
+    for e in executors:
+        if e.queue.dq:
+            return True
+    return False
 
 
 class EventLoop:
@@ -66,6 +77,9 @@ class EventLoop:
         os.set_blocking(self._rfd, False)
         os.set_blocking(self._wfd, False)
         self._stop = False
+        #: Set (by SpoutExecutor._slow_call, on the loop's thread) when an executor wants a
+        #: thread of its own: the loop moves it after its round.
+        self.move_wanted = False
         #: The movable executor (OWN_TRANSFER) whose step runs now, under _lock: rescue and
         #: the loop's thread agree through it on which of them owns the loop.
         self.current: Any = None
@@ -162,20 +176,24 @@ class EventLoop:
     def _loop(self) -> None:
         executors = self.executors
         transfers = self._transfers()
+        own = [ex.OWN_TRANSFER for ex in executors]
         drain = self.receiver.drain
         flush_every = self.transfer.flush_interval
         lock = self._lock
         poller = zmq.Poller()
         flag = self.flag
+        rfd = self._rfd
         poller.register(self.receiver.sock, zmq.POLLIN)
-        poller.register(self._rfd, zmq.POLLIN)
+        poller.register(rfd, zmq.POLLIN)
         ex = None
         try:
             while not self._stop:
                 ex = None
-                done = drain(FRAMES_PER_ROUND)
-                for ex in executors:
-                    if ex.OWN_TRANSFER:
+                frames = drain(FRAMES_PER_ROUND)
+                done = frames
+                for i in range(len(executors)):
+                    ex = executors[i]
+                    if own[i]:
                         self.current = ex
                         try:
                             done += ex.run_once()
@@ -189,17 +207,36 @@ class EventLoop:
                     else:
                         done += ex.run_once()
                 now = time.monotonic()
-                due = float("inf")
+                due = INF
                 for ex in executors:
-                    if ex.timers:
-                        if now >= ex.next_due():
-                            ex.fire_timers(now)
-                        due = min(due, ex.next_due())
+                    d = ex.due
+                    if d <= now:
+                        ex.fire_timers(now)
+                        d = ex.due
+                    if d < due:
+                        due = d
                 ex = None  # a failure from here on is the transfer's, not an executor's
-                if any(getattr(e, "wants_thread", False) for e in executors):
+                if self.move_wanted:
+                    self.move_wanted = False
                     self._move_slow_executors()
                     transfers = self._transfers()
-                if done:
+                    own = [e.OWN_TRANSFER for e in executors]
+                # What the next round would find: queued input, handed-over calls, a spout
+                # that stopped at its budget rather than at an empty next_tuple (idle 0), a
+                # full drain. Without any, a round that did work goes straight to the flush
+                # and the poll below (which returns at once for a frame that came meanwhile)
+                # instead of an empty round first: at a quarter of the max rate that round
+                # was most of the loop's rounds.
+                idle = 1.0
+                ready = frames >= FRAMES_PER_ROUND
+                for e in executors:
+                    if e.queue.dq or e.calls:
+                        ready = True
+                        break
+                    t = e.idle_timeout()
+                    if t < idle:
+                        idle = t
+                if ready or (done and idle <= 0.0):
                     for transfer in transfers:
                         if now - transfer.last_flush >= flush_every:
                             transfer.flush()
@@ -208,18 +245,22 @@ class EventLoop:
                 for transfer in transfers:
                     transfer.flush()
                     blocked = blocked or bool(transfer.blocked)
-                idle = min((e.idle_timeout() for e in executors), default=1.0)
                 if blocked:
                     idle = min(idle, 0.001)
                 timeout = max(0.0, min(idle, due - now))
                 flag.on = True
-                if not any(e.queue.dq for e in executors):
-                    poller.poll(timeout * 1000)
+                # zmq_poll counts whole milliseconds (pyzmq truncates): a wait under 1 ms
+                # would be 0, a busy loop until a timer is due. Round up instead: a timer
+                # fires at most 1 ms late.
+                events = poller.poll(_ceil(timeout * 1000.0)) \
+                    if not any_queued(executors) else ()
                 flag.on = False
-                try:
-                    os.read(self._rfd, 4096)
-                except BlockingIOError:
-                    pass
+                for sock, _ in events:
+                    if sock == rfd:
+                        try:
+                            os.read(rfd, 4096)
+                        except BlockingIOError:
+                            pass
         except _Rescued:
             raise
         except BaseException as exc:

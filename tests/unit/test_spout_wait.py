@@ -4,7 +4,7 @@ calls in a row emitted nothing (executor.spout_wait, an event table)."""
 import pytest
 
 from squall.client import config as cfg
-from squall.worker.executor import spout_wait
+from squall.worker.executor import next_empty_streak, spout_wait
 
 MS = 0.001
 
@@ -29,3 +29,64 @@ def test_the_defaults_sleep_one_ms_first_as_storm_does():
     most = d[cfg.TOPOLOGY_SPOUT_WAIT_MAX_MILLIS] * MS
     assert spout_wait(first, most, 1) == pytest.approx(1 * MS)
     assert spout_wait(first, most, 100) == pytest.approx(50 * MS)
+
+
+@pytest.mark.parametrize("streak, made, dry, after", [
+    (0, 5, False, 0),    # cut short by its budget (or time, or max pending): no wait
+    (0, 5, True, 1),     # emitted, then a call emitted nothing: the first wait at once
+    (3, 5, True, 1),     # after an idle spell: back to the first wait
+    (3, 5, False, 0),
+    (0, 0, True, 1),     # nothing at all: one more empty call
+    (4, 0, True, 5),
+    (4, 0, False, 5),    # held at max pending with no call made: waits as an empty call
+])
+def test_a_burst_that_ends_with_an_empty_call_waits_as_one(streak, made, dry, after):
+    assert next_empty_streak(streak, made, dry) == after
+
+
+class _Spout:
+    """next_tuple emits ``per_call[i]`` tuples on its i-th call (0 once they run out)."""
+
+    def __init__(self, out, per_call):
+        self.out, self.per_call, self.calls = out, list(per_call), 0
+
+    def next_tuple(self):
+        k = self.per_call[self.calls] if self.calls < len(self.per_call) else 0
+        self.calls += 1
+        for _ in range(k):
+            self.out.emit(["w"])
+
+
+def _collector():
+    from types import SimpleNamespace
+
+    from squall.acker import PendingMap
+    from squall.client.grouping import ShuffleRouter
+    from squall.client.tuple import Fields
+    from squall.client.values import PLAIN
+    from squall.worker.collector import Route, SpoutOutputCollector, StepAcks
+    from squall.worker.stats import TaskStats
+
+    got = []
+    ws = SimpleNamespace(stats={1: TaskStats("s")}, deliver={2: got.append}, lineage=False,
+                         values=PLAIN)
+    ex = SimpleNamespace(ws=ws, component_id="s", transfer=None, debug=False, acking=False,
+                         pending_acks=StepAcks(), pending_inits=[], immediate_acks=[])
+    route = Route("default", Fields(["w"]), [ShuffleRouter([2])], False, frozenset())
+    return SpoutOutputCollector(ex, 1, {"default": route}, PendingMap(2)), got
+
+
+@pytest.mark.parametrize("per_call, budget, made, dry, calls", [
+    ([2, 3], 128, 5, True, 3),        # ran dry on its third call
+    ([0], 128, 0, True, 1),           # nothing at all
+    ([2, 2, 2, 2], 4, 4, False, 2),   # its budget, not an empty call, ended the burst
+    ([5], 4, 5, False, 1),            # a call may emit past the budget: not dry
+])
+def test_spout_burst_says_whether_its_last_call_emitted_nothing(per_call, budget, made, dry,
+                                                                calls):
+    from squall.worker.collector import spout_burst
+
+    out, got = _collector()
+    spout = _Spout(out, per_call)
+    n = spout_burst(spout.next_tuple, out, out.pending, -1, budget, 10.0, 10.0, None)
+    assert (n, out.dry, spout.calls, len(got)) == (made, dry, calls, made)
