@@ -90,6 +90,7 @@ def build(acking: bool):
     ws.transfer = tr
     q = InQueue(1 << 30, 0.9, 0.5, ws.bp, ThreadWaker())
     ws.deliver[COUNT] = q.put
+    ws.queues = {COUNT: q}  # a single-task executor: the collector puts to it directly
     ex = _Ex(ws, "split", acking)
     route = Route("default", fields, [FieldsRouter([COUNT, OTHER_COUNT], [0])], False,
                   frozenset())

@@ -7,6 +7,7 @@ from squall.acker.compact_map cimport Bucket
 from squall.acker.pending_map cimport PendingMap
 from squall.client.grouping cimport LoadAwareShuffleRouter
 from squall.client.tuple cimport Tuple, new_tuple
+from squall.worker.queue cimport InQueue
 from squall.worker.stats cimport TaskStats
 from squall.worker.transfer cimport Transfer
 
@@ -118,7 +119,7 @@ cdef class _Base:
     cdef public Route last_route
     cdef public TaskStats stats
     cdef public Transfer transfer
-    cdef public dict routes, deliver
+    cdef public dict routes, deliver, queues
     cdef public StepAcks pending_acks
     cdef public object task
     cdef public bint debug, acking
@@ -127,10 +128,10 @@ cdef class _Base:
     @cython.locals(r=Route, single=object, n="Py_ssize_t", lr=LoadAwareShuffleRouter)
     cpdef tuple _resolve(self, object values, object stream, object direct_task)
 
-    @cython.locals(tup=Tuple)
+    @cython.locals(tup=Tuple, q=InQueue)
     cpdef _send(self, object t, list values, Route r, object ids)
 
-    @cython.locals(tup=Tuple)
+    @cython.locals(tup=Tuple, q=InQueue)
     cpdef _send_tracked(self, object t, list values, Route r, unsigned long long root,
                         unsigned long long edge)
 

@@ -210,6 +210,11 @@ class _Base:
         self.stats = ex.ws.stats[task]
         self.stats.routes = routes
         self.deliver = ex.ws.deliver
+        #: The single-task executors' queues of this worker (WorkerState.queues), whose
+        #: deliver is their put.
+        self.queues = getattr(ex.ws, "queues", None)
+        if self.queues is None:
+            self.queues = {}
         self.transfer = ex.transfer
         self.debug = ex.debug
         #: Trees are tracked (an acker runs): fixed for the topology's life.
@@ -309,7 +314,16 @@ class _Base:
                     "value, or register a serializer for its type in topology.serializers")
 
     def _send(self, t: int, values: list, r: Route, ids: dict | None) -> None:
-        """Hand one copy to task ``t``: an object to a local executor, a wire entry otherwise."""
+        """Hand one copy to task ``t``: an object to a local executor, a wire entry otherwise.
+        A single-task executor's queue is put to directly (a C call compiled), any other
+        local task through its deliver callable."""
+        q = self.queues.get(t)
+        if q is not None:
+            tup = new_tuple(values, self.component, r.stream, self.task, r.fields)
+            if ids:
+                tup.ids = ids
+            q.put(tup)
+            return
         d = self.deliver.get(t)
         if d is not None:
             tup = new_tuple(values, self.component, r.stream, self.task, r.fields)
@@ -321,6 +335,13 @@ class _Base:
 
     def _send_tracked(self, t: int, values: list, r: Route, root: int, edge: int) -> None:
         """``_send`` of a tuple in one tree, its ids as two integers (no dict)."""
+        q = self.queues.get(t)
+        if q is not None:
+            tup = new_tuple(values, self.component, r.stream, self.task, r.fields)
+            tup.root = root
+            tup.edge = edge
+            q.put(tup)
+            return
         d = self.deliver.get(t)
         if d is not None:
             tup = new_tuple(values, self.component, r.stream, self.task, r.fields)
