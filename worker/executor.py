@@ -472,7 +472,7 @@ class BoltExecutor(Executor):
             st.executed += n  # before it runs, as _run_counting does
             self.execute_batch(batch)
         elif self.multi:
-            n = super().step()  # dispatch counts each tuple
+            n = Executor.step(self)  # dispatch counts each tuple
         else:
             n = self._run_counting(dq, st, t0)
         if n:
@@ -731,7 +731,7 @@ class SpoutExecutor(Executor):
         return None
 
     def end_batch(self) -> None:
-        super().end_batch()
+        Executor.end_batch(self)  # (no super() in a cdef class's cpdef method)
         for st in self.spouts:
             st.stats.pending = len(st.pending)
 
