@@ -117,11 +117,16 @@ def stale_sources() -> list[str]:
         if ext is None:
             continue
         src = source_path(m)
+        # Its .pxd too, where it has one: the types (struct layouts other modules were
+        # built against) live there.
+        pxd = src[:-3] + ".pxd"
+        srcs = [src, pxd] if os.path.exists(pxd) else [src]
         try:
             if recorded is not None:
-                if _digest(src) != recorded.get(os.path.relpath(src, ROOT).replace(os.sep, "/")):
+                if any(_digest(f) != recorded.get(os.path.relpath(f, ROOT).replace(
+                        os.sep, "/"), _digest(f) if f == pxd else None) for f in srcs):
                     out.append(m)
-            elif os.path.getmtime(src) > os.path.getmtime(ext):
+            elif max(os.path.getmtime(f) for f in srcs) > os.path.getmtime(ext):
                 out.append(m)
         except OSError:
             out.append(m)

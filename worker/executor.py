@@ -535,6 +535,15 @@ def spout_wait(first: float, most: float, empty: int) -> float:
     return min(most, first * (1 << min(empty - 1, 16)))
 
 
+def dry_wait_until(now: float, first: float, most: float, streak: int, dry: bool) -> float:
+    """Until when (monotonic) a spout whose last next_tuple emitted nothing (``dry``) is
+    not called again: Storm's spout sleeps its wait out, and so does ours now, rather than
+    being called at every wake-up of its loop in between (each a certain empty call that
+    doubled the next wait). 0.0 when not dry: a spout held at max pending or not yet
+    restored is called again as soon as its loop runs."""
+    return now + spout_wait(first, most, streak) if dry else 0.0
+
+
 def next_empty_streak(streak: int, made: int, dry: bool) -> int:
     """The spout's count of empty next_tuple calls in a row after a step that emitted
     ``made`` tuples, its last call emitting nothing when ``dry`` (collector.spout_burst):
@@ -567,6 +576,9 @@ class SpoutExecutor(Executor):
         self.opened = False
         self.activated = False
         self.empty_streak = 0
+        #: Not called again before this monotonic time (0: no wait): its last call emitted
+        #: nothing (dry_wait_until).
+        self.dry_until = 0.0
         #: Paused until these monotonic times (0: not): by its worker's own congestion (set
         #: from other threads) and by the Topology Master (set here); neither lowers the other.
         self.held_until = 0.0
@@ -639,11 +651,16 @@ class SpoutExecutor(Executor):
             return 0
         made = 0
         dry = True
+        ran = False
         shared = not self.threaded
+        now = time.monotonic()
+        if self.dry_until and now < self.dry_until:
+            return self._immediate_acks()  # its last call emitted nothing: it waits
         self.phase = "next_tuple"
         for st in self.spouts:
             if st.barrier is not None and not st.barrier.ready:
                 continue  # it emits once it restored the last checkpoint
+            ran = True
             # Emits, not calls: a spout may emit a burst per call (collector.spout_burst).
             made += spout_burst(st.spout.next_tuple, st.collector, st.pending,
                                 -1 if st.max_pending is None else st.max_pending,
@@ -651,14 +668,23 @@ class SpoutExecutor(Executor):
                                 self._slow_call if shared else None)
             dry = dry and st.collector.dry
             st.stats.pending = len(st.pending)
+        self._immediate_acks()
+        dry = dry and ran
+        self.empty_streak = next_empty_streak(self.empty_streak, made, dry)
+        self.dry_until = dry_wait_until(now, self.wait_first, self.wait_max,
+                                        self.empty_streak, dry)
+        return made
+
+    def _immediate_acks(self) -> int:
+        """Reliability off: the step's emits with a message id acked once next_tuple
+        returned, as Storm's spout does without ackers. Returns 0 (no emits)."""
         if self.immediate_acks:
             acks, self.immediate_acks = self.immediate_acks, []
             for task, msg_id in acks:
                 st = self.by_task[task]
                 st.stats.acked += 1
                 st.spout.ack(msg_id)
-        self.empty_streak = next_empty_streak(self.empty_streak, made, dry)
-        return made
+        return 0
 
     def _slow_call(self, took: float) -> None:
         self.slow_calls += 1
@@ -675,6 +701,8 @@ class SpoutExecutor(Executor):
         if not self.activated or self.ws.bp.throttled or \
                 max(self.held_until, self.master_until) > time.monotonic():
             return min(0.1, self.wait_max)
+        if self.dry_until:
+            return max(self.dry_until - time.monotonic(), 0.0)
         return spout_wait(self.wait_first, self.wait_max, self.empty_streak)
 
     def dispatch(self, tup: Any) -> None:

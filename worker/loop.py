@@ -50,6 +50,16 @@ RESCUE_OPEN_SECS = 5.0
 INF = float("inf")
 
 
+def _drain_pipe(fd: int) -> None:
+    """Empty the wake-up pipe (read only once a poll saw it readable: wakes written while
+    the loop skipped polls may fill several reads)."""
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
+
+
 def any_queued(executors: list) -> bool:
     """Whether any executor has tuples waiting (set in the gap before the poll by a thread
     that saw the loop awake and did not wake it)."""
@@ -257,10 +267,7 @@ class EventLoop:
                 flag.on = False
                 for sock, _ in events:
                     if sock == rfd:
-                        try:
-                            os.read(rfd, 4096)
-                        except BlockingIOError:
-                            pass
+                        _drain_pipe(rfd)
         except _Rescued:
             raise
         except BaseException as exc:

@@ -77,3 +77,20 @@ def test_a_source_newer_than_its_build_runs_every_compiled_module_as_source(monk
     err = capsys.readouterr().err
     assert err.count("newer than the compiled build") == 1 and "client/tuple.py" in err
     assert finder.find_spec("squall.nimbus.nimbus") is None  # not in the list: untouched
+
+
+def test_a_pxd_newer_than_its_build_counts_as_an_edit(monkeypatch):
+    """The types of a module (the struct layouts other modules were built against) are in
+    its .pxd: editing only that must not run the old build either."""
+    name = "squall.worker.executor"
+    ext = _compiled.extension_path(name)
+    if ext is None:
+        pytest.skip("no compiled build here")
+    monkeypatch.setattr(_compiled, "installed_hashes", lambda: None)  # a checkout
+    assert name not in _compiled.stale_sources()
+    real = os.path.getmtime
+    pxd = _compiled.source_path(name)[:-3] + ".pxd"
+    assert os.path.exists(pxd)
+    built = real(ext)
+    monkeypatch.setattr(os.path, "getmtime", lambda p: built + 1 if p == pxd else real(p))
+    assert name in _compiled.stale_sources()

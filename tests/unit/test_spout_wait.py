@@ -4,7 +4,7 @@ calls in a row emitted nothing (executor.spout_wait, an event table)."""
 import pytest
 
 from squall.client import config as cfg
-from squall.worker.executor import next_empty_streak, spout_wait
+from squall.worker.executor import dry_wait_until, next_empty_streak, spout_wait
 
 MS = 0.001
 
@@ -90,3 +90,13 @@ def test_spout_burst_says_whether_its_last_call_emitted_nothing(per_call, budget
     spout = _Spout(out, per_call)
     n = spout_burst(spout.next_tuple, out, out.pending, -1, budget, 10.0, 10.0, None)
     assert (n, out.dry, spout.calls, len(got)) == (made, dry, calls, made)
+
+
+@pytest.mark.parametrize("streak, dry, until", [
+    (1, True, 100.0 + 1 * MS),    # its last call emitted nothing: not called for 1 ms
+    (3, True, 100.0 + 4 * MS),    # the wait doubles per empty call in a row
+    (10, True, 100.0 + 50 * MS),  # up to the cap
+    (2, False, 0.0),              # held at max pending, or not yet restored: no wait
+])
+def test_a_dry_spout_is_not_called_again_before_its_wait_ends(streak, dry, until):
+    assert dry_wait_until(100.0, 1 * MS, 50 * MS, streak, dry) == pytest.approx(until)
