@@ -212,9 +212,7 @@ class _Base:
         self.deliver = ex.ws.deliver
         #: The single-task executors' queues of this worker (WorkerState.queues), whose
         #: deliver is their put.
-        self.queues = getattr(ex.ws, "queues", None)
-        if self.queues is None:
-            self.queues = {}
+        self.queues = ex.ws.queues
         self.transfer = ex.transfer
         self.debug = ex.debug
         #: Trees are tracked (an acker runs): fixed for the topology's life.
@@ -318,38 +316,32 @@ class _Base:
         A single-task executor's queue is put to directly (a C call compiled), any other
         local task through its deliver callable."""
         q = self.queues.get(t)
-        if q is not None:
-            tup = new_tuple(values, self.component, r.stream, self.task, r.fields)
-            if ids:
-                tup.ids = ids
-            q.put(tup)
-            return
-        d = self.deliver.get(t)
-        if d is not None:
-            tup = new_tuple(values, self.component, r.stream, self.task, r.fields)
-            if ids:
-                tup.ids = ids
-            d(tup)
-        else:
+        d = None if q is not None else self.deliver.get(t)
+        if q is None and d is None:
             self.transfer.remote(t, self.task, r.stream, values, ids)
+            return
+        tup = new_tuple(values, self.component, r.stream, self.task, r.fields)
+        if ids:
+            tup.ids = ids
+        if q is not None:
+            q.put(tup)
+        else:
+            d(tup)
 
     def _send_tracked(self, t: int, values: list, r: Route, root: int, edge: int) -> None:
         """``_send`` of a tuple in one tree, its ids as two integers (no dict)."""
         q = self.queues.get(t)
-        if q is not None:
-            tup = new_tuple(values, self.component, r.stream, self.task, r.fields)
-            tup.root = root
-            tup.edge = edge
-            q.put(tup)
-            return
-        d = self.deliver.get(t)
-        if d is not None:
-            tup = new_tuple(values, self.component, r.stream, self.task, r.fields)
-            tup.root = root
-            tup.edge = edge
-            d(tup)
-        else:
+        d = None if q is not None else self.deliver.get(t)
+        if q is None and d is None:
             self.transfer.remote_tracked(t, self.task, r.stream, values, root, edge)
+            return
+        tup = new_tuple(values, self.component, r.stream, self.task, r.fields)
+        tup.root = root
+        tup.edge = edge
+        if q is not None:
+            q.put(tup)
+        else:
+            d(tup)
 
     def report_error(self, error: BaseException | str) -> None:
         """Record an error in the topology's recent errors (shown by the runner and the UI)."""

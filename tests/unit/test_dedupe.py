@@ -65,7 +65,7 @@ class _Sink(dict):
 def _collector(cls, lineage, targets, *extra):
     sink = _Sink(targets)
     ex = SimpleNamespace(component_id="c", ws=SimpleNamespace(
-        stats={1: TaskStats("c")}, deliver=dict(sink), lineage=lineage, values=PLAIN),
+        stats={1: TaskStats("c")}, deliver=dict(sink), queues={}, lineage=lineage, values=PLAIN),
         transfer=None, debug=False, acking=True, pending_inits=[], pending_acks=StepAcks())
     route = Route("default", Fields(["w"]), [ShuffleRouter(targets)], False, frozenset())
     return cls(ex, 1, {"default": route}, *extra), sink, ex

@@ -223,7 +223,7 @@ def test_a_bolts_anchored_emit_and_a_spouts_emit_route_every_key_alike(n):
     def collector(cls, who, *extra):
         sink = {t: (lambda tup, t=t: got[who].append((tup.values[0], t))) for t in targets}
         ex = SimpleNamespace(component_id=who, ws=SimpleNamespace(
-            stats={1: TaskStats("c")}, deliver=sink, lineage=False, values=PLAIN),
+            stats={1: TaskStats("c")}, deliver=sink, queues={}, lineage=False, values=PLAIN),
             transfer=None,
             debug=False, acking=False, pending_acks=StepAcks(), pending_inits=[])
         route = Route("default", Fields(["word"]), [FieldsRouter(targets, [0])], False,
@@ -307,7 +307,7 @@ def test_a_bolts_anchored_emit_hashes_ascii_keys_of_every_length_as_stable_hash(
     got: list[int] = []
     ex = SimpleNamespace(component_id="b", ws=SimpleNamespace(
         stats={1: TaskStats("b")}, deliver={t: (lambda tup, t=t: got.append(t)) for t in targets},
-        lineage=False, values=PLAIN), transfer=None, debug=False, acking=False,
+        queues={}, lineage=False, values=PLAIN), transfer=None, debug=False, acking=False,
         pending_acks=StepAcks())
     route = Route("default", Fields(["w"]), [FieldsRouter(targets, [0])], False, frozenset())
     bolt = OutputCollector(ex, 1, {"default": route})
@@ -338,7 +338,7 @@ def test_anchored_emits_that_change_stream_each_take_their_streams_route():
         stats={1: TaskStats("b")},
         deliver={t: (lambda tup, t=t: got.append((t, tup.source_stream, tup.values[0])))
                  for t in (10, 11, 20)},
-        lineage=False, values=PLAIN), transfer=None, debug=False, acking=False,
+        queues={}, lineage=False, values=PLAIN), transfer=None, debug=False, acking=False,
         pending_acks=StepAcks())
     routes = {"default": Route("default", Fields(["w"]), [FieldsRouter([10, 11], [0])], False,
                                frozenset()),

@@ -68,8 +68,8 @@ def _collector():
     from squall.worker.stats import TaskStats
 
     got = []
-    ws = SimpleNamespace(stats={1: TaskStats("s")}, deliver={2: got.append}, lineage=False,
-                         values=PLAIN)
+    ws = SimpleNamespace(stats={1: TaskStats("s")}, deliver={2: got.append}, queues={},
+                         lineage=False, values=PLAIN)
     ex = SimpleNamespace(ws=ws, component_id="s", transfer=None, debug=False, acking=False,
                          pending_acks=StepAcks(), pending_inits=[], immediate_acks=[])
     route = Route("default", Fields(["w"]), [ShuffleRouter([2])], False, frozenset())
