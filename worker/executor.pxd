@@ -39,7 +39,7 @@ cdef class BoltExecutor(Executor):
 
 
 cdef class SpoutExecutor(Executor):
-    cdef public list spouts, immediate_acks
+    cdef public list spouts, immediate_acks, backlog_queues
     cdef public dict by_task
     cdef public bint opened, activated, wants_thread
     cdef public Py_ssize_t empty_streak, slow_calls

@@ -72,6 +72,9 @@ SPOUT_STEP_SECS = 0.01
 #: of them the spout is moved to a thread of its own, where its sleeps slow only itself.
 SLOW_CALL_SECS = 0.02
 SLOW_CALLS = 3
+#: A spout on the loop is not called while an executor of the loop has this many tuples
+#: queued or more (a step's worth): the loop drains before it produces (backlogged).
+BACKLOG = BATCH
 _SYS_FIELDS = Fields(["payload"])
 _ACKER_STREAMS = (ACKER_INIT_STREAM_ID, ACKER_ACK_STREAM_ID, ACKER_FAIL_STREAM_ID,
                   ACKER_RESET_TIMEOUT_STREAM_ID)
@@ -210,6 +213,7 @@ class Executor:
     def leave_loop(self) -> None:
         """From now on this executor sleeps and wakes on its own thread, not the loop's."""
         assert self.OWN_TRANSFER, self.name  # the loop's Transfer stays with the loop
+        self.backlog_queues = []  # its own thread's pace is not the loop's
         self.waker = ThreadWaker()
         self.queue.waker = self.waker
         self.queue.flag = self.waker.flag  # a put reads the flag, then wakes the waker
@@ -555,6 +559,22 @@ def next_empty_streak(streak: int, made: int, dry: bool) -> int:
     return 1 if dry else 0
 
 
+def backlogged(queues: list, limit: int) -> bool:
+    """Whether any of ``queues`` (deques) holds ``limit`` items or more.
+
+    The executors of a worker share its loop's thread, so a spout called while tuples wait
+    downstream only lengthens the queues: each round it makes up to SPOUT_BUDGET tuples (a
+    sentence spout's 128 make 1,280 words) and a bolt takes BATCH. Its queues then grow
+    to the high water mark, backpressure pauses every worker's spouts, and the workers
+    whose queues drained first sit idle until the congested one is below the low mark
+    (half the time, at the max of the word count). Held here instead, a spout emits at
+    the pace its worker drains, and the queues stay a few steps long."""
+    for dq in queues:
+        if len(dq) >= limit:
+            return True
+    return False
+
+
 class SpoutExecutor(Executor):
     """Runs user spouts: next_tuple under backpressure/max-pending, ack/fail/timeout callbacks.
 
@@ -590,6 +610,9 @@ class SpoutExecutor(Executor):
         #: loop should move this executor to a thread of its own (EventLoop reads it).
         self.slow_calls = 0
         self.wants_thread = False
+        #: The receive queues of the executors sharing its loop (EventLoop sets them): while
+        #: one holds a step's worth, next_tuple waits (backlogged).
+        self.backlog_queues = []
         for t in self.tasks:
             spout = component_object(comp)
             if not isinstance(spout, Spout):
@@ -656,6 +679,8 @@ class SpoutExecutor(Executor):
         now = time.monotonic()
         if self.dry_until and now < self.dry_until:
             return self._immediate_acks()  # its last call emitted nothing: it waits
+        if self.backlog_queues and backlogged(self.backlog_queues, BACKLOG):
+            return 0
         self.phase = "next_tuple"
         for st in self.spouts:
             if st.barrier is not None and not st.barrier.ready:

@@ -183,8 +183,16 @@ class EventLoop:
         return [self.transfer] + [e.transfer for e in self.executors
                                   if e.transfer is not self.transfer]
 
+    def _share_queues(self) -> None:
+        """Give the loop's spouts the receive queues they wait on (executor.backlogged)."""
+        queues = [e.queue.dq for e in self.executors]
+        for e in self.executors:
+            if hasattr(e, "backlog_queues"):
+                e.backlog_queues = queues
+
     def _loop(self) -> None:
         executors = self.executors
+        self._share_queues()
         transfers = self._transfers()
         own = [ex.OWN_TRANSFER for ex in executors]
         drain = self.receiver.drain
@@ -229,6 +237,7 @@ class EventLoop:
                 if self.move_wanted:
                     self.move_wanted = False
                     self._move_slow_executors()
+                    self._share_queues()
                     transfers = self._transfers()
                     own = [e.OWN_TRANSFER for e in executors]
                 # What the next round would find: queued input, handed-over calls, a spout

@@ -16,7 +16,7 @@ import zmq
 
 from squall.client import TopologyBuilder
 from squall.worker.frame import PIPE_HWM
-from topos import FastSpout, NumberSpout, RecordingBolt, events_of
+from topos import FanOut, FastSpout, NumberSpout, RecordingBolt, events_of
 
 pytestmark = pytest.mark.integration
 
@@ -53,6 +53,33 @@ def test_slow_bolt_under_fast_spout_keeps_queues_bounded_and_loses_nothing(clust
     emits = events_of(lc.events_dir, "numbers", "emit")
     assert set(acks) == set(emits) and max(acks.values()) == 1
     assert events_of(lc.events_dir, "numbers", "fail") == []
+
+
+def test_a_spout_on_a_busy_worker_emits_at_the_pace_its_bolts_drain(cluster):
+    """One worker, reliability off, no max pending: the spout shares the loop with a bolt
+    that makes ten tuples of each of its, for a sink slower than both. The spout is called
+    only while the loop's queues hold less than a step's worth (executor.BACKLOG), so the
+    sink's queue stays a few steps long instead of filling up to the high water mark and
+    pausing the topology (each round the spout made 1,280 tuples for the sink, which takes
+    256), and every tuple still arrives."""
+    from squall.worker.executor import BACKLOG, SPOUT_BUDGET
+
+    b = TopologyBuilder()
+    b.set_spout("numbers", NumberSpout(), 1)
+    b.set_bolt("fanout", FanOut(), 1).shuffle_grouping("numbers")
+    b.set_bolt("sink", RecordingBolt(), 1).shuffle_grouping("fanout")
+    n, fanout = 1000, 10
+    lc = cluster(b.create_topology(), {
+        "topology.workers": 1, "topology.acker.executors": 0, "test.fanout": fanout,
+        "test.spout.count": n, "test.sleep.secs": 0.0001})
+    lc.wait_for(lambda: len(events_of(lc.events_dir, "sink", "got")) >= n * fanout,
+                timeout=60, what=f"{n * fanout} tuples at the sink")
+    hbs = lc.heartbeats()
+    queue_max = max(e["queue_max"] for hb in hbs.values() for k, e in hb["executors"].items()
+                    if "sink" in k)
+    # Under the mark, a call of the spout adds at most its budget's fan-out.
+    assert queue_max <= min(BACKLOG + SPOUT_BUDGET * fanout, 2000), queue_max
+    assert len(set(events_of(lc.events_dir, "sink", "got"))) == n * fanout
 
 
 def test_garbage_sent_to_a_worker_port_is_dropped_and_the_worker_goes_on(cluster):

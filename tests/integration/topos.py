@@ -356,6 +356,21 @@ class SplitTwo(BasicBolt):
         declarer.declare(["n"])
 
 
+class FanOut(BasicBolt):
+    """Emits ``[n, k]`` for k in 0..test.fanout-1 (default 10) per number: a split bolt."""
+
+    def prepare(self, conf, context):
+        self.fanout = int(conf.get("test.fanout", 10))
+
+    def execute(self, tup, collector):
+        n = tup.values[0]
+        for k in range(self.fanout):
+            collector.emit([n, k])
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["n", "k"])
+
+
 class Crasher(Bolt):
     """Raises on the value ``test.crash.on``."""
 

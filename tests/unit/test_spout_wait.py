@@ -4,7 +4,10 @@ calls in a row emitted nothing (executor.spout_wait, an event table)."""
 import pytest
 
 from squall.client import config as cfg
-from squall.worker.executor import dry_wait_until, next_empty_streak, spout_wait
+from collections import deque
+
+from squall.worker.executor import (BACKLOG, backlogged, dry_wait_until, next_empty_streak,
+                                    spout_wait)
 
 MS = 0.001
 
@@ -100,3 +103,14 @@ def test_spout_burst_says_whether_its_last_call_emitted_nothing(per_call, budget
 ])
 def test_a_dry_spout_is_not_called_again_before_its_wait_ends(streak, dry, until):
     assert dry_wait_until(100.0, 1 * MS, 50 * MS, streak, dry) == pytest.approx(until)
+
+
+@pytest.mark.parametrize("lengths, held", [
+    ([], False),                        # alone on its loop
+    ([0, 0, 0], False),                 # everything drained: it is called
+    ([BACKLOG - 1, 0], False),          # less than a step's worth waits
+    ([0, BACKLOG], True),               # a bolt has a full step queued: drain first
+    ([BACKLOG * 100, 3], True),
+])
+def test_a_spout_waits_while_a_queue_of_its_loop_holds_a_step(lengths, held):
+    assert backlogged([deque(range(k)) for k in lengths], BACKLOG) is held
