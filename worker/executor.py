@@ -47,7 +47,7 @@ from .checkpoint import forwarding, host_bolt
 from .collector import (BasicRunner, OutputCollector, SpoutOutputCollector, StepAcks,
                         build_routes, inits_by_acker, run_counting, settle_acks,
                         spout_burst)
-from .queue import InQueue, ThreadWaker, backlogged
+from .queue import InQueue, ThreadWaker
 from .shell import component_object
 from .state import WorkerState
 from .stats import TaskStats
@@ -557,6 +557,22 @@ def next_empty_streak(streak: int, made: int, dry: bool) -> int:
     if not made:
         return streak + 1
     return 1 if dry else 0
+
+
+def backlogged(queues: list, limit: int) -> bool:
+    """Whether any of ``queues`` (deques) holds ``limit`` items or more.
+
+    The executors of a worker share its loop's thread, so a spout called while tuples wait
+    downstream only lengthens the queues: each round it makes up to SPOUT_BUDGET tuples (a
+    sentence spout's 128 make 1,280 words) and a bolt takes BATCH. Its queues then grow
+    to the high water mark, backpressure pauses every worker's spouts, and the workers
+    whose queues drained first sit idle until the congested one is below the low mark
+    (half the time, at the max of the word count). Held here instead, a spout emits at
+    the pace its worker drains, and the queues stay a few steps long."""
+    for dq in queues:
+        if len(dq) >= limit:
+            return True
+    return False
 
 
 class SpoutExecutor(Executor):

@@ -38,12 +38,8 @@ from .transfer import Transfer
 
 log = logging.getLogger("squall.worker.loop")
 
-#: Frames taken from the socket per round ...
+#: Frames taken from the socket per round.
 FRAMES_PER_ROUND = 64
-#: ... unless an executor of the loop has this many tuples queued (queue.backlogged): a
-#: round's 64 frames of up to 500 tuples each would take a queue past its high water mark
-#: at once and pause every spout of the topology.
-RECEIVE_BACKLOG = 2048
 #: A spout's step (next_tuple, ack, fail) holding the loop's thread longer than this leaves
 #: the thread to it: the loop goes on on a new one (EventLoop.rescue). Three slow calls of
 #: SLOW_CALL_SECS move a sleeping spout sooner, between its calls.
@@ -187,18 +183,16 @@ class EventLoop:
         return [self.transfer] + [e.transfer for e in self.executors
                                   if e.transfer is not self.transfer]
 
-    def _share_queues(self) -> list:
-        """The receive queues of the loop's executors, given to its spouts, which wait on
-        them (queue.backlogged), and returned for the receiver, which does too."""
+    def _share_queues(self) -> None:
+        """Give the loop's spouts the receive queues they wait on (executor.backlogged)."""
         queues = [e.queue.dq for e in self.executors]
         for e in self.executors:
             if hasattr(e, "backlog_queues"):
                 e.backlog_queues = queues
-        return queues
 
     def _loop(self) -> None:
         executors = self.executors
-        queues = self._share_queues()
+        self._share_queues()
         transfers = self._transfers()
         own = [ex.OWN_TRANSFER for ex in executors]
         drain = self.receiver.drain
@@ -213,7 +207,7 @@ class EventLoop:
         try:
             while not self._stop:
                 ex = None
-                frames = drain(FRAMES_PER_ROUND, queues, RECEIVE_BACKLOG)
+                frames = drain(FRAMES_PER_ROUND)
                 done = frames
                 for i in range(len(executors)):
                     ex = executors[i]
@@ -243,7 +237,7 @@ class EventLoop:
                 if self.move_wanted:
                     self.move_wanted = False
                     self._move_slow_executors()
-                    queues = self._share_queues()
+                    self._share_queues()
                     transfers = self._transfers()
                     own = [e.OWN_TRANSFER for e in executors]
                 # What the next round would find: queued input, handed-over calls, a spout

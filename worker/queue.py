@@ -186,21 +186,3 @@ class InQueue:
 
     def wake(self) -> None:
         self.waker.wake()
-
-
-def backlogged(queues: list, limit: int) -> bool:
-    """Whether any of ``queues`` (deques) holds ``limit`` items or more.
-
-    The executors of a worker share its loop's thread, so taking on more work while tuples
-    wait only lengthens the queues: a spout's step makes up to SPOUT_BUDGET tuples (a
-    sentence spout's 128 make 1,280 words) and a frame brings up to a batch, while a bolt's
-    step takes BATCH. The queues then grow to the high water mark, backpressure pauses
-    every worker's spouts, and the workers whose queues drained first sit idle until the
-    congested one is below the low mark (half the time, at the max of the word count).
-    So the loop's spouts wait while a queue of the loop holds executor.BACKLOG (a step),
-    and its receiver leaves frames in the socket while one holds loop.RECEIVE_BACKLOG:
-    the queues stay a few steps long and the workers run at the pace they drain."""
-    for dq in queues:
-        if len(dq) >= limit:
-            return True
-    return False

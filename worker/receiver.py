@@ -22,7 +22,6 @@ import zmq
 
 from ..client.tuple import Fields, Tuple, new_tuple
 from .frame import BACKPRESSURE, DATA, GROUPED, HELLO, LOAD, PIPE_HWM, BadFrame, decode
-from .queue import backlogged
 from .state import WorkerState
 from .zmqraw import recv_nowait
 
@@ -57,18 +56,11 @@ class Receiver:
         #: (src_task, stream) -> (component, fields), filled lazily.
         self._src: dict[tuple[int, str], tuple[str, Fields]] = {}
 
-    def drain(self, max_frames: int = 64, queues: list | None = None, limit: int = 0) -> int:
-        """Handle up to ``max_frames`` waiting frames without blocking; returns how many.
-        With ``queues``, stops after the first frame once one of them holds ``limit`` items
-        or more (queue.backlogged). The first is always taken: frames left in the socket
-        fill its HWM, and a peer that finds it full for long drops its oldest frames
-        (transfer.MAX_OVERFLOW_FRAMES), so a frame a round keeps every sender going while
-        the backlog drains."""
+    def drain(self, max_frames: int = 64) -> int:
+        """Handle up to ``max_frames`` waiting frames without blocking; returns how many."""
         sock = self.sock
         n = 0
         while n < max_frames:
-            if n and queues is not None and backlogged(queues, limit):
-                break
             frame = recv_nowait(sock)  # keeps the GIL (zmqraw: why)
             if frame is None:
                 break

@@ -6,8 +6,8 @@ import pytest
 from squall.client import config as cfg
 from collections import deque
 
-from squall.worker.executor import BACKLOG, dry_wait_until, next_empty_streak, spout_wait
-from squall.worker.queue import backlogged
+from squall.worker.executor import (BACKLOG, backlogged, dry_wait_until, next_empty_streak,
+                                    spout_wait)
 
 MS = 0.001
 
