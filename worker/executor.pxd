@@ -43,7 +43,7 @@ cdef class SpoutExecutor(Executor):
     cdef public dict by_task
     cdef public bint opened, activated, wants_thread
     cdef public Py_ssize_t empty_streak, slow_calls
-    cdef public double held_until, master_until, wait_max, wait_first, dry_until
+    cdef public double held_until, master_until, wait_max, wait_first, dry_until, held_since
 
     cpdef Py_ssize_t produce(self) except -1
     cpdef double idle_timeout(self) except -1.0

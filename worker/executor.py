@@ -575,6 +575,20 @@ def backlogged(queues: list, limit: int) -> bool:
     return False
 
 
+def drain_first(held_since: float, now: float, most: float, backlog: bool) -> float:
+    """When a spout on a loop whose queues are ``backlog``ged (backlogged) has been held
+    since ``held_since`` (0: it was not), from ``now``: the new ``held_since``, 0 to call
+    it. A backlog its spouts do not make (another worker's frames, a spout on a thread of
+    its own) may last; after ``most`` seconds (topology.spout.wait.max.millis) held, the
+    spout gets its burst and, if the backlog is still there, waits ``most`` again, so it
+    runs at that pace at least and the water marks decide beyond it, as without the hold."""
+    if not backlog or most <= 0.0:
+        return 0.0
+    if not held_since:
+        return now
+    return held_since if now - held_since < most else 0.0
+
+
 class SpoutExecutor(Executor):
     """Runs user spouts: next_tuple under backpressure/max-pending, ack/fail/timeout callbacks.
 
@@ -610,9 +624,11 @@ class SpoutExecutor(Executor):
         #: loop should move this executor to a thread of its own (EventLoop reads it).
         self.slow_calls = 0
         self.wants_thread = False
-        #: The receive queues of the executors sharing its loop (EventLoop sets them): while
-        #: one holds a step's worth, next_tuple waits (backlogged).
+        #: The receive queues of its own and its downstream executors on its loop
+        #: (EventLoop sets them): while one holds a step's worth, next_tuple waits
+        #: (backlogged), since held_since (monotonic; 0: not held), at most wait_max.
         self.backlog_queues = []
+        self.held_since = 0.0
         for t in self.tasks:
             spout = component_object(comp)
             if not isinstance(spout, Spout):
@@ -679,8 +695,11 @@ class SpoutExecutor(Executor):
         now = time.monotonic()
         if self.dry_until and now < self.dry_until:
             return self._immediate_acks()  # its last call emitted nothing: it waits
-        if self.backlog_queues and backlogged(self.backlog_queues, BACKLOG):
-            return 0
+        if self.backlog_queues:
+            self.held_since = drain_first(self.held_since, now, self.wait_max,
+                                          backlogged(self.backlog_queues, BACKLOG))
+            if self.held_since:
+                return self._immediate_acks()
         self.phase = "next_tuple"
         for st in self.spouts:
             if st.barrier is not None and not st.barrier.ready:

@@ -34,6 +34,7 @@ import zmq
 from .queue import SleepFlag
 from .receiver import Receiver
 from .state import WorkerState
+from .topology_master import upstream_spouts
 from .transfer import Transfer
 
 log = logging.getLogger("squall.worker.loop")
@@ -184,11 +185,15 @@ class EventLoop:
                                   if e.transfer is not self.transfer]
 
     def _share_queues(self) -> None:
-        """Give the loop's spouts the receive queues they wait on (executor.backlogged)."""
-        queues = [e.queue.dq for e in self.executors]
+        """Give each spout of the loop the receive queues it waits on (executor.backlogged):
+        its own and those of the loop's executors its tuples reach, not an unrelated
+        pipeline's."""
+        topology = self.ws.topology
         for e in self.executors:
             if hasattr(e, "backlog_queues"):
-                e.backlog_queues = queues
+                e.backlog_queues = [
+                    x.queue.dq for x in self.executors
+                    if x is e or e.component_id in upstream_spouts(topology, {x.component_id})]
 
     def _loop(self) -> None:
         executors = self.executors

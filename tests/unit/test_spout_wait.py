@@ -6,8 +6,8 @@ import pytest
 from squall.client import config as cfg
 from collections import deque
 
-from squall.worker.executor import (BACKLOG, backlogged, dry_wait_until, next_empty_streak,
-                                    spout_wait)
+from squall.worker.executor import (BACKLOG, backlogged, drain_first, dry_wait_until,
+                                    next_empty_streak, spout_wait)
 
 MS = 0.001
 
@@ -114,3 +114,15 @@ def test_a_dry_spout_is_not_called_again_before_its_wait_ends(streak, dry, until
 ])
 def test_a_spout_waits_while_a_queue_of_its_loop_holds_a_step(lengths, held):
     assert backlogged([deque(range(k)) for k in lengths], BACKLOG) is held
+
+
+@pytest.mark.parametrize("held_since, now, most, backlog, after", [
+    (0.0, 10.0, 0.05, False, 0.0),     # nothing queued: called
+    (0.0, 10.0, 0.05, True, 10.0),     # a backlog: held from now
+    (10.0, 10.04, 0.05, True, 10.0),   # still within the wait: still held
+    (10.0, 10.05, 0.05, True, 0.0),    # held for the whole wait: its burst, then again
+    (10.0, 10.01, 0.05, False, 0.0),   # drained: called at once
+    (0.0, 10.0, 0.0, True, 0.0),       # wait max 0: never held
+])
+def test_a_held_spout_waits_at_most_the_spout_wait_max(held_since, now, most, backlog, after):
+    assert drain_first(held_since, now, most, backlog) == after
