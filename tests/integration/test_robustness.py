@@ -8,6 +8,7 @@ import random
 import socket
 import subprocess
 import sys
+import time
 from collections import Counter
 
 import msgpack
@@ -55,6 +56,14 @@ def test_slow_bolt_under_fast_spout_keeps_queues_bounded_and_loses_nothing(clust
     assert events_of(lc.events_dir, "numbers", "fail") == []
 
 
+def _heartbeats_after(lc, t):
+    """The workers' heartbeats once every one was written after ``t`` (time.time()): a
+    run shorter than topology.stats.freq.secs is over before its first heartbeat."""
+    lc.wait_for(lambda: all(hb["time"] > t for hb in lc.heartbeats().values()),
+                timeout=10, what="a heartbeat from every worker")
+    return lc.heartbeats()
+
+
 def test_a_spout_on_a_busy_worker_emits_at_the_pace_its_bolts_drain(cluster):
     """One worker, reliability off, no max pending: the spout shares the loop with a bolt
     that makes ten tuples of each of its, for a sink that takes 256 a step. The spout is
@@ -66,7 +75,9 @@ def test_a_spout_on_a_busy_worker_emits_at_the_pace_its_bolts_drain(cluster):
     from squall.worker.executor import BACKLOG, SPOUT_BUDGET
 
     b = TopologyBuilder()
-    b.set_spout("numbers", NumberSpout(), 1)
+    # The hold is under test, not its cap: a stall of a busy machine must not end a hold.
+    b.set_spout("numbers", NumberSpout(), 1) \
+        .add_configuration("topology.spout.wait.max.millis", 5000)
     b.set_bolt("fanout", FanOut(), 1).shuffle_grouping("numbers")
     b.set_bolt("sink", RecordingBolt(), 1).shuffle_grouping("fanout")
     n, fanout = 1000, 10
@@ -75,11 +86,12 @@ def test_a_spout_on_a_busy_worker_emits_at_the_pace_its_bolts_drain(cluster):
         "test.spout.count": n})
     lc.wait_for(lambda: len(events_of(lc.events_dir, "sink", "got")) >= n * fanout,
                 timeout=60, what=f"{n * fanout} tuples at the sink")
-    hbs = lc.heartbeats()
+    hbs = _heartbeats_after(lc, time.time())
     queue_max = max(e["queue_max"] for hb in hbs.values() for k, e in hb["executors"].items()
                     if "sink" in k)
-    # Under the mark, a call of the spout adds at most its budget's fan-out.
-    assert queue_max <= min(BACKLOG + SPOUT_BUDGET * fanout, 2000), queue_max
+    # Under the mark, a call of the spout adds at most its budget's fan-out (twice, for a
+    # fan-out step cut short by its time limit on a busy machine); 6,144 without the hold.
+    assert queue_max <= BACKLOG + 2 * SPOUT_BUDGET * fanout, queue_max
     assert len(set(events_of(lc.events_dir, "sink", "got"))) == n * fanout
 
 
@@ -101,7 +113,7 @@ def test_a_backlog_a_spout_does_not_feed_does_not_hold_it(cluster):
     lc = cluster(b.create_topology(), {"topology.workers": 1})
     lc.wait_for(lambda: len(events_of(lc.events_dir, "numbers", "ack")) == 300, timeout=30,
                 what="the paced pipeline's 300 acks")
-    hbs = lc.heartbeats()
+    hbs = _heartbeats_after(lc, time.time())
     backlog = max(e["queue_max"] for hb in hbs.values() for k, e in hb["executors"].items()
                   if "slow" in k)
     assert backlog >= 1000, backlog  # the other pipeline was backlogged meanwhile

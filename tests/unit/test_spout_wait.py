@@ -106,7 +106,7 @@ def test_a_dry_spout_is_not_called_again_before_its_wait_ends(streak, dry, until
 
 
 @pytest.mark.parametrize("lengths, held", [
-    ([], False),                        # alone on its loop
+    ([], False),                        # no queue given (a spout on its own thread)
     ([0, 0, 0], False),                 # everything drained: it is called
     ([BACKLOG - 1, 0], False),          # less than a step's worth waits
     ([0, BACKLOG], True),               # a bolt has a full step queued: drain first
@@ -123,6 +123,51 @@ def test_a_spout_waits_while_a_queue_of_its_loop_holds_a_step(lengths, held):
     (10.0, 10.05, 0.05, True, 0.0),    # held for the whole wait: its burst, then again
     (10.0, 10.01, 0.05, False, 0.0),   # drained: called at once
     (0.0, 10.0, 0.0, True, 0.0),       # wait max 0: never held
+    (10.0, 99.0, 0.05, True, 0.0),     # a hold from long ago (then throttled): one burst
 ])
 def test_a_held_spout_waits_at_most_the_spout_wait_max(held_since, now, most, backlog, after):
     assert drain_first(held_since, now, most, backlog) == after
+
+
+def test_a_spout_waits_on_its_own_and_its_downstream_queues_only():
+    """EventLoop._share_queues: s1 -> a -> join <- b <- s2, plus an unrelated s3 -> c; one
+    loop runs them all. s1 waits on its own queue, a's and join's; s3 on its own and c's."""
+    from types import SimpleNamespace
+
+    from squall.client import BasicBolt, Spout, TopologyBuilder
+    from squall.client.topology import system_topology
+    from squall.worker.loop import EventLoop
+
+    class S(Spout):
+        def next_tuple(self):
+            pass
+
+        def declare_output_fields(self, d):
+            d.declare(["x"])
+
+    class B(BasicBolt):
+        def execute(self, t, c):
+            pass
+
+        def declare_output_fields(self, d):
+            d.declare(["x"])
+
+    b = TopologyBuilder()
+    for s in ("s1", "s2", "s3"):
+        b.set_spout(s, S())
+    b.set_bolt("a", B()).shuffle_grouping("s1")
+    b.set_bolt("b", B()).shuffle_grouping("s2")
+    b.set_bolt("c", B()).shuffle_grouping("s3")
+    b.set_bolt("join", B()).shuffle_grouping("a").shuffle_grouping("b")
+    topo = system_topology(b.create_topology(), {})
+    exs = {cid: SimpleNamespace(component_id=cid, queue=SimpleNamespace(dq=deque()))
+           for cid in ("s1", "s2", "s3", "a", "b", "c", "join", "__acker")}
+    for cid in ("s1", "s2", "s3"):
+        exs[cid].backlog_queues = None
+    loop = SimpleNamespace(ws=SimpleNamespace(topology=topo), executors=list(exs.values()))
+    EventLoop._share_queues(loop)
+    names = {id(e.queue.dq): cid for cid, e in exs.items()}
+    assert [names[id(q)] for q in exs["s1"].backlog_queues] == ["s1", "a", "join"]
+    assert [names[id(q)] for q in exs["s2"].backlog_queues] == ["s2", "b", "join"]
+    assert [names[id(q)] for q in exs["s3"].backlog_queues] == ["s3", "c"]
+    assert not hasattr(exs["a"], "backlog_queues")
