@@ -72,8 +72,10 @@ SPOUT_STEP_SECS = 0.01
 #: of them the spout is moved to a thread of its own, where its sleeps slow only itself.
 SLOW_CALL_SECS = 0.02
 SLOW_CALLS = 3
-#: A spout on the loop is not called while an executor of the loop has this many tuples
-#: queued or more (a step's worth): the loop drains before it produces (backlogged).
+#: A spout on the loop is not called while its own queue or that of a downstream executor
+#: of the loop holds this many tuples or more (a step's worth), for at most
+#: topology.spout.wait.max.millis at a time: the loop drains before it produces
+#: (backlogged, drain_first).
 BACKLOG = BATCH
 _SYS_FIELDS = Fields(["payload"])
 _ACKER_STREAMS = (ACKER_INIT_STREAM_ID, ACKER_ACK_STREAM_ID, ACKER_FAIL_STREAM_ID,

@@ -189,11 +189,11 @@ class EventLoop:
         its own and those of the loop's executors its tuples reach, not an unrelated
         pipeline's."""
         topology = self.ws.topology
+        feeding = [(x, upstream_spouts(topology, {x.component_id})) for x in self.executors]
         for e in self.executors:
             if hasattr(e, "backlog_queues"):
-                e.backlog_queues = [
-                    x.queue.dq for x in self.executors
-                    if x is e or e.component_id in upstream_spouts(topology, {x.component_id})]
+                e.backlog_queues = [x.queue.dq for x, spouts in feeding
+                                    if x is e or e.component_id in spouts]
 
     def _loop(self) -> None:
         executors = self.executors
