@@ -146,9 +146,9 @@ if [[ ! -x .venv/bin/python ]]; then
   log "creating .venv with $("$PYTHON" --version 2>&1)"
   quiet "$PYTHON" -m venv .venv
 fi
-log "installing squall into .venv (pip install -e '.[spark,trident-redis,kafka,test,fast,bench]'; pyspark is ~480 MB the first time)"
+log "installing squall into .venv (pip install -e '.[spark,trident-redis,redis,kafka,test,fast,bench]'; pyspark is ~480 MB the first time)"
 quiet .venv/bin/python -m pip install --upgrade pip
-quiet .venv/bin/python -m pip install -e '.[spark,trident-redis,kafka,test,fast,bench]'
+quiet .venv/bin/python -m pip install -e '.[spark,trident-redis,redis,kafka,test,fast,bench]'
 # The per-tuple path compiled with Cython from the same .py files (one warning line and
 # the pure-Python modules if it fails); SQUALL_PURE_PYTHON=1 runs the sources instead.
 log "compiling the per-tuple path (scripts/build_compiled.py)"

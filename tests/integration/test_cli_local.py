@@ -297,6 +297,20 @@ def test_trident_example_counts_every_word_exactly_once_with_a_private_redis(tmp
     assert "counts match the input exactly: yes" in out, out
 
 
+def test_redis_example_stores_every_words_count_in_the_private_redis(tmp_path):
+    """examples/redis_word_count.py: the RedisStoreBolt finds squall local's private Redis
+    through trident.redis.host/port, and each word's last count in the hash is its total."""
+    proc = subprocess.run(squall("local", os.path.join(EXAMPLES, "redis_word_count.py"),
+                                 "--duration", "8", "-c", "wordcount.sentences=3000"),
+                          capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert re.search(r"spout sentences: emitted=3000 acked=3000 failed=0 pending=0", out), out
+    assert "bolt to-redis: executed=30000 emitted=0 acked=30000 failed=0" in out, out
+    assert "30000 words counted in Redis hash redis-word-count, 1000 distinct" in out, out
+    assert "counts match the input exactly: yes" in out, out
+
+
 def test_spark_example_writes_parquet_that_spark_reads_back_with_exact_totals(tmp_path):
     """examples/word_count_spark.py: word counts per batch in Spark, appended to parquet; the
     report reads the parquet back with Spark. (Its failure path, fn raising for a batch, is

@@ -1,0 +1,289 @@
+"""storm-redis's bolts: look up, store and filter on tuples' keys in Redis.
+
+As Storm's, each input tuple is one Redis command (its key and value from the bolt's
+mapper), acked once the command succeeded and failed (its spout replays it) when it did
+not. Unlike Storm's, which makes a round trip per tuple, the bolts take a whole executor
+step of tuples at once (``execute_batch``, up to 256) and send their commands in one
+pipeline: one round trip a step, with each tuple still acked or failed on its own
+command's reply.
+
+Errors are reported, at most once a second per kind, with what was wrong and where:
+a tuple the mapper cannot map (reported with its key, the tuple failed), a command Redis
+refused (a wrong type under the key: that tuple failed) and Redis unreachable (every
+tuple of the step failed, replayed once it is back).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+from ...client import extras
+from ...client.components import Bolt
+from ...client.tuple import DEFAULT_STREAM, Tuple
+from .mapper import (MappingError, RedisDataType, RedisFilterMapper, RedisLookupMapper,
+                     RedisStoreMapper, as_text)
+
+extras.require("redis", "squall.connectors.redis")
+
+import redis  # noqa: E402
+
+from .config import RedisConfig  # noqa: E402
+
+log = logging.getLogger("squall.connectors.redis")
+
+#: Seconds between two reports of one kind of error (the rest are counted into the next).
+REPORT_EVERY_SECS = 1.0
+
+T = RedisDataType
+
+
+def _score(value: Any) -> float:
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        return float(value)
+    except (TypeError, ValueError):
+        raise MappingError(f"a sorted set's value is its score, a number, not {value!r}") from None
+
+
+def _position(value: Any) -> tuple[float, float]:
+    try:
+        lon, lat = value
+        return float(lon), float(lat)
+    except (TypeError, ValueError):
+        raise MappingError(f"a geo value is (longitude, latitude), not {value!r}") from None
+
+
+class _RedisBolt(Bolt):
+    """What the three bolts share: the client, the pipeline per step, the reports."""
+
+    #: The hosts running it need redis-py (a cluster without it refuses the topology).
+    requires_extras = ("redis",)
+
+    def __init__(self, config: RedisConfig | None, mapper: Any):
+        self.config = config if config is not None else RedisConfig()
+        self.mapper = mapper
+        self.data_type = mapper.description.data_type
+        self.additional_key = mapper.description.additional_key
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.component = context.this_component_id
+        self.where = self.config.describe(conf)
+        self.client = self.config.client(conf)
+        #: The data type's command, queued on a pipeline (made here: lambdas do not pickle).
+        self.op = self.operations()[self.data_type]
+        #: kind -> (when last reported, errors since)
+        self._reported: dict[str, list] = {}
+
+    def cleanup(self) -> None:
+        client = getattr(self, "client", None)
+        if client is not None:
+            client.close()
+
+    def execute(self, tup: Tuple) -> None:
+        self.execute_batch([tup])
+
+    def execute_batch(self, tuples: list) -> None:
+        work = []  # (tuple, key)
+        pipe = self.client.pipeline(transaction=False)
+        for tup in tuples:
+            if tup.is_tick:
+                continue
+            key = None
+            try:
+                key = self.mapper.key(tup)
+                self.command(pipe, tup, key)
+            except MappingError as e:
+                shown = f"key {key!r}" if key is not None else "no key"
+                self._report("mapping", f"{self.component}: a tuple from {tup.component} "
+                             f"({shown}) does not map to Redis {self.data_type.name}: {e}; "
+                             "it was failed")
+                self.collector.fail(tup)
+                continue
+            work.append((tup, key))
+        if not work:
+            return
+        try:
+            replies = pipe.execute(raise_on_error=False)
+        except (redis.ConnectionError, redis.TimeoutError) as e:
+            self._report("unavailable", f"{self.component}: {self.where} is unreachable ({e}); "
+                         f"the step's {len(work)} tuple(s) were failed and will be replayed: "
+                         "start Redis or correct trident.redis.host/port or the bolt's "
+                         "RedisConfig")
+            for tup, _ in work:
+                self.collector.fail(tup)
+            return
+        finally:
+            pipe.reset()
+        for (tup, key), reply in zip(work, replies):
+            if isinstance(reply, Exception):
+                self._report("command", f"{self.component}: {self.where} refused the command "
+                             f"for key {key!r} ({self.data_type.name}): {reply}; the tuple was "
+                             "failed")
+                self.collector.fail(tup)
+            else:
+                self.settle(tup, key, reply)
+
+    def operations(self) -> dict[RedisDataType, Callable]:
+        """Each data type's command, queued on a pipeline: ``op(pipe, key[, value])``."""
+        raise NotImplementedError
+
+    def command(self, pipe: Any, tup: Tuple, key: Any) -> None:
+        """Queue the tuple's command on ``pipe`` (MappingError: it does not map)."""
+        raise NotImplementedError
+
+    def settle(self, tup: Tuple, key: Any, reply: Any) -> None:
+        """The command succeeded with ``reply``: emit what follows and ack."""
+        self.collector.ack(tup)
+
+    def _report(self, kind: str, text: str) -> None:
+        now = time.monotonic()
+        last = self._reported.get(kind)
+        if last is not None and now - last[0] < REPORT_EVERY_SECS:
+            last[1] += 1
+            return
+        more = f" ({last[1]} more since the last report)" if last and last[1] else ""
+        self._reported[kind] = [now, 0]
+        self.collector.report_error(text + more)
+
+
+class RedisLookupBolt(_RedisBolt):
+    """Reads each tuple's key and emits what the mapper makes of the value, anchored to
+    the input (Storm's ``RedisLookupBolt``): STRING ``GET``, LIST ``LPOP`` (it takes the
+    head, as Storm's does), HASH ``HGET``, SET ``SCARD``, SORTED_SET ``ZSCORE``,
+    HYPER_LOG_LOG ``PFCOUNT``, GEO ``GEOPOS`` ((longitude, latitude) or None).
+
+    Example::
+
+        bolt = RedisLookupBolt(RedisConfig(), FieldLookupMapper("hash", "word",
+                               ("word", "count"), additional_key="counts"))
+    """
+
+    def __init__(self, config: RedisConfig | None, mapper: RedisLookupMapper):
+        super().__init__(config, mapper)
+
+    def operations(self) -> dict[RedisDataType, Callable]:
+        add = self.additional_key
+        return {
+            T.STRING: lambda p, k: p.get(k),
+            T.LIST: lambda p, k: p.lpop(k),
+            T.HASH: lambda p, k: p.hget(add, k),
+            T.SET: lambda p, k: p.scard(k),
+            T.SORTED_SET: lambda p, k: p.zscore(add, k),
+            T.HYPER_LOG_LOG: lambda p, k: p.pfcount(k),
+            T.GEO: lambda p, k: p.geopos(add, k),
+        }
+
+    def command(self, pipe: Any, tup: Tuple, key: Any) -> None:
+        self.op(pipe, key)
+
+    def settle(self, tup: Tuple, key: Any, reply: Any) -> None:
+        if self.data_type is T.GEO:
+            reply = tuple(reply[0]) if reply and reply[0] is not None else None
+        for values in self.mapper.to_values(tup, reply):
+            self.collector.emit(list(values), anchors=tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        self.mapper.declare_output_fields(declarer)
+
+
+class RedisStoreBolt(_RedisBolt):
+    """Writes each tuple's value under its key (Storm's ``RedisStoreBolt``): STRING
+    ``SET``, LIST ``RPUSH``, HASH ``HSET``, SET ``SADD``, SORTED_SET ``ZADD`` (the value is
+    the score), HYPER_LOG_LOG ``PFADD``, GEO ``GEOADD`` (the value is (longitude,
+    latitude)). Emits nothing; the tuple is acked once Redis took the write.
+
+    Example::
+
+        bolt = RedisStoreBolt(RedisConfig(), FieldStoreMapper("string", "word", "count"))
+    """
+
+    def __init__(self, config: RedisConfig | None, mapper: RedisStoreMapper):
+        super().__init__(config, mapper)
+
+    def operations(self) -> dict[RedisDataType, Callable]:
+        add = self.additional_key
+        return {
+            T.STRING: lambda p, k, v: p.set(k, as_text(v, "the value")),
+            T.LIST: lambda p, k, v: p.rpush(k, as_text(v, "the value")),
+            T.HASH: lambda p, k, v: p.hset(add, k, as_text(v, "the value")),
+            T.SET: lambda p, k, v: p.sadd(k, as_text(v, "the value")),
+            T.SORTED_SET: lambda p, k, v: p.zadd(add, {k: _score(v)}),
+            T.HYPER_LOG_LOG: lambda p, k, v: p.pfadd(k, as_text(v, "the value")),
+            T.GEO: lambda p, k, v: p.geoadd(add, (*_position(v), k)),
+        }
+
+    def command(self, pipe: Any, tup: Tuple, key: Any) -> None:
+        self.op(pipe, key, self.mapper.value(tup))
+
+
+class RedisFilterBolt(_RedisBolt):
+    """Lets through the tuples whose key is present and drops the rest (Storm's
+    ``RedisFilterBolt``); both are acked. STRING: the key exists; HASH, SORTED_SET, GEO: the
+    key is a field or member of ``additional_key``; SET: a member of ``additional_key``;
+    HYPER_LOG_LOG: the key's count is above 0. A tuple let through goes on with its values
+    unchanged, on ``stream`` (the default stream unless given).
+
+    Example::
+
+        bolt = RedisFilterBolt(RedisConfig(), FieldFilterMapper("set", "user", ["user", "event"],
+                               additional_key="allowed-users"))
+    """
+
+    def __init__(self, config: RedisConfig | None, mapper: RedisFilterMapper,
+                 stream: str = DEFAULT_STREAM):
+        super().__init__(config, mapper)
+        if self.data_type is T.SET and not self.additional_key:
+            raise ValueError("RedisFilterBolt on a SET needs additional_key: the set its keys "
+                             "are looked for in")
+        if self.data_type is T.LIST:
+            raise ValueError("RedisFilterBolt cannot filter on a LIST (Storm's neither): use "
+                             "STRING to test that a key exists whatever its type")
+        self.stream = stream
+
+    def operations(self) -> dict[RedisDataType, Callable]:
+        add = self.additional_key
+        return {
+            T.STRING: lambda p, k: p.exists(k),
+            T.SET: lambda p, k: p.sismember(add, k),
+            T.HASH: lambda p, k: p.hexists(add, k),
+            T.SORTED_SET: lambda p, k: p.zscore(add, k),
+            T.HYPER_LOG_LOG: lambda p, k: p.pfcount(k),
+            T.GEO: lambda p, k: p.geopos(add, k),
+        }
+
+    def command(self, pipe: Any, tup: Tuple, key: Any) -> None:
+        self.op(pipe, key)
+
+    def settle(self, tup: Tuple, key: Any, reply: Any) -> None:
+        if self.data_type is T.GEO:
+            found = bool(reply) and reply[0] is not None
+        elif self.data_type is T.SORTED_SET:
+            found = reply is not None
+        else:
+            found = bool(reply)
+        if found:
+            self.collector.emit(list(tup.values), stream=self.stream, anchors=tup)
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        self.mapper.declare_output_fields(_OnStream(declarer, self.stream))
+
+
+class _OnStream:
+    """A declarer whose ``declare`` declares ``stream`` (the filter's mapper declares the
+    fields; the bolt says on which stream)."""
+
+    def __init__(self, declarer: Any, stream: str):
+        self.declarer = declarer
+        self.stream = stream
+
+    def declare(self, fields: Any, direct: bool = False, stream: str | None = None) -> None:
+        self.declarer.declare_stream(stream or self.stream, fields, direct)
+
+    def declare_stream(self, stream: str, fields: Any, direct: bool = False) -> None:
+        self.declarer.declare_stream(stream, fields, direct)

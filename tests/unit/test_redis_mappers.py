@@ -1,0 +1,88 @@
+"""The Redis bolts' mappers and connection settings (no server: see
+tests/integration/test_redis_bolts.py for the bolts against a real Redis)."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from squall.client.tuple import Fields, Tuple
+from squall.connectors.redis import (FieldFilterMapper, FieldLookupMapper, FieldStoreMapper,
+                                     MappingError, RedisConfig, RedisDataType,
+                                     RedisDataTypeDescription, RedisFilterBolt, RedisLookupBolt,
+                                     RedisStoreBolt)
+
+
+def tup(fields, values):
+    return Tuple(list(values), "src", "default", 1, None, Fields(fields))
+
+
+@pytest.mark.parametrize("name, needs", [("string", False), ("list", False), ("set", False),
+                                         ("hyper_log_log", False), ("hash", True),
+                                         ("sorted_set", True), ("geo", True)])
+def test_data_types_that_live_in_one_key_need_it(name, needs):
+    if needs:
+        with pytest.raises(ValueError, match="needs additional_key"):
+            RedisDataTypeDescription(name)
+        d = RedisDataTypeDescription(name.upper(), "holder")
+        assert d.data_type is RedisDataType(name) and d.additional_key == "holder"
+    else:
+        assert RedisDataTypeDescription(name).data_type is RedisDataType(name)
+
+
+def test_an_unknown_data_type_is_named_with_the_known_ones():
+    with pytest.raises(ValueError, match="unknown Redis data type 'queue'.*SORTED_SET"):
+        RedisDataTypeDescription("queue")
+
+
+def test_field_mappers_read_key_and_value_and_name_a_missing_field():
+    t = tup(["word", "count"], ["storm", 3])
+    store = FieldStoreMapper("string", "word", "count")
+    assert store.key(t) == "storm" and store.value(t) == 3
+    lookup = FieldLookupMapper("hash", "word", ("word", "seen"), additional_key="h")
+    assert lookup.to_values(t, "7") == [["storm", "7"]]
+    assert lookup.to_values(t, None) == [["storm", None]]
+    assert FieldLookupMapper("string", "word", skip_missing=True).to_values(t, None) == []
+    with pytest.raises(MappingError, match="no field 'user'.*word, count"):
+        FieldFilterMapper("string", "user", ["user"]).key(t)
+
+
+def test_a_key_must_be_text_or_a_number():
+    assert FieldStoreMapper("string", "k", "v").key(tup(["k", "v"], [12, 1])) == "12"
+    with pytest.raises(MappingError, match="must be a str, bytes or number, not dict"):
+        FieldStoreMapper("string", "k", "v").key(tup(["k", "v"], [{"a": 1}, 1]))
+
+
+def test_config_checks_its_settings_and_parses_cluster_nodes():
+    c = RedisConfig(nodes=["10.0.0.1:7000", ("10.0.0.2", "7001")])
+    assert c.nodes == [("10.0.0.1", 7000), ("10.0.0.2", 7001)]
+    assert c.describe({}) == "Redis Cluster 10.0.0.1:7000,10.0.0.2:7001"
+    with pytest.raises(ValueError, match="host:port"):
+        RedisConfig(nodes=["nohost"])
+    with pytest.raises(ValueError, match="out of range"):
+        RedisConfig(nodes=["h:70000"])
+    with pytest.raises(ValueError, match="nodes alone"):
+        RedisConfig(nodes=["h:7000"], db=2)
+    with pytest.raises(Exception, match="trident.redis.port"):
+        RedisConfig(port="six")
+
+
+def test_unset_settings_come_from_the_topology_conf_and_the_given_ones_win():
+    conf = {"trident.redis.host": "10.1.1.1", "trident.redis.port": 6380}
+    assert RedisConfig().describe(conf) == "Redis 10.1.1.1:6380"
+    assert RedisConfig(port=7777).describe(conf) == "Redis 10.1.1.1:7777"
+    assert "secret" not in repr(RedisConfig(password="secret"))
+
+
+def test_bolts_pickle_and_refuse_what_storm_refuses():
+    for bolt in (RedisStoreBolt(None, FieldStoreMapper("geo", "k", "v", additional_key="g")),
+                 RedisLookupBolt(RedisConfig(port=6390), FieldLookupMapper("list", "k")),
+                 RedisFilterBolt(None, FieldFilterMapper("set", "k", ["k"], additional_key="s"),
+                                 stream="kept")):
+        back = pickle.loads(pickle.dumps(bolt))
+        assert back.data_type is bolt.data_type and back.requires_extras == ("redis",)
+    with pytest.raises(ValueError, match="needs additional_key"):
+        RedisFilterBolt(None, FieldFilterMapper("set", "k", ["k"]))
+    with pytest.raises(ValueError, match="cannot filter on a LIST"):
+        RedisFilterBolt(None, FieldFilterMapper("list", "k", ["k"]))
