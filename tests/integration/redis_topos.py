@@ -49,3 +49,36 @@ def filter_then_lookup(allowed: str, values: str) -> TopologyBuilder:
     ).shuffle_grouping("allowed")
     b.set_bolt("sink", RecordingBolt(), 1).shuffle_grouping("lookup")
     return b
+
+
+class EntryRecorder(BasicBolt):
+    """Records each entry's id (``got <id>``); fails the first attempt of the entries whose
+    ``n`` field is a multiple of ``test.fail.every`` (0: none)."""
+
+    def prepare(self, conf, context):
+        from topos import Recorder
+        self.rec = Recorder(conf, context)
+        self.every = int(conf.get("test.fail.every", 0))
+        self.failed_once = set()
+
+    def execute(self, tup, collector):
+        from squall.client import FailedException
+        entry_id, fields = tup.values
+        n = int(fields["n"])
+        if self.every and n % self.every == 0 and n not in self.failed_once:
+            self.failed_once.add(n)
+            self.rec("failing", entry_id)
+            raise FailedException(f"failing entry {entry_id} once")
+        self.rec("got", entry_id)
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+def stream_reader(stream: str, tasks: int = 2) -> TopologyBuilder:
+    """RedisStreamSpout(stream) -> EntryRecorder."""
+    from squall.connectors.redis import RedisStreamSpout
+    b = TopologyBuilder()
+    b.set_spout("entries", RedisStreamSpout(stream, batch=50), tasks)
+    b.set_bolt("sink", EntryRecorder(), 2).shuffle_grouping("entries")
+    return b

@@ -1,0 +1,288 @@
+"""A reliable spout on a Redis stream: one consumer group per topology, at least once.
+
+Each spout task is a consumer of the topology's group (``squall-<topology name>`` unless
+given), named after its task index, so a restarted task is the same consumer again:
+
+* it first reads back its own pending entries (``XREADGROUP ... 0``: delivered to it
+  before a crash, never acknowledged) and emits them again, then new ones (``>``);
+* an entry is emitted with its id as the message id and acknowledged (``XACK``, batched)
+  when its tuple tree completes; a failed tree's entry is emitted again from memory, up to
+  ``max_retries`` times (then it is acknowledged and dropped, reported as such);
+* entries another consumer of the group took and has not acknowledged within the tuple
+  timeout (``topology.message.timeout.secs``: a worker killed, a task moved) are claimed
+  back with ``XAUTOCLAIM`` and emitted here;
+* the group's lag (entries of the stream it has not read yet) and its pending-entries list
+  are ``squall_redis_stream_lag`` and ``squall_redis_stream_pending`` gauges, refreshed
+  every second, in the REST metrics and Prometheus as Kafka's lag is.
+
+Reads never block the worker's loop: ``XREADGROUP`` without ``BLOCK``; an empty read
+returns, and the spout waits as any spout that emitted nothing (Storm's spout wait).
+Redis unreachable is reported (at most once a second, naming the address) and retried
+at the next call; nothing is lost, since nothing leaves the group unacknowledged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from typing import Any, Callable, Sequence
+
+from ...client import config as cfg
+from ...client import extras
+from ...client.components import Spout
+
+extras.require("redis", "squall.connectors.redis")
+
+import redis  # noqa: E402
+
+from .config import RedisConfig  # noqa: E402
+
+log = logging.getLogger("squall.connectors.redis")
+
+#: Seconds between two refreshes of the lag gauges, and between two error reports.
+REFRESH_SECS = 1.0
+
+
+class EntryTranslator:
+    """What a stream entry becomes: ``[id, fields]`` (fields as a dict of str), or, given
+    ``fields``, those entry fields in that order (a missing one is None)."""
+
+    def __init__(self, fields: Sequence[str] | None = None):
+        self.fields = list(fields) if fields else None
+
+    def __call__(self, entry_id: str, fields: dict) -> list:
+        if self.fields is None:
+            return [entry_id, fields]
+        return [fields.get(f) for f in self.fields]
+
+    def output_fields(self) -> list[str]:
+        return self.fields or ["id", "fields"]
+
+
+class RedisStreamSpout(Spout):
+    """Reads ``stream`` through a consumer group, acknowledging an entry once its tuple
+    tree completes.
+
+    Example::
+
+        spout = RedisStreamSpout("events", translator=EntryTranslator(["user", "action"]))
+        builder.set_spout("events", spout, 2)
+
+    ``config`` is the server (default: the topology's ``trident.redis.*`` keys);
+    ``start_id`` where a new group starts ("0": the whole stream, "$": new entries only);
+    ``batch`` entries read at once (emitted one a ``next_tuple``, so
+    ``topology.max.spout.pending`` holds) and acknowledgements sent at once.
+    """
+
+    requires_extras = ("redis",)
+
+    def __init__(self, stream: str, config: RedisConfig | None = None, group: str | None = None,
+                 start_id: str = "0", batch: int = 100,
+                 translator: Callable[[str, dict], list] | None = None,
+                 max_retries: int | None = None):
+        if not stream:
+            raise ValueError("RedisStreamSpout needs the stream's key")
+        if batch < 1:
+            raise ValueError(f"batch is entries per read, at least 1, not {batch}")
+        self.stream = stream
+        self.config = config if config is not None else RedisConfig()
+        self.group = group
+        self.start_id = start_id
+        self.batch = int(batch)
+        self.translator = translator if translator is not None else EntryTranslator()
+        self.max_retries = max_retries
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(self.translator.output_fields())
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.component = context.this_component_id
+        name = conf.get(cfg.TOPOLOGY_NAME) or "topology"
+        self.group = self.group or f"squall-{name}"
+        self.consumer = f"{self.group}-{context.this_task_index}"
+        self.where = self.config.describe(conf)
+        self.client = self.config.client(conf)
+        self.timeout_ms = int(float(conf.get(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS) or 30) * 1000)
+        #: Emitted, not yet acked: entry id -> (values, retries so far).
+        self.pending: dict[str, tuple[list, int]] = {}
+        self.replay: deque[str] = deque()
+        #: Read or claimed, not emitted yet (emitted one a call).
+        self.buffer: deque[tuple[str, dict]] = deque()
+        self.acks: list[str] = []
+        #: Reading back this consumer's own pending entries (after a restart) from this id;
+        #: None once they are all read and it reads new entries.
+        self.own_from: str | None = "0"
+        self.group_ready = False
+        self.claim_from = "0-0"
+        self.next_claim = time.monotonic() + self.timeout_ms / 1000
+        self.next_refresh = 0.0
+        self.lag = self.pel = 0
+        self._last_report = 0.0
+        metrics = getattr(context, "metrics", None)
+        if metrics is not None:
+            labels = {"stream": self.stream, "group": self.group}
+            metrics.family_gauge("redis_stream_lag", labels, lambda: self.lag)
+            metrics.family_gauge("redis_stream_pending", labels, lambda: self.pel)
+
+    def close(self) -> None:
+        try:
+            self._flush_acks()
+        except redis.RedisError as e:  # not acknowledged: read back or claimed next time
+            log.warning("%s: %d acknowledgements not sent at close: %s", self.component,
+                        len(self.acks), e)
+        self.client.close()
+
+    def deactivate(self) -> None:
+        try:
+            self._flush_acks()
+        except redis.RedisError:
+            pass  # kept: sent with the next call's
+
+    # -- the spout ------------------------------------------------------------------------
+    def next_tuple(self) -> None:
+        try:
+            self._flush_acks()
+            if not self.group_ready:
+                self._create_group()
+            now = time.monotonic()
+            if now >= self.next_refresh:
+                self._refresh(now)
+            if self.replay:
+                self._replay_one()
+                return
+            if not self.buffer and now >= self.next_claim:
+                self.next_claim = now + self.timeout_ms / 2000
+                self._claim()
+            if not self.buffer:
+                self._read()
+            while self.buffer:  # one emit a call: the runtime keeps max.spout.pending
+                entry_id, fields = self.buffer.popleft()
+                if self._emit(entry_id, fields):
+                    return
+        except (redis.ConnectionError, redis.TimeoutError) as e:
+            self._report(f"{self.component}: {self.where} is unreachable ({e}); reading stream "
+                         f"{self.stream!r} again at the next call: start Redis or correct "
+                         "trident.redis.host/port or the spout's RedisConfig")
+        except redis.ResponseError as e:
+            if "NOGROUP" in str(e):  # the stream or the group was deleted: made again
+                self.group_ready = False
+            self._report(f"{self.component}: {self.where} refused a read of stream "
+                         f"{self.stream!r} by group {self.group}: {e}")
+
+    def ack(self, msg_id: Any) -> None:
+        if self.pending.pop(msg_id, None) is not None:
+            self.acks.append(msg_id)
+            if len(self.acks) >= self.batch:
+                try:
+                    self._flush_acks()
+                except redis.RedisError:
+                    pass  # kept: sent with the next call's
+        self._refresh_between_calls()
+
+    def _refresh_between_calls(self) -> None:
+        """The gauges also follow while next_tuple is not called (held at max pending)."""
+        now = time.monotonic()
+        if now >= self.next_refresh and self.group_ready:
+            try:
+                self._refresh(now)
+            except redis.RedisError:
+                pass  # next_tuple reports an unreachable Redis
+
+    def fail(self, msg_id: Any) -> None:
+        entry = self.pending.get(msg_id)
+        if entry is None:
+            return
+        values, retries = entry
+        if self.max_retries is not None and retries >= self.max_retries:
+            del self.pending[msg_id]
+            self.acks.append(msg_id)
+            self._report(f"{self.component}: entry {msg_id} of stream {self.stream!r} failed "
+                         f"{retries + 1} times (max_retries {self.max_retries}); it was "
+                         "acknowledged and dropped")
+            return
+        self.pending[msg_id] = (values, retries + 1)
+        self.replay.append(msg_id)
+        self._refresh_between_calls()
+
+    # -- the parts ------------------------------------------------------------------------
+    def _emit(self, entry_id: str, fields: dict | None) -> bool:
+        """Emit an entry read or claimed; whether it was emitted."""
+        if not fields:  # deleted from the stream (XDEL, MAXLEN) after it was delivered
+            self.acks.append(entry_id)
+            return False
+        if entry_id in self.pending:
+            return False  # in flight here already (claimed back from this very consumer)
+        values = self.translator(entry_id, fields)
+        self.pending[entry_id] = (values, 0)
+        self.collector.emit(values, msg_id=entry_id)
+        return True
+
+    def _replay_one(self) -> None:
+        entry_id = self.replay.popleft()
+        entry = self.pending.get(entry_id)
+        if entry is not None:
+            self.collector.emit(entry[0], msg_id=entry_id)
+
+    def _create_group(self) -> None:
+        try:
+            self.client.xgroup_create(self.stream, self.group, id=self.start_id, mkstream=True)
+            log.info("%s: created consumer group %s of stream %r at %s", self.component,
+                     self.group, self.stream, self.start_id)
+        except redis.ResponseError as e:
+            if "BUSYGROUP" not in str(e):
+                raise
+        self.group_ready = True
+
+    def _read(self) -> None:
+        start = self.own_from if self.own_from is not None else ">"
+        reply = self.client.xreadgroup(self.group, self.consumer, {self.stream: start},
+                                       count=self.batch)
+        entries = reply[0][1] if reply else []
+        if self.own_from is not None:
+            if not entries:
+                self.own_from = None  # its own history is read: new entries from now on
+                return
+            self.own_from = entries[-1][0]
+        self.buffer.extend(entries)
+
+    def _claim(self) -> None:
+        """Entries other consumers have held unacknowledged for the tuple timeout, claimed
+        for this one (into the buffer)."""
+        reply = self.client.xautoclaim(self.stream, self.group, self.consumer,
+                                       min_idle_time=self.timeout_ms, start_id=self.claim_from,
+                                       count=self.batch)
+        self.claim_from = reply[0] if reply and reply[0] else "0-0"
+        entries = reply[1] if reply else []
+        for entry_id in (reply[2] if reply and len(reply) > 2 else []):
+            self.acks.append(entry_id)  # deleted while pending: nothing to emit
+        self.buffer.extend(entries)
+        if entries:
+            log.info("%s: claimed %d entries of stream %r held too long by other consumers of "
+                     "group %s", self.component, len(entries), self.stream, self.group)
+
+    def _flush_acks(self) -> None:
+        if self.acks:
+            acks, self.acks = self.acks, []
+            try:
+                self.client.xack(self.stream, self.group, *acks)
+            except BaseException:
+                self.acks = acks + self.acks
+                raise
+
+    def _refresh(self, now: float) -> None:
+        self.next_refresh = now + REFRESH_SECS
+        for g in self.client.xinfo_groups(self.stream):
+            if g.get("name") == self.group:
+                self.pel = int(g.get("pending") or 0)
+                lag = g.get("lag")
+                self.lag = int(lag) if lag is not None else self.lag
+                return
+
+    def _report(self, text: str) -> None:
+        now = time.monotonic()
+        if now - self._last_report >= REFRESH_SECS:
+            self._last_report = now
+            self.collector.report_error(text)

@@ -1,0 +1,161 @@
+"""RedisStreamSpout against a real Redis (the session's LocalRedis): every entry processed
+and acknowledged, failures replayed, a dead consumer's entries claimed back, a worker
+killed mid-run, the group's lag as gauges."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+
+import pytest
+
+from cluster_helpers import kill_and_wait, worker_heartbeats
+from redis_topos import PREFIX, stream_reader
+from topos import events_of
+from zk_fixtures import poll_for
+
+pytestmark = pytest.mark.integration
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+#: The topologies' tuple timeout, which is also how long another consumer's entries stay
+#: theirs before a spout claims them: a test waits a few of them at the most.
+TIMEOUT_SECS = 3
+
+
+@pytest.fixture
+def client(redis_server):
+    c = redis_server.client(decode_responses=True)
+    yield c
+    c.close()
+
+
+def fill(client, stream, n):
+    pipe = client.pipeline(transaction=False)
+    for i in range(n):
+        pipe.xadd(stream, {"n": i, "text": f"entry {i}"})
+    return pipe.execute()
+
+
+def group_state(client, stream, group):
+    for g in client.xinfo_groups(stream):
+        if g["name"] == group:
+            return g
+    return None
+
+
+def settled(client, stream, group, n):
+    """The group read all ``n`` entries and acknowledged every one."""
+    g = group_state(client, stream, group)
+    return g is not None and g["pending"] == 0 and g["entries-read"] == n and g["lag"] == 0
+
+
+def conf_for(redis_conf, **extra):
+    return {**redis_conf, "topology.message.timeout.secs": TIMEOUT_SECS,
+            "topology.max.spout.pending": 100, **extra}
+
+
+def test_every_entry_is_processed_and_acknowledged(cluster, client, redis_conf):
+    stream, n = redis_conf[PREFIX] + "events", 500
+    ids = fill(client, stream, n)
+    lc = cluster(stream_reader(stream).create_topology(), conf_for(redis_conf), name="rs-all")
+    lc.wait_for(lambda: settled(client, stream, "squall-rs-all", n),
+                timeout=10 * TIMEOUT_SECS, what="every entry acknowledged")
+    got = collections.Counter(events_of(lc.events_dir, "sink", "got"))
+    assert set(got) == set(ids) and max(got.values()) == 1
+
+
+def test_a_failed_entry_is_emitted_again_until_it_is_processed(cluster, client, redis_conf):
+    stream, n = redis_conf[PREFIX] + "events", 200
+    ids = fill(client, stream, n)
+    lc = cluster(stream_reader(stream).create_topology(),
+                 conf_for(redis_conf, **{"test.fail.every": 10}), name="rs-fail")
+    lc.wait_for(lambda: settled(client, stream, "squall-rs-fail", n),
+                timeout=10 * TIMEOUT_SECS, what="every entry acknowledged")
+    failing = set(events_of(lc.events_dir, "sink", "failing"))
+    got = set(events_of(lc.events_dir, "sink", "got"))
+    assert len(failing) == n // 10 and failing <= got and got == set(ids)
+
+
+def test_a_dead_consumers_entries_are_claimed_after_the_timeout(cluster, client, redis_conf):
+    stream, n = redis_conf[PREFIX] + "events", 100
+    ids = fill(client, stream, n)
+    group = "squall-rs-claim"
+    client.xgroup_create(stream, group, id="0")
+    taken = client.xreadgroup(group, "a-consumer-that-died", {stream: ">"}, count=30)
+    assert len(taken[0][1]) == 30  # delivered to it, never to be acknowledged
+    lc = cluster(stream_reader(stream).create_topology(), conf_for(redis_conf),
+                 name="rs-claim")
+    lc.wait_for(lambda: settled(client, stream, group, n), timeout=10 * TIMEOUT_SECS,
+                what="the dead consumer's entries claimed and acknowledged")
+    assert set(events_of(lc.events_dir, "sink", "got")) == set(ids)
+    consumers = {c["name"]: c["pending"] for c in client.xinfo_consumers(stream, group)}
+    assert consumers["a-consumer-that-died"] == 0
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory, redis_server):
+    """ZooKeeper, Nimbus and a supervisor that restarts killed workers, its topologies
+    pointed at the session's Redis."""
+    from squall.deploy.local import LocalCluster
+    lc = LocalCluster({"topology.stats.freq.secs": 0.2, **redis_server.conf()}, slots=4,
+                      base_dir=str(tmp_path_factory.mktemp("redis-local")))
+    try:
+        lc.start()
+        yield lc
+    finally:
+        lc.close("test done")
+
+
+def test_kill_9_of_a_spouts_worker_loses_no_entry(local, client, redis_conf, tmp_path):
+    stream, n = redis_conf[PREFIX] + "events", 20_000
+    ids = fill(client, stream, n)
+    events = tmp_path / "events"
+    events.mkdir()
+    name, group = "rs-kill", "squall-rs-kill"
+    local.submit(name, stream_reader(stream).create_topology(),
+                 conf_for(redis_conf, **{"topology.workers": 2,
+                                         "test.events.dir": str(events),
+                                         "topology.max.spout.pending": 500}), HERE)
+    try:
+        poll_for(lambda: len(events_of(str(events), "sink", "got")) > n // 5, timeout=60,
+                 interval=0.2, what="a fifth of the entries")
+        spouts = [int(hb["pid"]) for hb in worker_heartbeats(local)
+                  if any(t.get("component") == "entries" for t in hb.get("tasks", {}).values())]
+        assert spouts, "no worker runs the spout"
+        os.kill(spouts[0], signal.SIGKILL)
+        # The supervisor restarts it; its task, the same consumer again, reads back what it
+        # held, and what the dead process had in flight times out and is replayed.
+        poll_for(lambda: settled(client, stream, group, n), timeout=60 + 4 * TIMEOUT_SECS,
+                 interval=0.5, what="every entry acknowledged after the kill")
+        got = collections.Counter(events_of(str(events), "sink", "got"))
+        missing = set(ids) - set(got)
+        assert not missing, f"{len(missing)} entries never processed, e.g. {sorted(missing)[:5]}"
+        print(f"\nkill -9 of a spout's worker: {sum(got.values()) - n} entries processed again")
+    finally:
+        kill_and_wait(local, name)
+
+
+def test_lag_and_pending_are_gauges_of_the_spout(cluster, client, redis_conf):
+    # A sink that never acks and max.spout.pending 10: the spout reads one batch of 50 and
+    # holds them (10 in flight, 40 waiting), so the group's lag is 50 and its pending list 50.
+    from squall.client import TopologyBuilder
+    from squall.connectors.redis import RedisStreamSpout
+    from topos import NeverAck
+    stream, n = redis_conf[PREFIX] + "events", 100
+    fill(client, stream, n)
+    b = TopologyBuilder()
+    b.set_spout("entries", RedisStreamSpout(stream, batch=50), 1)
+    b.set_bolt("sink", NeverAck(), 1).shuffle_grouping("entries")
+    lc = cluster(b.create_topology(), conf_for(redis_conf, **{"topology.max.spout.pending": 10}),
+                 name="rs-gauges")
+
+    def gauges():
+        return {m["family"]: m["value"] for s in lc.task_stats("entries")
+                for m in (s.get("metrics") or {}).values() if "family" in m}
+
+    lc.wait_for(lambda: gauges() == {"redis_stream_lag": 50, "redis_stream_pending": 50},
+                timeout=10 * TIMEOUT_SECS, what="the gauges at lag 50 and pending 50")
+    g = group_state(client, stream, "squall-rs-gauges")
+    assert (g["lag"], g["pending"]) == (50, 50)
