@@ -464,6 +464,19 @@ KAFKA_BOOTSTRAP_SERVERS = _key(
 KAFKA_SPOUT_CONF_PREFIX = "config."
 
 
+#: Where a Redis stream spout tells the UI's lag endpoint what it reads (its component
+#: configuration): the stream, its consumer group, a cluster's seed nodes.
+REDIS_STREAM_KEY = "redis.stream.key"
+REDIS_STREAM_GROUP = "redis.stream.group"
+REDIS_STREAM_NODES = "redis.stream.nodes"
+
+
+def redis_stream_group(topology_name: str) -> str:
+    """A Redis stream spout's consumer group when it names none: one per topology, the same
+    for every run of it, so a resubmitted topology goes on where the last one stopped."""
+    return f"squall-{topology_name}"
+
+
 def kafka_group_id(topology_name: str, component: str) -> str:
     """A Kafka spout's consumer group when its config names none: the same for every run of
     the topology, so commits carry over a resubmission."""

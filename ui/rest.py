@@ -21,6 +21,7 @@ from ..client.errors import InvalidRequest, NimbusError, SquallError
 from ..client.health import topology_health
 from . import storm_json as sj
 from .kafka_lag import topology_lag
+from .redis_lag import stream_lag
 
 log = logging.getLogger("squall.ui")
 
@@ -170,7 +171,9 @@ def make_app(client: Any, conf: Mapping[str, Any], version: str,
     @app.get("/api/v1/topology/<tid>/lag")
     def lag(tid: str):
         main = info(tid)  # an unknown id is still a 404
-        return jsonify(topology_lag(client.user_topology(tid), main.name, topo_conf(tid)))
+        topology, tconf = client.user_topology(tid), topo_conf(tid)
+        return jsonify({**topology_lag(topology, main.name, tconf),
+                        **stream_lag(topology, main.name, tconf)})
 
     @app.get("/api/v1/topology-workers/<tid>")
     def topology_workers(tid: str):

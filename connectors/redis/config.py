@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ...client import config as cfg
-from ...client.trident.state.redis_map import redis_settings
+from ...client.trident.state.redis_map import connect, redis_settings
 
 import redis  # noqa: E402  (the redis extra: connectors/redis/__init__.py checked it)
-from redis.cluster import ClusterNode, RedisCluster  # noqa: E402
+from redis.cluster import RedisCluster  # noqa: E402
 
 
 def _node(spec: Any) -> tuple[str, int]:
@@ -69,16 +69,7 @@ class RedisConfig:
     def client(self, conf: Mapping[str, Any] | None) -> redis.Redis | RedisCluster:
         """A redis-py client answering str (Storm's bolts see Strings); it connects on first
         use (a cluster at once, to learn its slots)."""
-        s = self.settings(conf)
-        timeout = s[cfg.TRIDENT_REDIS_TIMEOUT_SECS]
-        if self.nodes:
-            return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in self.nodes],
-                                password=s[cfg.TRIDENT_REDIS_PASSWORD], socket_timeout=timeout,
-                                socket_connect_timeout=timeout, decode_responses=True)
-        return redis.Redis(host=s[cfg.TRIDENT_REDIS_HOST], port=s[cfg.TRIDENT_REDIS_PORT],
-                           db=s[cfg.TRIDENT_REDIS_DB], password=s[cfg.TRIDENT_REDIS_PASSWORD],
-                           socket_timeout=timeout, socket_connect_timeout=timeout,
-                           decode_responses=True)
+        return connect(self.settings(conf), self.nodes, decode_responses=True)
 
     def __repr__(self) -> str:
         if self.nodes:

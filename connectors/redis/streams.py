@@ -96,12 +96,25 @@ class RedisStreamSpout(Spout):
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(self.translator.output_fields())
 
+    def get_component_configuration(self) -> dict[str, Any]:
+        """What the UI's lag endpoint needs (ui/redis_lag.py): the stream, the group and the
+        server's settings given here (no password: the topology conf's is used)."""
+        out: dict[str, Any] = {cfg.REDIS_STREAM_KEY: self.stream}
+        if self.group:
+            out[cfg.REDIS_STREAM_GROUP] = self.group
+        if self.config.nodes:
+            out[cfg.REDIS_STREAM_NODES] = [f"{h}:{p}" for h, p in self.config.nodes]
+        for key in (cfg.TRIDENT_REDIS_HOST, cfg.TRIDENT_REDIS_PORT, cfg.TRIDENT_REDIS_DB):
+            if key in self.config.given:
+                out[key] = self.config.given[key]
+        return out
+
     # -- lifecycle ------------------------------------------------------------------------
     def open(self, conf: Any, context: Any, collector: Any) -> None:
         self.collector = collector
         self.component = context.this_component_id
         name = conf.get(cfg.TOPOLOGY_NAME) or "topology"
-        self.group = self.group or f"squall-{name}"
+        self.group = self.group or cfg.redis_stream_group(name)
         self.consumer = f"{self.group}-{context.this_task_index}"
         self.where = self.config.describe(conf)
         self.client = self.config.client(conf)

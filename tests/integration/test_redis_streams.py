@@ -5,14 +5,21 @@ killed mid-run, the group's lag as gauges."""
 from __future__ import annotations
 
 import collections
+import json
 import os
 import signal
+import time
+import urllib.request
 
 import pytest
 
 from cluster_helpers import kill_and_wait, worker_heartbeats
+from squall.client.web import read_token
+from squall.deploy.net import free_port
 from redis_topos import PREFIX, stream_reader
-from topos import events_of
+from squall.client import TopologyBuilder
+from squall.connectors.redis import RedisConfig, RedisStreamSpout
+from topos import NeverAck, events_of
 from zk_fixtures import poll_for
 
 pytestmark = pytest.mark.integration
@@ -96,11 +103,11 @@ def test_a_dead_consumers_entries_are_claimed_after_the_timeout(cluster, client,
 
 @pytest.fixture(scope="module")
 def local(tmp_path_factory, redis_server):
-    """ZooKeeper, Nimbus and a supervisor that restarts killed workers, its topologies
-    pointed at the session's Redis."""
+    """ZooKeeper, Nimbus, a supervisor that restarts killed workers and the UI, its
+    topologies pointed at the session's Redis."""
     from squall.deploy.local import LocalCluster
     lc = LocalCluster({"topology.stats.freq.secs": 0.2, **redis_server.conf()}, slots=4,
-                      base_dir=str(tmp_path_factory.mktemp("redis-local")))
+                      base_dir=str(tmp_path_factory.mktemp("redis-local")), web=True)
     try:
         lc.start()
         yield lc
@@ -140,9 +147,6 @@ def test_kill_9_of_a_spouts_worker_loses_no_entry(local, client, redis_conf, tmp
 def test_lag_and_pending_are_gauges_of_the_spout(cluster, client, redis_conf):
     # A sink that never acks and max.spout.pending 10: the spout reads one batch of 50 and
     # holds them (10 in flight, 40 waiting), so the group's lag is 50 and its pending list 50.
-    from squall.client import TopologyBuilder
-    from squall.connectors.redis import RedisStreamSpout
-    from topos import NeverAck
     stream, n = redis_conf[PREFIX] + "events", 100
     fill(client, stream, n)
     b = TopologyBuilder()
@@ -159,3 +163,54 @@ def test_lag_and_pending_are_gauges_of_the_spout(cluster, client, redis_conf):
                 timeout=10 * TIMEOUT_SECS, what="the gauges at lag 50 and pending 50")
     g = group_state(client, stream, "squall-rs-gauges")
     assert (g["lag"], g["pending"]) == (50, 50)
+
+
+def api(lc, path, timeout=30):
+    req = urllib.request.Request(f"{lc.ui.url}/api/v1/{path}")
+    req.add_header("Authorization", f"Bearer {read_token(lc.conf)}")
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+def test_the_lag_endpoint_gives_the_groups_own_figures(local, client, redis_conf, tmp_path):
+    stream, n = redis_conf[PREFIX] + "events", 300
+    fill(client, stream, n)
+    (tmp_path / "events").mkdir()
+    tid = local.submit("rs-lag", stream_reader(stream).create_topology(),
+                       conf_for(redis_conf, **{"test.events.dir": str(tmp_path / "events")}),
+                       HERE)
+    try:
+        poll_for(lambda: settled(client, stream, "squall-rs-lag", n), timeout=10 * TIMEOUT_SECS,
+                 interval=0.3, what="every entry acknowledged")
+        with local.client() as nimbus:
+            nimbus.deactivate("rs-lag")  # the spouts stop reading, once their workers see it
+        def inactive():
+            hbs = [hb for hb in worker_heartbeats(local) if hb.get("topology_id") == tid]
+            return hbs and not any(hb.get("active") for hb in hbs)
+        poll_for(inactive, timeout=10 * TIMEOUT_SECS, interval=0.2, what="its workers inactive")
+        fill(client, stream, 40)
+        lag = api(local, f"topology/{tid}/lag")["entries"]
+        assert lag["spoutType"] == "REDIS_STREAM", lag
+        assert lag["spoutLagResult"] == {stream: {"group": "squall-rs-lag", "length": n + 40,
+                                                  "entriesRead": n, "lag": 40, "pending": 0}}
+    finally:
+        kill_and_wait(local, "rs-lag")
+
+
+def test_an_absent_redis_gives_an_error_within_the_deadline(local, redis_conf, tmp_path):
+    from squall.ui.kafka_lag import LAG_DEADLINE_SECS
+    port = free_port()
+    (tmp_path / "events").mkdir()
+    b = TopologyBuilder()  # the spout's own RedisConfig: the cluster's Redis is not its
+    b.set_spout("entries", RedisStreamSpout("s", RedisConfig(port=port, timeout_secs=1)), 1)
+    b.set_bolt("sink", NeverAck(), 1).shuffle_grouping("entries")
+    tid = local.submit("rs-lag-absent", b.create_topology(),
+                       {"test.events.dir": str(tmp_path / "events")}, HERE,
+                       initial_status="INACTIVE")
+    try:
+        t0 = time.monotonic()
+        lag = api(local, f"topology/{tid}/lag", timeout=LAG_DEADLINE_SECS + 10)["entries"]
+        assert f"127.0.0.1:{port}" in lag["errorInfo"], lag
+        assert time.monotonic() - t0 < LAG_DEADLINE_SECS + 3
+    finally:
+        kill_and_wait(local, "rs-lag-absent")

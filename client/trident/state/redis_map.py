@@ -46,16 +46,25 @@ def redis_settings(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def connect(settings: Mapping[str, Any]) -> redis.Redis:
-    """A redis-py client for :func:`redis_settings`; it connects on first use.
+def connect(settings: Mapping[str, Any], nodes: Sequence[tuple[str, int]] | None = None,
+            decode_responses: bool = False) -> Any:
+    """A redis-py client for :func:`redis_settings` (a ``RedisCluster`` of the seed
+    ``nodes`` when given); it connects on first use (a cluster at once, to learn its slots).
 
     redis-py's default retries (with backoff) on connection errors stay on:
     HMGET and HSET of the same values are idempotent, so a retry is safe.
     """
     timeout = settings[cfg.TRIDENT_REDIS_TIMEOUT_SECS]
+    if nodes:
+        from redis.cluster import ClusterNode, RedisCluster
+        return RedisCluster(startup_nodes=[ClusterNode(h, int(p)) for h, p in nodes],
+                            password=settings[cfg.TRIDENT_REDIS_PASSWORD],
+                            socket_timeout=timeout, socket_connect_timeout=timeout,
+                            decode_responses=decode_responses)
     return redis.Redis(host=settings[cfg.TRIDENT_REDIS_HOST], port=settings[cfg.TRIDENT_REDIS_PORT],
                        db=settings[cfg.TRIDENT_REDIS_DB], password=settings[cfg.TRIDENT_REDIS_PASSWORD],
-                       socket_timeout=timeout, socket_connect_timeout=timeout)
+                       socket_timeout=timeout, socket_connect_timeout=timeout,
+                       decode_responses=decode_responses)
 
 
 class RedisBackingMap(BackingMap):
