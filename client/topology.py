@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import threading
 import unicodedata
 
 import cloudpickle
@@ -34,6 +35,13 @@ from .tuple import (ACKER_ACK_STREAM_ID, ACKER_COMPONENT_ID, ACKER_FAIL_STREAM_I
                     ACKER_INIT_STREAM_ID, ACKER_RESET_TIMEOUT_STREAM_ID, DEFAULT_STREAM,
                     SYSTEM_STREAM_FIELDS, SYSTEM_STREAM_ID, TM_CONTROL_STREAM_ID,
                     TM_REPORT_STREAM_ID, TOPOLOGY_MASTER_ID)
+
+
+#: One unpickling at a time in a process: executors on threads of their own unpickle their
+#: components side by side, and the imports unpickling makes (a topology module, a connector
+#: package) could meet in opposite orders, which CPython's import locks refuse with a
+#: _DeadlockError that would kill the worker.
+_UNPICKLING = threading.RLock()
 
 SPOUT = "spout"
 BOLT = "bolt"
@@ -101,7 +109,8 @@ class ComponentDef:
         if self.serialized is None:
             raise InvalidTopology(f"component {self.id!r} has no Python object (a shell "
                                   "component runs in a worker's shell host)", component=self.id)
-        return pickle.loads(self.serialized)
+        with _UNPICKLING:
+            return pickle.loads(self.serialized)
 
 
 @dataclass

@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import redis
 from redis.backoff import NoBackoff
@@ -27,6 +28,7 @@ from redis.retry import Retry
 
 from ..client import config as cfg
 from ..client.trident.state.base import RedisUnavailable
+from .net import free_port
 from .server import LocalServer, dies_with_parent, run_foreground
 
 #: Where Debian's ``redis-server`` package puts the server.
@@ -71,9 +73,36 @@ class LocalRedis(LocalServer):
     POLL_SECS = 0.05
 
     def __init__(self, data_dir: str | None = None, port: int | None = None, *,
-                 persistent: bool = False, start_timeout: float = 15.0, host: str = "127.0.0.1"):
+                 persistent: bool = False, start_timeout: float = 15.0, host: str = "127.0.0.1",
+                 cluster: bool = False):
+        if cluster and port is None:
+            port = _cluster_port(host)
         super().__init__(data_dir, port, start_timeout=start_timeout, host=host)
         self.persistent = persistent
+        #: A one-node Redis Cluster holding every slot (for clients that speak the cluster
+        #: protocol: RedisConfig(nodes=[...]) of the Redis connectors).
+        self.cluster = cluster
+
+    def start(self):
+        super().start()
+        if self.cluster:
+            self._own_every_slot()
+        return self
+
+    def _own_every_slot(self) -> None:
+        """Assign the 16,384 slots to this node and wait until the cluster says ok."""
+        c = self.client()
+        try:
+            if int(c.cluster("INFO").get("cluster_slots_assigned", 0)) == 0:
+                c.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+            deadline = time.monotonic() + self.start_timeout
+            while c.cluster("INFO").get("cluster_state") != "ok":
+                if time.monotonic() > deadline:
+                    raise self._unavailable(f"the one-node cluster on port {self.port} is not "
+                                            f"ok after {self.start_timeout:g} s")
+                time.sleep(self.POLL_SECS)
+        finally:
+            c.close()
 
     def conf(self, key_prefix: str | None = None, db: int | None = None) -> dict:
         """The config keys that point Trident's Redis map states at this server."""
@@ -112,7 +141,9 @@ class LocalRedis(LocalServer):
                     "supervised no\n"
                     'logfile ""\n'  # stdout, which goes to redis.log below
                     'save ""\n'
-                    f"appendonly {'yes' if self.persistent else 'no'}\n")
+                    f"appendonly {'yes' if self.persistent else 'no'}\n"
+                    + ("cluster-enabled yes\ncluster-config-file nodes.conf\n"
+                       if self.cluster else ""))
         with open(self.log_path(), "ab") as out:
             return subprocess.Popen(dies_with_parent([server, conf]), stdin=subprocess.DEVNULL,
                                     stdout=out, stderr=subprocess.STDOUT, cwd=self.dir,
@@ -133,6 +164,27 @@ class LocalRedis(LocalServer):
             return None
         finally:
             client.close()
+
+
+#: A cluster node also listens on its port + 10,000 (the cluster bus).
+CLUSTER_BUS_OFFSET = 10_000
+
+
+def _cluster_port(host: str) -> int:
+    """A free port whose cluster bus port (+10,000) is free too and under 65,536."""
+    import socket
+    for _ in range(200):
+        port = free_port(host)
+        if port + CLUSTER_BUS_OFFSET > 65535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind((host, port + CLUSTER_BUS_OFFSET))
+            except OSError:
+                continue
+        return port
+    raise RedisUnavailable(None, "no free pair of ports (port and port + 10,000) for a "
+                                 "Redis Cluster node")
 
 
 def _quote(path: str) -> str:

@@ -19,6 +19,7 @@ import logging
 import time
 from typing import Any, Callable
 
+from ...client import config as cfg
 from ...client import extras
 from ...client.components import Bolt
 from ...client.tuple import DEFAULT_STREAM, Tuple
@@ -28,6 +29,7 @@ from .mapper import (MappingError, RedisDataType, RedisFilterMapper, RedisLookup
 extras.require("redis", "squall.connectors.redis")
 
 import redis  # noqa: E402
+from redis.exceptions import RedisClusterException  # noqa: E402
 
 from .config import RedisConfig  # noqa: E402
 
@@ -37,6 +39,11 @@ log = logging.getLogger("squall.connectors.redis")
 REPORT_EVERY_SECS = 1.0
 
 T = RedisDataType
+
+
+def _text(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}" if not isinstance(e, (MappingError, redis.RedisError)) \
+        else str(e)
 
 
 def _score(value: Any) -> float:
@@ -49,11 +56,13 @@ def _score(value: Any) -> float:
 
 
 def _position(value: Any) -> tuple[float, float]:
+    """``(longitude, latitude)``, or Storm's ``"longitude:latitude"``."""
     try:
-        lon, lat = value
+        lon, lat = value.split(":") if isinstance(value, str) else value
         return float(lon), float(lat)
-    except (TypeError, ValueError):
-        raise MappingError(f"a geo value is (longitude, latitude), not {value!r}") from None
+    except (TypeError, ValueError, AttributeError):
+        raise MappingError(f"a geo value is (longitude, latitude) or \"longitude:latitude\", "
+                           f"not {value!r}") from None
 
 
 class _RedisBolt(Bolt):
@@ -68,54 +77,62 @@ class _RedisBolt(Bolt):
         self.data_type = mapper.description.data_type
         self.additional_key = mapper.description.additional_key
 
+    def get_component_configuration(self) -> dict[str, Any]:
+        # A thread of its own: each step waits on a round trip to Redis (the GIL let go),
+        # and an unreachable server on its connect timeout; on the worker's shared loop
+        # either would hold every other executor of the worker.
+        return {cfg.TOPOLOGY_EXECUTOR_THREADED: True}
+
     def prepare(self, conf: Any, context: Any, collector: Any) -> None:
         self.collector = collector
         self.component = context.this_component_id
+        self.conf = conf
         self.where = self.config.describe(conf)
-        self.client = self.config.client(conf)
+        #: Made at the first step (a cluster's client connects when made: a cluster that is
+        #: down then fails a step, not the worker's start).
+        self.client: Any = None
         #: The data type's command, queued on a pipeline (made here: lambdas do not pickle).
         self.op = self.operations()[self.data_type]
         #: kind -> (when last reported, errors since)
         self._reported: dict[str, list] = {}
 
     def cleanup(self) -> None:
-        client = getattr(self, "client", None)
-        if client is not None:
-            client.close()
+        if getattr(self, "client", None) is not None:
+            self.client.close()
 
     def execute(self, tup: Tuple) -> None:
         self.execute_batch([tup])
 
     def execute_batch(self, tuples: list) -> None:
         work = []  # (tuple, key)
-        pipe = self.client.pipeline(transaction=False)
-        for tup in tuples:
-            if tup.is_tick:
-                continue
-            key = None
-            try:
-                key = self.mapper.key(tup)
-                self.command(pipe, tup, key)
-            except MappingError as e:
-                shown = f"key {key!r}" if key is not None else "no key"
-                self._report("mapping", f"{self.component}: a tuple from {tup.component} "
-                             f"({shown}) does not map to Redis {self.data_type.name}: {e}; "
-                             "it was failed")
-                self.collector.fail(tup)
-                continue
-            work.append((tup, key))
-        if not work:
-            return
         try:
-            replies = pipe.execute(raise_on_error=False)
-        except (redis.ConnectionError, redis.TimeoutError) as e:
-            self._report("unavailable", f"{self.component}: {self.where} is unreachable ({e}); "
-                         f"the step's {len(work)} tuple(s) were failed and will be replayed: "
-                         "start Redis or correct trident.redis.host/port or the bolt's "
-                         "RedisConfig")
-            for tup, _ in work:
-                self.collector.fail(tup)
-            return
+            if self.client is None:
+                self.client = self.config.client(self.conf)
+            pipe = self.client.pipeline(transaction=False)
+        except (redis.RedisError, RedisClusterException) as e:
+            return self._step_failed([t for t in tuples if not t.is_tick], e)
+        try:
+            for tup in tuples:
+                if tup.is_tick:
+                    continue
+                key = None
+                try:
+                    key = as_text(self.mapper.key(tup), "the mapper's key")
+                    self.command(pipe, tup, key)
+                except Exception as e:  # the user's mapper too: that tuple fails, not the worker
+                    shown = f"key {key!r}" if key is not None else "no key"
+                    self._report("mapping", f"{self.component}: a tuple from {tup.component} "
+                                 f"({shown}) does not map to Redis {self.data_type.name}: "
+                                 f"{_text(e)}; it was failed")
+                    self.collector.fail(tup)
+                    continue
+                work.append((tup, key))
+            if not work:
+                return
+            try:
+                replies = pipe.execute(raise_on_error=False)
+            except (redis.RedisError, RedisClusterException) as e:
+                return self._step_failed([t for t, _ in work], e)
         finally:
             pipe.reset()
         for (tup, key), reply in zip(work, replies):
@@ -124,8 +141,30 @@ class _RedisBolt(Bolt):
                              f"for key {key!r} ({self.data_type.name}): {reply}; the tuple was "
                              "failed")
                 self.collector.fail(tup)
-            else:
+                continue
+            try:
                 self.settle(tup, key, reply)
+            except Exception as e:  # the user's to_values, or its emit
+                self._report("mapping", f"{self.component}: the reply for key {key!r} "
+                             f"({self.data_type.name}) does not map to a tuple: {_text(e)}; "
+                             "the tuple was failed")
+                self.collector.fail(tup)
+
+    def _step_failed(self, tuples: list, e: BaseException) -> None:
+        """Redis could not run the step: every tuple of it fails (and replays)."""
+        if isinstance(e, redis.AuthenticationError) or \
+                any(w in str(e) for w in ("NOAUTH", "WRONGPASS", "NOPERM")):
+            what = (f"{self.where} refused the bolt's credentials ({_text(e)}): correct "
+                    "trident.redis.password or the bolt's RedisConfig")
+        else:
+            what = (f"{self.where} is unreachable ({_text(e)}): start Redis or correct "
+                    "trident.redis.host/port or the bolt's RedisConfig")
+            if self.config.nodes:
+                self.client = None  # a cluster's client is made again (it learns the slots)
+        self._report("unavailable", f"{self.component}: {what}; the step's {len(tuples)} "
+                     "tuple(s) were failed and will be replayed")
+        for tup in tuples:
+            self.collector.fail(tup)
 
     def operations(self) -> dict[RedisDataType, Callable]:
         """Each data type's command, queued on a pipeline: ``op(pipe, key[, value])``."""
@@ -181,8 +220,8 @@ class RedisLookupBolt(_RedisBolt):
         self.op(pipe, key)
 
     def settle(self, tup: Tuple, key: Any, reply: Any) -> None:
-        if self.data_type is T.GEO:
-            reply = tuple(reply[0]) if reply and reply[0] is not None else None
+        if self.data_type is T.GEO:  # [longitude, latitude]: a list wherever it goes
+            reply = [float(x) for x in reply[0]] if reply and reply[0] is not None else None
         for values in self.mapper.to_values(tup, reply):
             self.collector.emit(list(values), anchors=tup)
         self.collector.ack(tup)

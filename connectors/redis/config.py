@@ -67,9 +67,10 @@ class RedisConfig:
         return f"Redis {s[cfg.TRIDENT_REDIS_HOST]}:{s[cfg.TRIDENT_REDIS_PORT]}"
 
     def client(self, conf: Mapping[str, Any] | None) -> redis.Redis | RedisCluster:
-        """A redis-py client answering str (Storm's bolts see Strings); it connects on first
-        use (a cluster at once, to learn its slots)."""
-        return connect(self.settings(conf), self.nodes, decode_responses=True)
+        """A redis-py client answering str (Storm's bolts see Strings), which never sends a
+        command twice (a spout replays instead); one server's connects on first use, a
+        cluster's at once (RedisClusterException when it cannot)."""
+        return connect(self.settings(conf), self.nodes, decode_responses=True, retries=False)
 
     def __repr__(self) -> str:
         if self.nodes:

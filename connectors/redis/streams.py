@@ -35,6 +35,7 @@ from ...client.components import Spout
 extras.require("redis", "squall.connectors.redis")
 
 import redis  # noqa: E402
+from redis.exceptions import RedisClusterException  # noqa: E402
 
 from .config import RedisConfig  # noqa: E402
 
@@ -117,7 +118,10 @@ class RedisStreamSpout(Spout):
         self.group = self.group or cfg.redis_stream_group(name)
         self.consumer = f"{self.group}-{context.this_task_index}"
         self.where = self.config.describe(conf)
-        self.client = self.config.client(conf)
+        self.conf = conf
+        #: Made at the first call (a cluster's client connects when made: a cluster that is
+        #: down then shows as an error, not as a worker that cannot start).
+        self.client: Any = None
         self.timeout_ms = int(float(conf.get(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS) or 30) * 1000)
         #: Emitted, not yet acked: entry id -> (values, retries so far).
         self.pending: dict[str, tuple[list, int]] = {}
@@ -141,9 +145,11 @@ class RedisStreamSpout(Spout):
             metrics.family_gauge("redis_stream_pending", labels, lambda: self.pel)
 
     def close(self) -> None:
+        if self.client is None:
+            return
         try:
             self._flush_acks()
-        except redis.RedisError as e:  # not acknowledged: read back or claimed next time
+        except (redis.RedisError, RedisClusterException) as e:  # read back or claimed later
             log.warning("%s: %d acknowledgements not sent at close: %s", self.component,
                         len(self.acks), e)
         self.client.close()
@@ -151,12 +157,14 @@ class RedisStreamSpout(Spout):
     def deactivate(self) -> None:
         try:
             self._flush_acks()
-        except redis.RedisError:
+        except (redis.RedisError, RedisClusterException):
             pass  # kept: sent with the next call's
 
     # -- the spout ------------------------------------------------------------------------
     def next_tuple(self) -> None:
         try:
+            if self.client is None:
+                self.client = self.config.client(self.conf)
             self._flush_acks()
             if not self.group_ready:
                 self._create_group()
@@ -175,7 +183,9 @@ class RedisStreamSpout(Spout):
                 entry_id, fields = self.buffer.popleft()
                 if self._emit(entry_id, fields):
                     return
-        except (redis.ConnectionError, redis.TimeoutError) as e:
+        except (redis.ConnectionError, redis.TimeoutError, RedisClusterException) as e:
+            if self.config.nodes:
+                self.client = None  # a cluster's client is made again (it learns the slots)
             self._report(f"{self.component}: {self.where} is unreachable ({e}); reading stream "
                          f"{self.stream!r} again at the next call: start Redis or correct "
                          "trident.redis.host/port or the spout's RedisConfig")
@@ -184,6 +194,9 @@ class RedisStreamSpout(Spout):
                 self.group_ready = False
             self._report(f"{self.component}: {self.where} refused a read of stream "
                          f"{self.stream!r} by group {self.group}: {e}")
+        except redis.RedisError as e:
+            self._report(f"{self.component}: reading stream {self.stream!r} from {self.where} "
+                         f"failed: {type(e).__name__}: {e}")
 
     def ack(self, msg_id: Any) -> None:
         if self.pending.pop(msg_id, None) is not None:
@@ -191,17 +204,17 @@ class RedisStreamSpout(Spout):
             if len(self.acks) >= self.batch:
                 try:
                     self._flush_acks()
-                except redis.RedisError:
+                except (redis.RedisError, RedisClusterException):
                     pass  # kept: sent with the next call's
         self._refresh_between_calls()
 
     def _refresh_between_calls(self) -> None:
         """The gauges also follow while next_tuple is not called (held at max pending)."""
         now = time.monotonic()
-        if now >= self.next_refresh and self.group_ready:
+        if now >= self.next_refresh and self.group_ready and self.client is not None:
             try:
                 self._refresh(now)
-            except redis.RedisError:
+            except (redis.RedisError, RedisClusterException):
                 pass  # next_tuple reports an unreachable Redis
 
     def fail(self, msg_id: Any) -> None:
@@ -277,7 +290,7 @@ class RedisStreamSpout(Spout):
                      "group %s", self.component, len(entries), self.stream, self.group)
 
     def _flush_acks(self) -> None:
-        if self.acks:
+        if self.acks and self.client is not None:
             acks, self.acks = self.acks, []
             try:
                 self.client.xack(self.stream, self.group, *acks)

@@ -215,7 +215,7 @@ def test_redis_down_reports_the_address_then_every_record_lands_once_it_is_up(
         return any(f"Redis 127.0.0.1:{port} is unreachable" in e["error"]
                    for hb in lc.heartbeats().values() for e in hb.get("errors", []))
 
-    # Reported within seconds (a connect attempt times out after 1 s), not after the tuples'
+    # Reported within seconds (a refused connection fails the step at once), not after the tuples'
     # timeout: the heartbeat carries it to the supervisor and on to `squall list`.
     lc.wait_for(reported, timeout=TIMEOUT_SECS, what="the unreachable Redis reported")
     assert not acked_once(lc, n)
@@ -233,3 +233,90 @@ def test_redis_down_reports_the_address_then_every_record_lands_once_it_is_up(
         assert events_of(lc.events_dir, "numbers", "fail")  # they were replayed
     finally:
         server.stop()
+
+
+class KeyRaises(FieldStoreMapper):
+    """A user's mapper with a bug: its key raises, or is not text."""
+
+    def key(self, tup):
+        if tup["k"] == "boom":
+            raise KeyError("no such thing")
+        return None if tup["k"] == "none" else tup["k"]
+
+
+def test_a_users_mapper_that_raises_fails_its_tuple_not_the_worker(client, redis_conf):
+    p = redis_conf[PREFIX]
+    bolt, out = prepared(RedisStoreBolt(None, KeyRaises("string", "k", "v")), redis_conf)
+    good, boom, none = tuples(["k", "v"], (p + "ok", 1), ("boom", 2), ("none", 3))
+    redis_bolt.REPORT_EVERY_SECS, before = 0.0, redis_bolt.REPORT_EVERY_SECS
+    try:
+        bolt.execute_batch([good, boom, none])
+    finally:
+        redis_bolt.REPORT_EVERY_SECS = before
+    assert out.acked == [good] and out.failed == [boom, none]
+    assert "KeyError: 'no such thing'" in out.errors[0]
+    assert "the mapper's key must be a str, bytes or number, not NoneType" in out.errors[1]
+    assert client.get(p + "ok") == "1"
+
+
+def test_a_value_that_is_not_utf8_comes_back_replaced_not_raised(redis_server, redis_conf):
+    p = redis_conf[PREFIX]
+    raw = redis_server.client()
+    try:
+        raw.set(p + "bin", b"ok\xff\xfe")
+    finally:
+        raw.close()
+    bolt, out = prepared(RedisLookupBolt(None, FieldLookupMapper("string", "k")), redis_conf)
+    [t] = tuples(["k"], (p + "bin",))
+    bolt.execute_batch([t])
+    assert out.emitted == [("default", [p + "bin", "ok\ufffd\ufffd"], t)] and out.acked == [t]
+
+
+def test_geo_takes_storms_longitude_colon_latitude_and_gives_a_list(client, redis_conf):
+    p = redis_conf[PREFIX]
+    store_bolt, out = prepared(RedisStoreBolt(None, FieldStoreMapper(
+        "geo", "k", "v", additional_key=p + "g")), redis_conf)
+    store_bolt.execute_batch(tuples(["k", "v"], ("rome", "12.4964:41.9028")))
+    assert len(out.acked) == 1
+    lookup, out = prepared(RedisLookupBolt(None, FieldLookupMapper(
+        "geo", "k", additional_key=p + "g")), redis_conf)
+    lookup.execute_batch(tuples(["k"], ("rome",)))
+    [(_, [_, pos], _)] = out.emitted
+    assert type(pos) is list and abs(pos[0] - 12.4964) < 1e-4 and abs(pos[1] - 41.9028) < 1e-4
+
+
+def test_the_bolts_run_on_threads_of_their_own():
+    # A round trip a step (and an unreachable server's connect timeout) must not hold the
+    # worker's shared loop and every other executor on it.
+    bolt = RedisStoreBolt(None, FieldStoreMapper("string", "k", "v"))
+    assert bolt.get_component_configuration() == {"topology.executor.threaded": True}
+
+
+@pytest.fixture
+def redis_cluster(tmp_path):
+    server = LocalRedis(str(tmp_path / "cluster"), cluster=True)
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_the_bolts_against_a_redis_cluster(redis_cluster, redis_conf):
+    config = RedisConfig(nodes=[f"127.0.0.1:{redis_cluster.port}"], timeout_secs=1)
+    store_bolt, out = prepared(RedisStoreBolt(config, FieldStoreMapper("string", "k", "v")),
+                               redis_conf)
+    batch = tuples(["k", "v"], *[(f"key{i}", i) for i in range(50)])  # keys over many slots
+    store_bolt.execute_batch(batch)
+    assert out.acked == batch and not out.errors
+    lookup, out = prepared(RedisLookupBolt(config, FieldLookupMapper("string", "k")), redis_conf)
+    lookup.execute_batch(tuples(["k"], ("key7",), ("key42",)))
+    assert [v for _, v, _ in out.emitted] == [["key7", "7"], ["key42", "42"]]
+    store_bolt.cleanup()
+    lookup.cleanup()
+    # The cluster gone: a step fails (and will replay), the bolt itself does not raise.
+    redis_cluster.stop()
+    bolt, out = prepared(RedisStoreBolt(config, FieldStoreMapper("string", "k", "v")),
+                         redis_conf)
+    batch = tuples(["k", "v"], ("a", 1))
+    bolt.execute_batch(batch)
+    assert out.failed == batch and f"Redis Cluster 127.0.0.1:{redis_cluster.port} is " \
+        "unreachable" in out.errors[0]

@@ -47,24 +47,33 @@ def redis_settings(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def connect(settings: Mapping[str, Any], nodes: Sequence[tuple[str, int]] | None = None,
-            decode_responses: bool = False) -> Any:
+            decode_responses: bool = False, retries: bool = True) -> Any:
     """A redis-py client for :func:`redis_settings` (a ``RedisCluster`` of the seed
-    ``nodes`` when given); it connects on first use (a cluster at once, to learn its slots).
+    ``nodes`` when given); a single server's connects on first use, a cluster's at once, to
+    learn its slots.
 
-    redis-py's default retries (with backoff) on connection errors stay on:
-    HMGET and HSET of the same values are idempotent, so a retry is safe.
+    ``retries``: redis-py's default retries (with backoff) on connection errors and time-outs,
+    which send a command (or a whole pipeline) again. Right for Trident's states (HMGET and
+    HSET of the same values are idempotent); wrong for a bolt's LPOP or RPUSH, which would
+    pop or push twice: the connectors pass False and let the spout replay instead.
+    ``decode_responses`` answers str, a byte that is not UTF-8 as U+FFFD (as Jedis does).
     """
     timeout = settings[cfg.TRIDENT_REDIS_TIMEOUT_SECS]
+    extra: dict[str, Any] = {}
+    if not retries:
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+        extra["retry"] = Retry(NoBackoff(), 0)
+    if decode_responses:
+        extra.update(decode_responses=True, encoding_errors="replace")
     if nodes:
         from redis.cluster import ClusterNode, RedisCluster
         return RedisCluster(startup_nodes=[ClusterNode(h, int(p)) for h, p in nodes],
                             password=settings[cfg.TRIDENT_REDIS_PASSWORD],
-                            socket_timeout=timeout, socket_connect_timeout=timeout,
-                            decode_responses=decode_responses)
+                            socket_timeout=timeout, socket_connect_timeout=timeout, **extra)
     return redis.Redis(host=settings[cfg.TRIDENT_REDIS_HOST], port=settings[cfg.TRIDENT_REDIS_PORT],
                        db=settings[cfg.TRIDENT_REDIS_DB], password=settings[cfg.TRIDENT_REDIS_PASSWORD],
-                       socket_timeout=timeout, socket_connect_timeout=timeout,
-                       decode_responses=decode_responses)
+                       socket_timeout=timeout, socket_connect_timeout=timeout, **extra)
 
 
 class RedisBackingMap(BackingMap):
