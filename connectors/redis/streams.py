@@ -43,6 +43,8 @@ log = logging.getLogger("squall.connectors.redis")
 
 #: Seconds between two refreshes of the lag gauges, and between two error reports.
 REFRESH_SECS = 1.0
+#: Acknowledgements held for the next read, in batches, before they go on their own.
+ACKS_HELD = 4
 
 
 class EntryTranslator:
@@ -73,7 +75,8 @@ class RedisStreamSpout(Spout):
     ``config`` is the server (default: the topology's ``trident.redis.*`` keys);
     ``start_id`` where a new group starts ("0": the whole stream, "$": new entries only);
     ``batch`` entries read at once (emitted one a ``next_tuple``, so
-    ``topology.max.spout.pending`` holds) and acknowledgements sent at once.
+    ``topology.max.spout.pending`` holds; the next batch is read ahead while one is emitted)
+    and acknowledgements sent at once.
     """
 
     requires_extras = ("redis",)
@@ -128,6 +131,11 @@ class RedisStreamSpout(Spout):
         self.replay: deque[str] = deque()
         #: Read or claimed, not emitted yet (emitted one a call).
         self.buffer: deque[tuple[str, dict]] = deque()
+        #: The spout's own connection for reads sent ahead (_send_ahead), whether one is in
+        #: flight, and how many acknowledgements went with it.
+        self.ahead: Any = None
+        self.ahead_sent = False
+        self.ahead_acks = 0
         self.acks: list[str] = []
         #: Reading back this consumer's own pending entries (after a restart) from this id;
         #: None once they are all read and it reads new entries.
@@ -152,6 +160,9 @@ class RedisStreamSpout(Spout):
         except (redis.RedisError, RedisClusterException) as e:  # read back or claimed later
             log.warning("%s: %d acknowledgements not sent at close: %s", self.component,
                         len(self.acks), e)
+        if self.ahead is not None:
+            self.client.connection_pool.release(self.ahead)
+            self.ahead = None
         self.client.close()
 
     def deactivate(self) -> None:
@@ -162,25 +173,31 @@ class RedisStreamSpout(Spout):
 
     # -- the spout ------------------------------------------------------------------------
     def next_tuple(self) -> None:
+        # One emit a call (the runtime keeps max.spout.pending), from memory while it can:
+        # Redis is asked only when the buffer is empty, in one round trip for a batch.
+        if self.replay:
+            self._replay_one()
+            return
+        buffer = self.buffer
+        while buffer:
+            entry_id, fields = buffer.popleft()
+            if self._emit(entry_id, fields):
+                return
         try:
             if self.client is None:
                 self.client = self.config.client(self.conf)
-            self._flush_acks()
             if not self.group_ready:
                 self._create_group()
             now = time.monotonic()
             if now >= self.next_refresh:
                 self._refresh(now)
-            if self.replay:
-                self._replay_one()
-                return
-            if not self.buffer and now >= self.next_claim:
+            if now >= self.next_claim:
                 self.next_claim = now + self.timeout_ms / 2000
                 self._claim()
-            if not self.buffer:
+            if not buffer:
                 self._read()
-            while self.buffer:  # one emit a call: the runtime keeps max.spout.pending
-                entry_id, fields = self.buffer.popleft()
+            while buffer:
+                entry_id, fields = buffer.popleft()
                 if self._emit(entry_id, fields):
                     return
         except (redis.ConnectionError, redis.TimeoutError, RedisClusterException) as e:
@@ -201,7 +218,8 @@ class RedisStreamSpout(Spout):
     def ack(self, msg_id: Any) -> None:
         if self.pending.pop(msg_id, None) is not None:
             self.acks.append(msg_id)
-            if len(self.acks) >= self.batch:
+            # Sent with the next read; on their own only when that is slow to come.
+            if len(self.acks) >= ACKS_HELD * self.batch:
                 try:
                     self._flush_acks()
                 except (redis.RedisError, RedisClusterException):
@@ -263,9 +281,29 @@ class RedisStreamSpout(Spout):
         self.group_ready = True
 
     def _read(self) -> None:
+        """The next batch into the buffer, the acknowledgements held so far in the same
+        round trip. Reading new entries from one server, the read after it is sent at
+        once (:meth:`_send_ahead`): its reply travels while this batch is emitted, so the
+        loop does not wait on Redis a round trip a batch."""
+        if self.own_from is None and not self.config.nodes:
+            if not self.ahead_sent:
+                self._send_ahead()
+            entries = self._receive_ahead()
+            if entries:
+                self.buffer.extend(entries)
+                self._send_ahead()  # the next batch is on its way meanwhile
+            return
         start = self.own_from if self.own_from is not None else ">"
-        reply = self.client.xreadgroup(self.group, self.consumer, {self.stream: start},
-                                       count=self.batch)
+        pipe = self.client.pipeline(transaction=False)
+        n_acks = len(self.acks)
+        if n_acks:
+            pipe.xack(self.stream, self.group, *self.acks)
+        pipe.xreadgroup(self.group, self.consumer, {self.stream: start}, count=self.batch)
+        try:
+            reply = pipe.execute()[-1]
+        finally:
+            pipe.reset()
+        del self.acks[:n_acks]  # sent: kept until then, for a read that fails
         entries = reply[0][1] if reply else []
         if self.own_from is not None:
             if not entries:
@@ -273,6 +311,55 @@ class RedisStreamSpout(Spout):
                 return
             self.own_from = entries[-1][0]
         self.buffer.extend(entries)
+
+    def _send_ahead(self) -> None:
+        """Send the held acknowledgements and the next read of new entries on the spout's
+        own connection, without waiting for the replies."""
+        if self.ahead is None:
+            self.ahead = self.client.connection_pool.get_connection()
+        n = len(self.acks)
+        try:
+            if n:
+                self.ahead.send_command("XACK", self.stream, self.group, *self.acks)
+            self.ahead.send_command("XREADGROUP", "GROUP", self.group, self.consumer,
+                                    "COUNT", self.batch, "STREAMS", self.stream, ">")
+        except BaseException:
+            self._drop_ahead()
+            raise
+        del self.acks[:n]
+        self.ahead_acks = n
+        self.ahead_sent = True
+
+    def _receive_ahead(self) -> list:
+        """The replies of :meth:`_send_ahead`: the entries read, as (id, fields)."""
+        self.ahead_sent = False
+        try:
+            if self.ahead_acks:
+                self.ahead.read_response()
+            reply = self.ahead.read_response()
+        except BaseException:
+            self._drop_ahead()
+            raise
+        self.ahead_acks = 0
+        if not reply:
+            return []
+        # RESP3 answers a map {stream: entries}, RESP2 a list [[stream, entries]]; an entry's
+        # fields come as a flat list (None: deleted since it was delivered).
+        entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
+        return [(entry_id, dict(zip(flat[::2], flat[1::2])) if flat else None)
+                for entry_id, flat in entries]
+
+    def _drop_ahead(self) -> None:
+        """A failed exchange: the connection's replies are out of step, so it goes. Its
+        acknowledgements are lost (their entries are claimed back or read again after a
+        restart: at least once) and so is a read in flight (its entries wait in this
+        consumer's pending list until claimed)."""
+        if self.ahead is not None:
+            self.ahead.disconnect()
+            self.client.connection_pool.release(self.ahead)
+        self.ahead = None
+        self.ahead_sent = False
+        self.ahead_acks = 0
 
     def _claim(self) -> None:
         """Entries other consumers have held unacknowledged for the tuple timeout, claimed

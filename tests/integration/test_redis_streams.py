@@ -145,9 +145,10 @@ def test_kill_9_of_a_spouts_worker_loses_no_entry(local, client, redis_conf, tmp
 
 
 def test_lag_and_pending_are_gauges_of_the_spout(cluster, client, redis_conf):
-    # A sink that never acks and max.spout.pending 10: the spout reads one batch of 50 and
-    # holds them (10 in flight, 40 waiting), so the group's lag is 50 and its pending list 50.
-    stream, n = redis_conf[PREFIX] + "events", 100
+    # A sink that never acks and max.spout.pending 10: the spout reads a batch of 50 and the
+    # next one ahead, and holds them (10 in flight, 90 read), so of 200 entries the group's
+    # lag is 100 and its pending list 100.
+    stream, n = redis_conf[PREFIX] + "events", 200
     fill(client, stream, n)
     b = TopologyBuilder()
     b.set_spout("entries", RedisStreamSpout(stream, batch=50), 1)
@@ -159,10 +160,10 @@ def test_lag_and_pending_are_gauges_of_the_spout(cluster, client, redis_conf):
         return {m["family"]: m["value"] for s in lc.task_stats("entries")
                 for m in (s.get("metrics") or {}).values() if "family" in m}
 
-    lc.wait_for(lambda: gauges() == {"redis_stream_lag": 50, "redis_stream_pending": 50},
-                timeout=10 * TIMEOUT_SECS, what="the gauges at lag 50 and pending 50")
+    lc.wait_for(lambda: gauges() == {"redis_stream_lag": 100, "redis_stream_pending": 100},
+                timeout=10 * TIMEOUT_SECS, what="the gauges at lag 100 and pending 100")
     g = group_state(client, stream, "squall-rs-gauges")
-    assert (g["lag"], g["pending"]) == (50, 50)
+    assert (g["lag"], g["pending"]) == (100, 100)
 
 
 def api(lc, path, timeout=30):
