@@ -2,8 +2,8 @@
 
 ``pip install squall`` runs plain topologies; ``squall[spark]`` adds the Spark bridge
 (pyspark, pyarrow), ``squall[trident-redis]`` Trident's Redis map states (redis-py) and
-``squall[kafka]`` the Kafka connector (confluent-kafka), ``squall[redis]`` the Redis bolts
-(redis-py).
+``squall[kafka]`` the Kafka connector (confluent-kafka), ``squall[redis]`` the Redis bolts and
+stream spout (redis-py, hiredis).
 A module of an optional part calls :func:`require` when it is imported, so a user without
 the extra gets one line naming it (:class:`MissingExtra`, an ImportError) instead of
 ``No module named 'pyarrow'``. A component that needs an extra says so in its
@@ -23,7 +23,7 @@ from .errors import SquallError
 EXTRAS: dict[str, tuple[str, ...]] = {
     "spark": ("pyspark", "pyarrow"),
     "trident-redis": ("redis",),
-    "redis": ("redis",),
+    "redis": ("redis", "hiredis"),
     "kafka": ("confluent_kafka",),
 }
 

@@ -44,7 +44,8 @@ def test_every_extra_names_packages_that_pyproject_installs():
 @pytest.mark.parametrize("module, extra", [("squall.client.spark", "spark"),
                                            ("squall.client.trident.state.redis_map",
                                             "trident-redis"),
-                                           ("squall.connectors.kafka", "kafka")])
+                                           ("squall.connectors.kafka", "kafka"),
+                                           ("squall.connectors.redis", "redis")])
 def test_importing_an_optional_part_without_its_extra_names_the_extra(module, extra):
     blocked = extras.EXTRAS[extra][0]
     code = textwrap.dedent(f"""
