@@ -18,13 +18,12 @@ Settings: -c wordcount.sentences=N (sentences setup writes; default 20000).
 
 from __future__ import annotations
 
-from collections import Counter
-
-from squall.client import Bolt, TopologyBuilder
+from squall.client import TopologyBuilder
 from squall.connectors.kafka import (FieldNameBasedTupleToKafkaMapper, FirstPollOffsetStrategy,
                                      KafkaBolt, KafkaSpout, KafkaSpoutConfig,
                                      SimpleRecordTranslator)
-from word_count import SENTENCES_KEY, SplitSentence, expected_counts, make_pool
+from word_count import (SENTENCES_KEY, RunningCount, SplitSentence, expected_counts,
+                        make_pool)
 
 NAME = "kafka-word-count"
 SENTENCES, COUNTS = "sentences", "word-counts"
@@ -34,23 +33,6 @@ CONF = {"topology.workers": 2, "topology.max.spout.pending": 2000}
 
 def sentence(record):
     return [record.value.decode()]
-
-
-class RunningCount(Bolt):
-    """Each word's count so far, emitted anchored to the word that raised it."""
-
-    def prepare(self, conf, context, collector):
-        self.collector = collector
-        self.counts: Counter = Counter()
-
-    def execute(self, tup):
-        word = tup.values[0]
-        self.counts[word] += 1
-        self.collector.emit([word, self.counts[word]], anchors=[tup])
-        self.collector.ack(tup)
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(["word", "count"])
 
 
 def topology() -> TopologyBuilder:

@@ -19,34 +19,16 @@ Settings: -c wordcount.sentences=N (sentences the spout emits; default 20000).
 
 from __future__ import annotations
 
-from collections import Counter
-
-from squall.client import Bolt, TopologyBuilder
+from squall.client import TopologyBuilder
 from squall.connectors.redis import FieldStoreMapper, RedisStoreBolt
 
-from word_count import SENTENCES_KEY, SentenceSpout, SplitSentence, expected_counts, make_pool
+from word_count import (SENTENCES_KEY, RunningCount, SentenceSpout, SplitSentence,
+                        expected_counts, make_pool)
 
 NAME = "redis-word-count"
 #: The Redis hash holding the counts.
 HASH = NAME
 CONF = {"topology.workers": 2, "topology.max.spout.pending": 2000}
-
-
-class RunningCount(Bolt):
-    """Each word's count so far, emitted anchored to the word that raised it."""
-
-    def prepare(self, conf, context, collector):
-        self.collector = collector
-        self.counts: Counter = Counter()
-
-    def execute(self, tup):
-        word = tup.values[0]
-        self.counts[word] += 1
-        self.collector.emit([word, self.counts[word]], anchors=tup)
-        self.collector.ack(tup)
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(["word", "count"])
 
 
 def topology() -> TopologyBuilder:

@@ -117,6 +117,23 @@ class WordCount(Bolt):
         return {"topology.tick.tuple.freq.secs": 1}
 
 
+class RunningCount(Bolt):
+    """Each word's count so far, emitted anchored to the word that raised it."""
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.counts: Counter = Counter()
+
+    def execute(self, tup):
+        word = tup.values[0]
+        self.counts[word] += 1
+        self.collector.emit([word, self.counts[word]], anchors=[tup])
+        self.collector.ack(tup)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["word", "count"])
+
+
 class Report(Bolt):
     """Merges the counters; prints the top words every few seconds and the totals at the end."""
 
