@@ -160,9 +160,7 @@ class RedisStreamSpout(Spout):
         except (redis.RedisError, RedisClusterException) as e:  # read back or claimed later
             log.warning("%s: %d acknowledgements not sent at close: %s", self.component,
                         len(self.acks), e)
-        if self.ahead is not None:
-            self.client.connection_pool.release(self.ahead)
-            self.ahead = None
+        self._drop_ahead()  # a read in flight: its entries wait in this consumer's list
         self.client.close()
 
     def deactivate(self) -> None:
