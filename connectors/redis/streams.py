@@ -147,7 +147,9 @@ class RedisStreamSpout(Spout):
         self.lag = self.pel = 0
         self._last_report = 0.0
         metrics = getattr(context, "metrics", None)
-        if metrics is not None:
+        # The group's figures, the same from every task: the first task alone reports them,
+        # so a sum over tasks (Prometheus) counts the group once.
+        if metrics is not None and context.this_task_index == 0:
             labels = {"stream": self.stream, "group": self.group}
             metrics.family_gauge("redis_stream_lag", labels, lambda: self.lag)
             metrics.family_gauge("redis_stream_pending", labels, lambda: self.pel)
