@@ -17,7 +17,6 @@ on the UI's host.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import uuid
@@ -25,9 +24,9 @@ from typing import Any, Mapping
 
 from ..client import config as cfg
 from ..client.extras import MissingExtra, require
+from .spout_lag import LAG_DEADLINE_SECS, LagError, lag_entries, new_deadline, spout_confs
 
-#: Seconds all the broker calls of one lag request may take together.
-LAG_DEADLINE_SECS = 5.0
+__all__ = ["LAG_DEADLINE_SECS", "kafka_spouts", "topology_lag"]
 
 _P = cfg.KAFKA_SPOUT_CONF_PREFIX
 #: Consumer properties the monitor sets itself.
@@ -37,32 +36,16 @@ _OWN = {"topics", "topics.pattern", "groupid", "bootstrap.servers"}
 def kafka_spouts(topology: Any) -> dict[str, dict]:
     """spout id -> its component configuration, for the spouts that read Kafka
     (``topology`` is a StormTopology message)."""
-    out = {}
-    for sid, spec in topology.spouts.items():
-        conf = json.loads(spec.common.json_conf) if spec.common.json_conf else {}
-        if _P + "topics" in conf or _P + "topics.pattern" in conf:
-            out[sid] = conf
-    return out
+    return spout_confs(topology, lambda c: _P + "topics" in c or _P + "topics.pattern" in c)
 
 
 def topology_lag(topology: Any, topology_name: str, topology_conf: Mapping[str, Any],
-                 deadline_secs: float = LAG_DEADLINE_SECS) -> dict[str, dict]:
-    """Storm's ``TopologySpoutLag.lag`` for every Kafka spout of ``topology``."""
-    deadline = time.monotonic() + deadline_secs
-    out = {}
-    for sid, conf in sorted(kafka_spouts(topology).items()):
-        entry: dict[str, Any] = {"spoutId": sid, "spoutType": "KAFKA"}
-        try:
-            entry["spoutLagResult"] = _spout_lag(sid, conf, topology_name, topology_conf,
-                                                 deadline)
-        except _LagError as e:
-            entry["errorInfo"] = str(e)
-        out[sid] = entry
-    return out
-
-
-class _LagError(Exception):
-    pass
+                 deadline: float | None = None) -> dict[str, dict]:
+    """Storm's ``TopologySpoutLag.lag`` for every Kafka spout of ``topology``, read by
+    ``deadline`` (monotonic; default LAG_DEADLINE_SECS from now)."""
+    end = deadline if deadline is not None else new_deadline()
+    return lag_entries(kafka_spouts(topology), "KAFKA", lambda sid, conf: _spout_lag(
+        sid, conf, topology_name, topology_conf, end))
 
 
 def _spout_lag(sid: str, conf: Mapping[str, Any], topology_name: str,
@@ -70,12 +53,12 @@ def _spout_lag(sid: str, conf: Mapping[str, Any], topology_name: str,
     try:
         require("kafka", "the UI's Kafka lag")
     except MissingExtra as e:
-        raise _LagError(str(e)) from None
+        raise LagError(str(e)) from None
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     servers = conf.get(_P + "bootstrap.servers") or topology_conf.get(cfg.KAFKA_BOOTSTRAP_SERVERS)
     if not servers:
-        raise _LagError(f"spout {sid} names no bootstrap servers and the topology conf no "
+        raise LagError(f"spout {sid} names no bootstrap servers and the topology conf no "
                         f"{cfg.KAFKA_BOOTSTRAP_SERVERS}")
     group = conf.get(_P + "groupid") or cfg.kafka_group_id(topology_name, sid)
     props = {k[len(_P):]: v for k, v in conf.items()
@@ -88,14 +71,14 @@ def _spout_lag(sid: str, conf: Mapping[str, Any], topology_name: str,
     def left() -> float:
         remaining = deadline - time.monotonic()
         if remaining <= 0.05:
-            raise _LagError(f"the broker {servers} did not answer within "
+            raise LagError(f"the broker {servers} did not answer within "
                             f"{LAG_DEADLINE_SECS:g} s")
         return remaining
 
     try:
         consumer = Consumer(props)
     except KafkaException as e:
-        raise _LagError(f"cannot make a consumer for {servers}: {e}") from None
+        raise LagError(f"cannot make a consumer for {servers}: {e}") from None
     try:
         md = consumer.list_topics(timeout=left())
         if _P + "topics" in conf:
@@ -117,7 +100,7 @@ def _spout_lag(sid: str, conf: Mapping[str, Any], topology_name: str,
                 "consumerCommittedOffset": c, "logHeadOffset": head, "lag": head - c}
         return result
     except KafkaException as e:
-        raise _LagError(f"reading offsets of group {group} from {servers} failed: "
+        raise LagError(f"reading offsets of group {group} from {servers} failed: "
                         f"{e.args[0]}") from None
     finally:
         consumer.close()

@@ -14,44 +14,26 @@ host.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Mapping
 
 from ..client import config as cfg
 from ..client.extras import MissingExtra, require
+from .spout_lag import LagError, lag_entries, new_deadline, spout_confs
 
 
 def stream_spouts(topology: Any) -> dict[str, dict]:
     """spout id -> its component configuration, for the spouts that read a Redis stream."""
-    out = {}
-    for sid, spec in topology.spouts.items():
-        conf = json.loads(spec.common.json_conf) if spec.common.json_conf else {}
-        if conf.get(cfg.REDIS_STREAM_KEY):
-            out[sid] = conf
-    return out
+    return spout_confs(topology, lambda c: bool(c.get(cfg.REDIS_STREAM_KEY)))
 
 
 def stream_lag(topology: Any, topology_name: str, topology_conf: Mapping[str, Any],
-               deadline_secs: float = 5.0) -> dict[str, dict]:
-    """The lag of every Redis stream spout of ``topology``."""
-    spouts = stream_spouts(topology)
-    if not spouts:
-        return {}
-    deadline = time.monotonic() + deadline_secs
-    out = {}
-    for sid, conf in sorted(spouts.items()):
-        entry: dict[str, Any] = {"spoutId": sid, "spoutType": "REDIS_STREAM"}
-        try:
-            entry["spoutLagResult"] = _group_lag(conf, topology_name, topology_conf, deadline)
-        except _LagError as e:
-            entry["errorInfo"] = str(e)
-        out[sid] = entry
-    return out
-
-
-class _LagError(Exception):
-    pass
+               deadline: float | None = None) -> dict[str, dict]:
+    """The lag of every Redis stream spout of ``topology``, read by ``deadline``
+    (monotonic; default LAG_DEADLINE_SECS from now)."""
+    end = deadline if deadline is not None else new_deadline()
+    return lag_entries(stream_spouts(topology), "REDIS_STREAM", lambda sid, conf: _group_lag(
+        conf, topology_name, topology_conf, end))
 
 
 def _group_lag(conf: Mapping[str, Any], topology_name: str, topology_conf: Mapping[str, Any],
@@ -59,7 +41,7 @@ def _group_lag(conf: Mapping[str, Any], topology_name: str, topology_conf: Mappi
     try:
         require("redis", "the UI's Redis stream lag")
     except MissingExtra as e:
-        raise _LagError(str(e)) from None
+        raise LagError(str(e)) from None
     import redis
 
     from ..client.trident.state.redis_map import connect, redis_settings
@@ -82,14 +64,14 @@ def _group_lag(conf: Mapping[str, Any], topology_name: str, topology_conf: Mappi
             client.close()
     except redis.ResponseError as e:
         if "no such key" in str(e).lower():
-            raise _LagError(f"stream {stream!r} does not exist on Redis {where}") from None
-        raise _LagError(f"Redis {where} refused XINFO GROUPS {stream}: {e}") from None
+            raise LagError(f"stream {stream!r} does not exist on Redis {where}") from None
+        raise LagError(f"Redis {where} refused XINFO GROUPS {stream}: {e}") from None
     except redis.RedisError as e:
-        raise _LagError(f"cannot read stream {stream!r} from Redis {where}: {e}") from None
+        raise LagError(f"cannot read stream {stream!r} from Redis {where}: {e}") from None
     for g in groups:
         if g.get("name") == group:
             return {stream: {"group": group, "length": length,
                              "entriesRead": g.get("entries-read"), "lag": g.get("lag"),
                              "pending": g.get("pending")}}
-    raise _LagError(f"stream {stream!r} on Redis {where} has no consumer group {group!r} "
+    raise LagError(f"stream {stream!r} on Redis {where} has no consumer group {group!r} "
                     "yet (the spout makes it when it first runs)")

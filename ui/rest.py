@@ -22,6 +22,7 @@ from ..client.health import topology_health
 from . import storm_json as sj
 from .kafka_lag import topology_lag
 from .redis_lag import stream_lag
+from .spout_lag import new_deadline
 
 log = logging.getLogger("squall.ui")
 
@@ -172,8 +173,9 @@ def make_app(client: Any, conf: Mapping[str, Any], version: str,
     def lag(tid: str):
         main = info(tid)  # an unknown id is still a 404
         topology, tconf = client.user_topology(tid), topo_conf(tid)
-        return jsonify({**topology_lag(topology, main.name, tconf),
-                        **stream_lag(topology, main.name, tconf)})
+        deadline = new_deadline()  # one for every source's reads together
+        return jsonify({**topology_lag(topology, main.name, tconf, deadline),
+                        **stream_lag(topology, main.name, tconf, deadline)})
 
     @app.get("/api/v1/topology-workers/<tid>")
     def topology_workers(tid: str):

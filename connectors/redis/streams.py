@@ -178,11 +178,8 @@ class RedisStreamSpout(Spout):
         if self.replay:
             self._replay_one()
             return
-        buffer = self.buffer
-        while buffer:
-            entry_id, fields = buffer.popleft()
-            if self._emit(entry_id, fields):
-                return
+        if self._emit_buffered():
+            return
         try:
             if self.client is None:
                 self.client = self.config.client(self.conf)
@@ -194,12 +191,9 @@ class RedisStreamSpout(Spout):
             if now >= self.next_claim:
                 self.next_claim = now + self.timeout_ms / 2000
                 self._claim()
-            if not buffer:
+            if not self.buffer:
                 self._read()
-            while buffer:
-                entry_id, fields = buffer.popleft()
-                if self._emit(entry_id, fields):
-                    return
+            self._emit_buffered()
         except (redis.ConnectionError, redis.TimeoutError, RedisClusterException) as e:
             if self.config.nodes:
                 self.client = None  # a cluster's client is made again (it learns the slots)
@@ -252,6 +246,14 @@ class RedisStreamSpout(Spout):
         self._refresh_between_calls()
 
     # -- the parts ------------------------------------------------------------------------
+    def _emit_buffered(self) -> bool:
+        """Emit the next buffered entry that needs it; whether one was emitted."""
+        buffer = self.buffer
+        while buffer:
+            if self._emit(*buffer.popleft()):
+                return True
+        return False
+
     def _emit(self, entry_id: str, fields: dict | None) -> bool:
         """Emit an entry read or claimed; whether it was emitted."""
         if not fields:  # deleted from the stream (XDEL, MAXLEN) after it was delivered
