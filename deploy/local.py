@@ -505,9 +505,16 @@ class _Run:
         self.nimbus.deactivate(self.loaded.name)
         deadline = time.monotonic() + timeout
         info = self.info()
+        #: When the spouts were first seen with no tree pending (wall clock), or None.
+        settled = None
         while time.monotonic() < deadline and not self.crashed:
             fresh = info.executors and all(e.stats_time_secs > since for e in info.executors)
-            if fresh and spout_totals(info)["pending"] == 0:
+            if settled is None and fresh and spout_totals(info)["pending"] == 0:
+                # Each worker's counters are as of its own last report: a bolt's may predate
+                # the last acks the spout's already counts. One more report of every worker
+                # after this moment holds the final counts (nothing runs any more).
+                settled = since = time.time()
+            elif settled is not None and fresh:
                 # Tick-driven bolts get one more tick to pass on what they hold.
                 tick = _longest_tick(self.loaded.topology, self.conf)
                 if tick:
