@@ -3,7 +3,9 @@
 ``pip install squall`` runs plain topologies; ``squall[spark]`` adds the Spark bridge
 (pyspark, pyarrow), ``squall[trident-redis]`` Trident's Redis map states (redis-py) and
 ``squall[kafka]`` the Kafka connector (confluent-kafka), ``squall[redis]`` the Redis bolts and
-stream spout (redis-py, hiredis).
+stream spout (redis-py, hiredis), ``squall[jdbc]`` the PostgreSQL bolts and states (psycopg),
+``squall[nats]`` the NATS JetStream spout and bolt (nats-py) and ``squall[files]`` the
+exactly-once file sink (fsspec, pyarrow).
 A module of an optional part calls :func:`require` when it is imported, so a user without
 the extra gets one line naming it (:class:`MissingExtra`, an ImportError) instead of
 ``No module named 'pyarrow'``. A component that needs an extra says so in its
@@ -25,6 +27,9 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "trident-redis": ("redis",),
     "redis": ("redis", "hiredis"),
     "kafka": ("confluent_kafka",),
+    "jdbc": ("psycopg",),
+    "nats": ("nats",),
+    "files": ("fsspec", "pyarrow"),
 }
 
 

@@ -146,9 +146,9 @@ if [[ ! -x .venv/bin/python ]]; then
   log "creating .venv with $("$PYTHON" --version 2>&1)"
   quiet "$PYTHON" -m venv .venv
 fi
-log "installing squall into .venv (pip install -e '.[spark,trident-redis,redis,kafka,test,fast,bench]'; pyspark is ~480 MB the first time)"
+log "installing squall into .venv (pip install -e '.[spark,trident-redis,redis,kafka,jdbc,nats,files,test,fast,bench]'; pyspark is ~480 MB the first time)"
 quiet .venv/bin/python -m pip install --upgrade pip
-quiet .venv/bin/python -m pip install -e '.[spark,trident-redis,redis,kafka,test,fast,bench]'
+quiet .venv/bin/python -m pip install -e '.[spark,trident-redis,redis,kafka,jdbc,nats,files,test,fast,bench]'
 # The per-tuple path compiled with Cython from the same .py files (one warning line and
 # the pure-Python modules if it fails); SQUALL_PURE_PYTHON=1 runs the sources instead.
 log "compiling the per-tuple path (scripts/build_compiled.py)"
@@ -170,6 +170,23 @@ if [[ -x /usr/bin/redis-server ]]; then
 else
   log "installing redis-server with apt-get"
   apt_install redis-server
+fi
+
+# --- PostgreSQL 15 and nats-server (Debian packages) ------------------------------------
+# Only the binaries: the JDBC and NATS connectors' tests and launchers
+# (python -m squall.deploy.postgres, python -m squall.deploy.nats) start private servers in
+# temporary directories on free loopback ports, never the packaged services.
+if [[ -x /usr/lib/postgresql/15/bin/postgres ]]; then
+  log "postgresql-15 present (/usr/lib/postgresql/15/bin)"
+else
+  log "installing postgresql-15 with apt-get"
+  apt_install postgresql-15
+fi
+if command -v nats-server >/dev/null 2>&1; then
+  log "nats-server present ($(command -v nats-server))"
+else
+  log "installing nats-server with apt-get"
+  apt_install nats-server
 fi
 
 # --- Ruby and Node.js (Debian packages): Storm's own multi-lang components run unchanged in

@@ -29,15 +29,21 @@ def test_missing_lists_what_is_not_importable(monkeypatch):
         check_extras(["gpu"], "component 'x'")
 
 
+#: Distributions whose import name is not their own.
+IMPORTED_AS = {"nats_py": "nats"}
+
+
 def test_every_extra_names_packages_that_pyproject_installs():
     import tomllib
     from pathlib import Path
     with open(Path(__file__).parents[2] / "pyproject.toml", "rb") as fh:
         declared = tomllib.load(fh)["project"]["optional-dependencies"]
     for extra, modules in extras.EXTRAS.items():
-        # A distribution's name with "-" imports with "_" (confluent-kafka: confluent_kafka).
-        names = {d.split(">")[0].split("<")[0].split("=")[0].replace("-", "_")
+        # A distribution's name with "-" imports with "_" (confluent-kafka: confluent_kafka);
+        # its own extras ("psycopg[binary]") are not part of the name.
+        names = {d.split(">")[0].split("<")[0].split("=")[0].split("[")[0].replace("-", "_")
                  for d in declared[extra]}
+        names = {IMPORTED_AS.get(n, n) for n in names}
         assert names == set(modules), (extra, names)
 
 
@@ -45,7 +51,9 @@ def test_every_extra_names_packages_that_pyproject_installs():
                                            ("squall.client.trident.state.redis_map",
                                             "trident-redis"),
                                            ("squall.connectors.kafka", "kafka"),
-                                           ("squall.connectors.redis", "redis")])
+                                           ("squall.connectors.redis", "redis"),
+                                           ("squall.connectors.jdbc", "jdbc"),
+                                           ("squall.connectors.nats", "nats")])
 def test_importing_an_optional_part_without_its_extra_names_the_extra(module, extra):
     blocked = extras.EXTRAS[extra][0]
     code = textwrap.dedent(f"""
