@@ -16,13 +16,13 @@ tuple of the step failed, replayed once it is back).
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any, Callable
 
 from ...client import config as cfg
 from ...client import extras
 from ...client.components import Bolt
 from ...client.tuple import DEFAULT_STREAM, Tuple
+from ..reports import Reports
 from .mapper import (MappingError, RedisDataType, RedisFilterMapper, RedisLookupMapper,
                      RedisStoreMapper, as_text)
 
@@ -34,9 +34,6 @@ from redis.exceptions import RedisClusterException  # noqa: E402
 from .config import RedisConfig  # noqa: E402
 
 log = logging.getLogger("squall.connectors.redis")
-
-#: Seconds between two reports of one kind of error (the rest are counted into the next).
-REPORT_EVERY_SECS = 1.0
 
 T = RedisDataType
 
@@ -93,8 +90,7 @@ class _RedisBolt(Bolt):
         self.client: Any = None
         #: The data type's command, queued on a pipeline (made here: lambdas do not pickle).
         self.op = self.operations()[self.data_type]
-        #: kind -> (when last reported, errors since)
-        self._reported: dict[str, list] = {}
+        self.reports = Reports(collector)
 
     def cleanup(self) -> None:
         if getattr(self, "client", None) is not None:
@@ -179,14 +175,7 @@ class _RedisBolt(Bolt):
         self.collector.ack(tup)
 
     def _report(self, kind: str, text: str) -> None:
-        now = time.monotonic()
-        last = self._reported.get(kind)
-        if last is not None and now - last[0] < REPORT_EVERY_SECS:
-            last[1] += 1
-            return
-        more = f" ({last[1]} more since the last report)" if last and last[1] else ""
-        self._reported[kind] = [now, 0]
-        self.collector.report_error(text + more)
+        self.reports.error(kind, text)
 
 
 class RedisLookupBolt(_RedisBolt):

@@ -37,11 +37,12 @@ extras.require("redis", "squall.connectors.redis")
 import redis  # noqa: E402
 from redis.exceptions import RedisClusterException  # noqa: E402
 
+from ..reports import Reports  # noqa: E402
 from .config import RedisConfig  # noqa: E402
 
 log = logging.getLogger("squall.connectors.redis")
 
-#: Seconds between two refreshes of the lag gauges, and between two error reports.
+#: Seconds between two refreshes of the lag gauges.
 REFRESH_SECS = 1.0
 #: Acknowledgements held for the next read, in batches, before they go on their own.
 ACKS_HELD = 4
@@ -145,7 +146,8 @@ class RedisStreamSpout(Spout):
         self.next_claim = time.monotonic() + self.timeout_ms / 1000
         self.next_refresh = 0.0
         self.lag = self.pel = 0
-        self._last_report = 0.0
+        #: One kind: a task's errors share the once-a-second report.
+        self.reports = Reports(collector)
         metrics = getattr(context, "metrics", None)
         # The group's figures, the same from every task: the first task alone reports them,
         # so a sum over tasks (Prometheus) counts the group once.
@@ -397,7 +399,4 @@ class RedisStreamSpout(Spout):
                 return
 
     def _report(self, text: str) -> None:
-        now = time.monotonic()
-        if now - self._last_report >= REFRESH_SECS:
-            self._last_report = now
-            self.collector.report_error(text)
+        self.reports.error("stream", text)

@@ -13,7 +13,7 @@ from squall.client.tuple import Fields, Tuple
 from squall.connectors.redis import (FieldFilterMapper, FieldLookupMapper, FieldStoreMapper,
                                      RedisConfig, RedisFilterBolt, RedisLookupBolt,
                                      RedisStoreBolt)
-from squall.connectors.redis import bolt as redis_bolt
+from squall.connectors import reports
 from squall.deploy.net import free_port
 from squall.deploy.redis import LocalRedis
 from redis_topos import PREFIX, filter_then_lookup, store
@@ -137,11 +137,11 @@ def test_a_tuple_that_does_not_map_is_failed_and_reported_with_its_key(client, r
     assert len(out.errors) == 1  # the second within the second is counted, not reported
     assert "key 'b'" in out.errors[0] and "score, a number" in out.errors[0]
     assert client.zscore(p + "z", "a") == 1.0 and client.zscore(p + "z", "b") is None
-    redis_bolt.REPORT_EVERY_SECS, before = 0.0, redis_bolt.REPORT_EVERY_SECS
+    reports.REPORT_EVERY_SECS, before = 0.0, reports.REPORT_EVERY_SECS
     try:
         bolt.execute_batch([keyless])
     finally:
-        redis_bolt.REPORT_EVERY_SECS = before
+        reports.REPORT_EVERY_SECS = before
     assert "no key" in out.errors[1] and "must be a str, bytes or number, not dict" in out.errors[1]
     assert "(1 more since the last report)" in out.errors[1]
 
@@ -248,11 +248,11 @@ def test_a_users_mapper_that_raises_fails_its_tuple_not_the_worker(client, redis
     p = redis_conf[PREFIX]
     bolt, out = prepared(RedisStoreBolt(None, KeyRaises("string", "k", "v")), redis_conf)
     good, boom, none = tuples(["k", "v"], (p + "ok", 1), ("boom", 2), ("none", 3))
-    redis_bolt.REPORT_EVERY_SECS, before = 0.0, redis_bolt.REPORT_EVERY_SECS
+    reports.REPORT_EVERY_SECS, before = 0.0, reports.REPORT_EVERY_SECS
     try:
         bolt.execute_batch([good, boom, none])
     finally:
-        redis_bolt.REPORT_EVERY_SECS = before
+        reports.REPORT_EVERY_SECS = before
     assert out.acked == [good] and out.failed == [boom, none]
     assert "KeyError: 'no such thing'" in out.errors[0]
     assert "the mapper's key must be a str, bytes or number, not NoneType" in out.errors[1]

@@ -1,0 +1,41 @@
+"""Error reports of a connector, at most one a second per kind: :class:`Reports`.
+
+A server that is down fails every step of a bolt or every read of a spout; a report for
+each would flood the worker's heartbeat and the UI. The first of a kind is reported at
+once, the rest within the interval are counted and the count goes into the next report.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+#: Seconds between two reports of one kind of error.
+REPORT_EVERY_SECS = 1.0
+
+
+class Reports:
+    """``reports.error(kind, text)`` reports through ``collector.report_error`` unless a
+    report of ``kind`` went out less than ``every`` seconds ago (then it is counted);
+    ``every`` unset: :data:`REPORT_EVERY_SECS` at the time of the report."""
+
+    def __init__(self, collector: Any, every: float | None = None):
+        self.collector = collector
+        self.every = every
+        #: kind -> [when last reported, errors since]
+        self._last: dict[str, list] = {}
+
+    def error(self, kind: str, text: str, skipped: int = 0) -> bool:
+        """Report ``text``; False when it was only counted. ``skipped``: errors of the kind
+        the caller passed over for this one (counted as if reported here)."""
+        now = time.monotonic()
+        last = self._last.get(kind)
+        every = REPORT_EVERY_SECS if self.every is None else self.every
+        if last is not None and now - last[0] < every:
+            last[1] += 1 + skipped
+            return False
+        earlier = (last[1] if last else 0) + skipped
+        more = f" ({earlier} more since the last report)" if earlier else ""
+        self._last[kind] = [now, 0]
+        self.collector.report_error(text + more)
+        return True
