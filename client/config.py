@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import json
 import math
 import os
 import re
@@ -458,6 +459,20 @@ KAFKA_BOOTSTRAP_SERVERS = _key(
     "kafka.bootstrap.servers", str, None,
     "Kafka brokers of a KafkaSpout or KafkaBolt built without bootstrap_servers (host:port, "
     "comma-separated); `squall local` sets it to the broker it starts.", nullable=True)
+# --- JDBC (connectors/jdbc/) --------------------------------------------------------------
+JDBC_CONF = _key(
+    "jdbc.conf", (str, dict), None,
+    "The database of a JDBC bolt or JdbcMapState built with JdbcConfig() and no settings: "
+    "storm-jdbc's HikariCP map (dataSource.url jdbc:postgresql://..., dataSource.user, "
+    "dataSource.password) or a libpq connection string. `squall local` sets it to the "
+    "PostgreSQL it starts.", nullable=True)
+
+# --- NATS (connectors/nats/) --------------------------------------------------------------
+NATS_SERVERS = _key(
+    "nats.servers", (str, list), None,
+    "NATS servers of a JetStreamSpout or JetStreamBolt built without servers (nats://host:port, "
+    "comma-separated or a list); unset: nats://127.0.0.1:4222. `squall local` sets it to the "
+    "server it starts.", nullable=True)
 #: Where a Kafka spout tells the UI's lag monitor what it reads, as Storm's KafkaSpout does in
 #: its component configuration (``config.topics``, ``config.groupid``, ``config.<consumer
 #: property>``); a pattern subscription gives ``config.topics.pattern`` instead of topics.
@@ -485,7 +500,7 @@ def kafka_group_id(topology_name: str, component: str) -> str:
 # --- Stateful bolts and windows (client/state.py, client/stateful.py, client/windowing.py)
 TOPOLOGY_STATE_PROVIDER = _key(
     "topology.state.provider", str, None,
-    "State of stateful bolts: memory, redis, or a StateProvider's package.module.Class "
+    "State of stateful bolts: memory, redis, postgres (the JDBC connector), or a StateProvider's package.module.Class "
     "(Storm's provider class names are read too). Unset: redis when "
     "topology.state.provider.config is set, memory otherwise.", nullable=True)
 TOPOLOGY_STATE_PROVIDER_CONFIG = _key(
@@ -547,7 +562,7 @@ TOPOLOGY_BOLTS_LATE_TUPLE_STREAM = _key(
 #: Keys of a daemon's conf its workers get beneath the topology conf (as a Storm worker gets
 #: the cluster conf), so Trident finds ZooKeeper and Redis and DRPCSpout its servers.
 WORKER_INHERITED_PREFIXES = ("storm.zookeeper.", "transactional.zookeeper.", "trident.",
-                             "worker.log.", "drpc.", "kafka.")
+                             "worker.log.", "drpc.", "kafka.", "nats.", "jdbc.")
 
 
 def worker_inherited(conf: Mapping[str, Any], topology_name: str | None = None,
@@ -576,7 +591,7 @@ ALIASES: dict[str, str] = {
 #: outside them are the topology's own settings and pass through.
 NAMESPACES = ("topology.", "storm.", "nimbus.", "supervisor.", "worker.", "drpc.", "ui.",
               "logviewer.", "pacemaker.", "transactional.", "trident.", "backpressure.",
-              "blobstore.", "scheduler.", "task.", "executor.", "kafka.")
+              "blobstore.", "scheduler.", "task.", "executor.", "kafka.", "nats.")
 
 
 @functools.cache
@@ -830,8 +845,31 @@ def redact(conf: Mapping[str, Any], extra_keys: Iterable[str] = ()) -> dict[str,
             return {k: value(k, x) for k, x in v.items()}
         if isinstance(v, list):
             return [walk(x) for x in v]
+        if isinstance(v, str):
+            return _redact_text(v, walk)
         return v
     return walk(conf)
+
+
+# Secrets inside a string value: a JSON object (Storm's topology.state.provider.config), a
+# libpq connection string's password=..., a URL's user:password@.
+_DSN_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+_URL_PASSWORD = re.compile(r"([a-z][a-z0-9+.-]*://[^/@:\s]*:)[^/@\s]*(@)", re.IGNORECASE)
+
+
+def _redact_text(text: str, walk: Any) -> str:
+    if text.startswith("{") and text.endswith("}"):
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            return json.dumps(walk(parsed))
+    if "password" in text.lower():
+        text = _DSN_PASSWORD.sub(lambda m: m.group(1) + REDACTED, text)
+    if "@" in text:
+        text = _URL_PASSWORD.sub(lambda m: m.group(1) + REDACTED + m.group(2), text)
+    return text
 
 
 def normalize(conf: Mapping[str, Any]) -> dict[str, Any]:

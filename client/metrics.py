@@ -68,7 +68,7 @@ def topology_labels(topology_id: str, name: str | None = None) -> list[str]:
 
 #: Families Squall's own connectors export with labels of their own (``squall_kafka_lag``
 #: with ``topic`` and ``partition``): a family gauge's name must start with one of these.
-CONNECTOR_FAMILIES = ("kafka_", "redis_")
+CONNECTOR_FAMILIES = ("kafka_", "redis_", "nats_")
 
 
 class Counter:

@@ -11,6 +11,7 @@ Which provider a topology gets (``topology.state.provider``):
 
 - ``"memory"``: :class:`InMemoryKeyValueState`, lost with its worker (tests, ``squall local``);
 - ``"redis"``: :class:`RedisKeyValueState`, which survives worker restarts;
+- ``"postgres"``: the JDBC connector's state in PostgreSQL (connectors/jdbc/state.py);
 - a dotted ``module.Class`` of the user's code: a :class:`StateProvider` made in the worker;
 - unset: Redis when ``topology.state.provider.config`` is set, memory otherwise.
 
@@ -36,6 +37,8 @@ from .errors import SquallError
 PROVIDER_ALIASES = {
     "org.apache.storm.state.InMemoryKeyValueStateProvider": "memory",
     "org.apache.storm.redis.state.RedisKeyValueStateProvider": "redis",
+    # The JDBC connector's (a name only: the worker imports it, client/ never does).
+    "postgres": "squall.connectors.jdbc.state.JdbcKeyValueStateProvider",
 }
 
 
@@ -167,59 +170,42 @@ def _unpack_key(raw: bytes) -> Any:
     return _freeze(msgpack.unpackb(raw, raw=False, strict_map_key=False, use_list=False))
 
 
-class RedisKeyValueState(KeyValueState):
-    """The state in a Redis hash (storm-redis's RedisKeyValueState, atomic commits).
+class StoredKeyValueState(KeyValueState):
+    """What a key-value state kept in a store shares (Redis here, PostgreSQL in the JDBC
+    connector): writes since the last prepare, the prepared transaction's writes, and the
+    committed values read so far, layered in that order; keys and values stored as msgpack.
+    A subclass reads one committed key (:meth:`_read_committed`) or them all
+    (:meth:`_read_all_committed`) and does prepare, commit and rollback in its store. Reads
+    are cached: a namespace belongs to one task, so nobody else writes it."""
 
-    Keys of one namespace ``ns`` (under the prefix): ``ns`` is the committed hash,
-    ``ns$prepare`` the prepared changes, ``ns$txid`` the last prepared and committed
-    transaction ids. ``commit`` applies the prepared changes in one MULTI/EXEC, so a
-    worker killed mid-commit leaves either the old state or the new one. Reads are
-    cached: a namespace belongs to one task, so nobody else writes it.
-    """
-
-    def __init__(self, namespace: str, client: Any, prefix: str = ""):
-        self.key = f"{prefix}{namespace}"
-        self.prepare_key = self.key + "$prepare"
-        self.txid_key = self.key + "$txid"
-        self.redis = client
+    def __init__(self) -> None:
         #: Writes since the last prepare (a value, or _TOMBSTONE for a delete).
         self._pending: dict[Any, Any] = {}
         #: Writes of the prepared transaction, until it commits or rolls back.
         self._prepared: dict[Any, Any] = {}
         #: Committed values read so far (key -> value or _TOMBSTONE for absent).
         self._cache: dict[Any, Any] = {}
-        # A prepared transaction left by a dead worker stays until the checkpoint spout
-        # says commit (it was prepared everywhere) or rollback.
-        for raw_k, raw_v in self._hgetall(self.prepare_key).items():
-            self._prepared[_unpack_key(raw_k)] = _TOMBSTONE if raw_v == b"" else _unpack(raw_v)
-        txids = self.txids()
-        self._prepared_txid: int | None = txids["prepare"] \
-            if txids.get("prepare", -2) > txids.get("commit", -2) else None
+        self._prepared_txid: int | None = None
 
-    @contextlib.contextmanager
-    def _redis(self, doing: str, key: str | None = None) -> Iterator[None]:
-        """redis-py's errors (connection, auth, wrong type) as a StateError: ``doing`` says
-        what failed, with the hash's name for ``{}``."""
-        try:
-            yield
-        except Exception as exc:
-            raise StateError(f"cannot {doing.format(repr(key or self.key))}: {exc}") from None
+    @abc.abstractmethod
+    def _read_committed(self, packed_key: bytes) -> bytes | None:
+        """The committed value of a key (both msgpack), None if there is none."""
 
-    def _hgetall(self, key: str) -> dict[bytes, bytes]:
-        with self._redis("read state {} from Redis", key):
-            return self.redis.hgetall(key)
+    @abc.abstractmethod
+    def _read_all_committed(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every committed (key, value), msgpack."""
 
     def _committed_value(self, key: Any) -> Any:
         hit = self._cache.get(key, None)
         if hit is not None or key in self._cache:
             return hit
-        with self._redis("read state {} from Redis"):
-            raw = self.redis.hget(self.key, _pack(key))
+        raw = self._read_committed(_pack(key))
         value = _TOMBSTONE if raw is None else _unpack(raw)
         self._cache[key] = value
         return value
 
     def put(self, key: Any, value: Any) -> None:
+        _pack(value)  # a value that cannot be saved fails here, in the bolt's execute
         self._pending[_freeze(key)] = value
 
     def get(self, key: Any, default: Any = None) -> Any:
@@ -237,7 +223,7 @@ class RedisKeyValueState(KeyValueState):
         return old
 
     def items(self) -> Iterator[tuple[Any, Any]]:
-        merged = {_unpack_key(k): _unpack(v) for k, v in self._hgetall(self.key).items()}
+        merged = {_unpack_key(k): _unpack(v) for k, v in self._read_all_committed()}
         for layer in (self._prepared, self._pending):
             for k, v in layer.items():
                 if v is _TOMBSTONE:
@@ -245,6 +231,65 @@ class RedisKeyValueState(KeyValueState):
                 else:
                     merged[k] = v
         return iter(list(merged.items()))
+
+    def prepared_txid(self) -> int | None:
+        return self._prepared_txid
+
+    def _applied(self) -> None:
+        """The prepared writes are committed: they become what the cache knows."""
+        self._cache.update(self._prepared)
+        self._prepared = {}
+        self._prepared_txid = None
+
+    def _dropped(self) -> None:
+        """Rolled back: what was written and prepared is gone."""
+        self._pending = {}
+        self._prepared = {}
+        self._prepared_txid = None
+
+
+class RedisKeyValueState(StoredKeyValueState):
+    """The state in a Redis hash (storm-redis's RedisKeyValueState, atomic commits).
+
+    Keys of one namespace ``ns`` (under the prefix): ``ns`` is the committed hash,
+    ``ns$prepare`` the prepared changes, ``ns$txid`` the last prepared and committed
+    transaction ids. ``commit`` applies the prepared changes in one MULTI/EXEC, so a
+    worker killed mid-commit leaves either the old state or the new one.
+    """
+
+    def __init__(self, namespace: str, client: Any, prefix: str = ""):
+        super().__init__()
+        self.key = f"{prefix}{namespace}"
+        self.prepare_key = self.key + "$prepare"
+        self.txid_key = self.key + "$txid"
+        self.redis = client
+        # A prepared transaction left by a dead worker stays until the checkpoint spout
+        # says commit (it was prepared everywhere) or rollback.
+        for raw_k, raw_v in self._hgetall(self.prepare_key).items():
+            self._prepared[_unpack_key(raw_k)] = _TOMBSTONE if raw_v == b"" else _unpack(raw_v)
+        txids = self.txids()
+        self._prepared_txid = txids["prepare"] \
+            if txids.get("prepare", -2) > txids.get("commit", -2) else None
+
+    @contextlib.contextmanager
+    def _redis(self, doing: str, key: str | None = None) -> Iterator[None]:
+        """redis-py's errors (connection, auth, wrong type) as a StateError: ``doing`` says
+        what failed, with the hash's name for ``{}``."""
+        try:
+            yield
+        except Exception as exc:
+            raise StateError(f"cannot {doing.format(repr(key or self.key))}: {exc}") from None
+
+    def _hgetall(self, key: str) -> dict[bytes, bytes]:
+        with self._redis("read state {} from Redis", key):
+            return self.redis.hgetall(key)
+
+    def _read_committed(self, packed_key: bytes) -> bytes | None:
+        with self._redis("read state {} from Redis"):
+            return self.redis.hget(self.key, packed_key)
+
+    def _read_all_committed(self) -> Iterator[tuple[bytes, bytes]]:
+        return iter(self._hgetall(self.key).items())
 
     def txids(self) -> dict[str, int]:
         """The last prepared and committed transaction ids Redis holds (``prepare``, ``commit``)."""
@@ -280,18 +325,10 @@ class RedisKeyValueState(KeyValueState):
             p.delete(self.prepare_key)
             p.hset(self.txid_key, "commit", txid)
             p.execute()
-        for k, v in self._prepared.items():
-            self._cache[k] = v
-        self._prepared = {}
-        self._prepared_txid = None
-
-    def prepared_txid(self) -> int | None:
-        return self._prepared_txid
+        self._applied()
 
     def rollback(self) -> None:
-        self._pending = {}
-        self._prepared = {}
-        self._prepared_txid = None
+        self._dropped()
         with self._redis("roll back state {} in Redis"):
             self.redis.delete(self.prepare_key)
 

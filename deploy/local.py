@@ -74,11 +74,18 @@ class LocalCluster(Daemon):
     def __init__(self, overrides: Mapping[str, Any] | None = None, slots: int = 4,
                  base_dir: str | None = None, worker_stdout: Any = None,
                  on_worker_event: Callable[[Any], None] | None = None, web: bool = False,
-                 kafka: bool = False):
+                 kafka: bool = False, nats: bool = False, postgres: bool = False):
         super().__init__()
         #: Also start a Kafka broker (deploy/kafka.py) unless the overrides name one.
         self.kafka_wanted = kafka
         self.kafka = None
+        #: Also start a NATS server with JetStream (deploy/nats.py) unless the overrides
+        #: name one.
+        self.nats_wanted = nats
+        self.nats = None
+        #: Also start a PostgreSQL (deploy/postgres.py) unless the overrides name a database.
+        self.postgres_wanted = postgres
+        self.postgres = None
         #: Also start the UI and a logviewer (squall local does; tests that need them too).
         self.web = web
         self.ui = self.logviewer = None
@@ -109,6 +116,8 @@ class LocalCluster(Daemon):
             cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD: f"squall-local:{secrets.token_hex(16)}"})
         ours.update(self._start_redis())
         ours.update(self._start_kafka())
+        ours.update(self._start_nats())
+        ours.update(self._start_postgres())
         ours.update(self._throwaway_tls())
         ours[cfg.SQUALL_HTTP_TOKEN_FILE] = self._http_token()
         if cfg.SUPERVISOR_SLOTS_PORTS not in self.overrides:
@@ -198,6 +207,22 @@ class LocalCluster(Daemon):
         self.kafka = LocalKafka().start()
         return {cfg.KAFKA_BOOTSTRAP_SERVERS: self.kafka.bootstrap_servers}
 
+    def _start_nats(self) -> dict[str, Any]:
+        """A private NATS server with JetStream, asked for, when the overrides name none."""
+        if not self.nats_wanted or cfg.NATS_SERVERS in self.overrides:
+            return {}
+        from .nats import LocalNats
+        self.nats = LocalNats().start()
+        return {cfg.NATS_SERVERS: self.nats.url}
+
+    def _start_postgres(self) -> dict[str, Any]:
+        """A private PostgreSQL, asked for, when the overrides name no database."""
+        if not self.postgres_wanted or cfg.JDBC_CONF in self.overrides:
+            return {}
+        from .postgres import LocalPostgres
+        self.postgres = LocalPostgres().start()
+        return {cfg.JDBC_CONF: self.postgres.dsn()}
+
     def _spawn(self, cmd: list, log_path: str, env: dict) -> subprocess.Popen:
         """A worker with our stdout (components' prints show here) and stderr in its log file."""
         from ..supervisor.supervisor import spawn_worker
@@ -241,7 +266,8 @@ class LocalCluster(Daemon):
                  ("server", lambda s: s.stop(grace=1).wait(5)),
                  ("nimbus", lambda s: s.close(reason)),
                  ("zookeeper", lambda s: s.stop()), ("redis", lambda s: s.stop()),
-                 ("kafka", lambda s: s.stop())]
+                 ("kafka", lambda s: s.stop()), ("nats", lambda s: s.stop()),
+                 ("postgres", lambda s: s.stop())]
         for attr, stop in steps:
             daemon = getattr(self, attr)
             setattr(self, attr, None)
@@ -441,7 +467,9 @@ class _Run:
         workers = int(self.conf[cfg.TOPOLOGY_WORKERS])
         self.cluster = LocalCluster(overrides, slots=max(4, workers),
                                     on_worker_event=self.events.put, web=True,
-                                    kafka=kafka or bool(loaded.kafka_topics))
+                                    kafka=kafka or bool(loaded.kafka_topics),
+                                    nats=bool(loaded.nats_streams),
+                                    postgres=bool(loaded.postgres_tables))
         self.topology_id = ""
         self.crashed = False
         self.errors = ErrorFeed(echo)
@@ -580,6 +608,8 @@ def run_local(path: str, duration: float | None, cli_overrides: Mapping[str, Any
         if c.ui is not None:
             echo(f"[squall local] UI: {c.ui.login_url()}  (logviewer {c.logviewer.url})")
         _prepare_kafka(run)
+        _prepare_nats(run)
+        _prepare_postgres(run)
         if loaded.setup is not None:
             try:
                 loaded.setup(run.worker_conf())
@@ -618,6 +648,37 @@ def _prepare_kafka(run: _Run) -> None:
     for topic, partitions in (run.loaded.kafka_topics or {}).items():
         kafka.create_topic(topic, partitions)
         run.echo(f"[squall local]   topic {topic} ({partitions} partitions)")
+
+
+def _prepare_nats(run: _Run) -> None:
+    """Say where the NATS server is; create the file's NATS_STREAMS on ours."""
+    nats = run.cluster.nats
+    if nats is None:
+        return
+    run.echo(f"[squall local] NATS {nats.address} (pid {nats.pid}, JetStream): "
+             f"{cfg.NATS_SERVERS}={nats.url}")
+    for stream, subjects in (run.loaded.nats_streams or {}).items():
+        nats.create_stream(stream, subjects)
+        run.echo(f"[squall local]   stream {stream} ({', '.join(subjects)})")
+
+
+def _prepare_postgres(run: _Run) -> None:
+    """Say where the database is; create the file's POSTGRES_TABLES in ours."""
+    pg = run.cluster.postgres
+    if pg is None:
+        return
+    shown = cfg.redact({cfg.JDBC_CONF: pg.dsn()})[cfg.JDBC_CONF]
+    run.echo(f"[squall local] PostgreSQL {pg.address} (pid {pg.pid}): {cfg.JDBC_CONF}={shown}")
+    from psycopg import sql
+    with pg.connect() as conn:
+        for table, columns in (run.loaded.postgres_tables or {}).items():
+            try:
+                conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
+                    sql.Identifier(*table.split(".")), sql.SQL(columns)))
+            except Exception as e:  # the user's column list: one line
+                raise SquallError(f"{run.loaded.path}: POSTGRES_TABLES[{table!r}]: "
+                                  f"{str(e).strip().splitlines()[0]}") from None
+            run.echo(f"[squall local]   table {table} ({columns})")
 
 
 def _watch(run: _Run, duration: float | None, stop: dict, progress_every: float) -> int:

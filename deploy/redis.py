@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from redis.retry import Retry
 from ..client import config as cfg
 from ..client.trident.state.base import RedisUnavailable
 from .net import free_port
-from .server import LocalServer, dies_with_parent, run_foreground
+from .server import LocalServer, dies_with_parent, find_program, run_foreground
 
 #: Where Debian's ``redis-server`` package puts the server.
 DEBIAN_REDIS_SERVER = "/usr/bin/redis-server"
@@ -42,14 +41,10 @@ CONF_FILE = "redis.conf"
 
 def installation() -> str:
     """The ``redis-server`` to run, or :class:`RedisUnavailable` naming what is missing."""
-    given = os.environ.get(SERVER_ENV)
-    candidates = [given] if given else [DEBIAN_REDIS_SERVER, shutil.which("redis-server")]
-    for path in candidates:
-        if path and os.access(path, os.X_OK):
-            return path
-    tried = f"${SERVER_ENV}={given}" if given else DEBIAN_REDIS_SERVER
-    raise RedisUnavailable(None, f"Redis cannot be started: missing {tried} (none on PATH either); "
-                                 f"{INSTALL_HINT}")
+    path, tried = find_program(SERVER_ENV, DEBIAN_REDIS_SERVER, "redis-server")
+    if path:
+        return path
+    raise RedisUnavailable(None, f"Redis cannot be started: missing {tried}; {INSTALL_HINT}")
 
 
 class LocalRedis(LocalServer):

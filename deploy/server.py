@@ -30,19 +30,41 @@ from .net import free_port
 # Runs between our fork and the server's exec, in a fresh interpreter (never Python code in
 # the forked child of a threaded process): ask the kernel for SIGTERM when the parent dies,
 # give up if it already has, then become the server (the pid stays the same).
+# As another user (argv[2] = "uid:gid", or "-"): the switch comes first, since changing
+# credentials clears the parent-death signal, and this interpreter (ours, maybe under
+# /root) may be closed to that user, whereas the server's program is not.
 _DIE_WITH_PARENT = ("import ctypes,os,signal,sys\n"
+                    "if sys.argv[2] != '-':\n"
+                    " uid, gid = map(int, sys.argv[2].split(':'))\n"
+                    " os.setgroups([]); os.setgid(gid); os.setuid(uid)\n"
                     "ctypes.CDLL(None).prctl(1, signal.SIGTERM)\n"  # PR_SET_PDEATHSIG
                     "os.getppid() == int(sys.argv[1]) or sys.exit(1)\n"
-                    "os.execvp(sys.argv[2], sys.argv[2:])")
+                    "os.execvp(sys.argv[3], sys.argv[3:])")
 
 
-def dies_with_parent(cmd: list[str]) -> list[str]:
+def dies_with_parent(cmd: list[str], as_user: tuple[int, int] | None = None) -> list[str]:
     """``cmd`` started so that it gets SIGTERM when this process dies, even by SIGKILL
-    (Linux; elsewhere ``cmd`` unchanged). Start it from a thread that lives as long as the
-    server: the kernel ties the signal to the creating thread."""
+    (Linux; elsewhere ``cmd`` unchanged), run as ``as_user`` (uid, gid) when given (we are
+    root). Start it from a thread that lives as long as the server: the kernel ties the
+    signal to the creating thread."""
     if not sys.platform.startswith("linux"):
+        if as_user is not None:
+            raise OSError("running a server as another user needs Linux")
         return cmd
-    return [sys.executable, "-I", "-S", "-c", _DIE_WITH_PARENT, str(os.getpid()), *cmd]
+    who = "-" if as_user is None else f"{as_user[0]}:{as_user[1]}"
+    return [sys.executable, "-I", "-S", "-c", _DIE_WITH_PARENT, str(os.getpid()), who, *cmd]
+
+
+def find_program(env_var: str, default: str, name: str) -> tuple[str | None, str]:
+    """The program to run: ``$env_var`` when set, else ``default`` (a Debian package's path)
+    or ``name`` on PATH; and what was tried, for the error when there is none."""
+    given = os.environ.get(env_var)
+    candidates = [given] if given else [default, shutil.which(name)]
+    for path in candidates:
+        if path and os.access(path, os.X_OK):
+            return path, ""
+    tried = f"${env_var}={given}" if given else f"{default} (none on PATH either)"
+    return None, tried
 
 
 class LocalServer:
@@ -130,7 +152,7 @@ class LocalServer:
                 exited = not self.running()
                 self.stop(_keep_dir=True)
                 # Only a lost race for the port is worth another try.
-                if attempt + 1 < attempts and exited and "Address already in use" in self._last_log:
+                if attempt + 1 < attempts and exited and "address already in use" in self._last_log.lower():
                     continue
                 self._remove_dir()
                 raise
@@ -165,6 +187,10 @@ class LocalServer:
             f.seek(max(0, f.tell() - 64 * 1024))
             text = f.read().decode(errors="replace")
         return "\n".join(text.splitlines()[-lines:])
+
+    def banner(self) -> str:
+        """What ``python -m squall.deploy.<server>`` prints under its address ('' for none)."""
+        return ""
 
     def __enter__(self):
         return self.start()
@@ -207,6 +233,8 @@ def run_foreground(server: LocalServer, unavailable: type[Exception]) -> int:
         with server:
             print(f"{server.NAME} serving on {server.address} (pid {server.pid}, dir "
                   f"{server.dir}); Ctrl-C stops it", flush=True)
+            if server.banner():
+                print(server.banner(), flush=True)
             while server.running() and not stopping.wait(0.5):
                 pass
     except KeyboardInterrupt:

@@ -6,7 +6,9 @@ built :class:`~squall.client.Topology`, and optionally a dict ``CONF`` with
 the topology conf, a string ``NAME``, a function ``report(conf)`` called
 once the topology is killed (in a process of its own: :mod:`squall.deploy.report`),
 a dict ``KAFKA_TOPICS`` (topic -> partitions: ``squall local`` starts a Kafka broker
-and creates them) and a function ``setup(conf)`` called before the topology is
+and creates them), a dict ``NATS_STREAMS`` (JetStream stream -> its subjects: ``squall
+local`` starts a NATS server and creates them), a dict ``POSTGRES_TABLES`` (table -> its
+columns: ``squall local`` starts a PostgreSQL and creates them) and a function ``setup(conf)`` called before the topology is
 submitted, with the daemons (and the broker) up, e.g. to fill an input topic.
 
 The file is the user's code: a syntax error or an exception while importing it or
@@ -42,6 +44,10 @@ class LoadedTopology:
     kafka_topics: dict[str, int] | None = None
     #: The file's optional ``setup(conf)``, called before the submit.
     setup: Callable[[dict], None] | None = None
+    #: Streams ``squall local`` creates on the NATS server it starts: name -> subjects.
+    nats_streams: dict[str, list[str]] | None = None
+    #: Tables ``squall local`` creates in the PostgreSQL it starts: name -> column list.
+    postgres_tables: dict[str, str] | None = None
 
 
 def user_error(path: str, exc: BaseException, doing: str,
@@ -115,7 +121,9 @@ def load_topology_file(path: str, args: list[str] | None = None,
     return LoadedTopology(name, built, conf, os.path.dirname(path), path,
                           report if callable(report) else None,
                           _kafka_topics(path, getattr(module, "KAFKA_TOPICS", None)),
-                          setup if callable(setup) else None)
+                          setup if callable(setup) else None,
+                          _nats_streams(path, getattr(module, "NATS_STREAMS", None)),
+                          _postgres_tables(path, getattr(module, "POSTGRES_TABLES", None)))
 
 
 def _kafka_topics(path: str, topics: Any) -> dict[str, int] | None:
@@ -126,3 +134,27 @@ def _kafka_topics(path: str, topics: Any) -> dict[str, int] | None:
         raise SquallError(f"{path}: KAFKA_TOPICS must map topic names to partition counts "
                           f"(>= 1), e.g. {{'sentences': 4}}; got {topics!r}")
     return dict(topics)
+
+
+def _nats_streams(path: str, streams: Any) -> dict[str, list[str]] | None:
+    if streams is None:
+        return None
+    if not isinstance(streams, dict) or not all(
+            isinstance(s, str) and s and isinstance(subjects, (list, tuple)) and subjects
+            and all(isinstance(x, str) and x for x in subjects)
+            for s, subjects in streams.items()):
+        raise SquallError(f"{path}: NATS_STREAMS must map stream names to lists of subjects, "
+                          f"e.g. {{'SENTENCES': ['sentences.>']}}; got {streams!r}")
+    return {s: list(subjects) for s, subjects in streams.items()}
+
+
+def _postgres_tables(path: str, tables: Any) -> dict[str, str] | None:
+    if tables is None:
+        return None
+    if not isinstance(tables, dict) or not tables or not all(
+            isinstance(t, str) and t and isinstance(cols, str) and cols.strip()
+            for t, cols in tables.items()):
+        raise SquallError(f"{path}: POSTGRES_TABLES must map table names to their columns, "
+                          f"e.g. {{'word_counts': 'word text PRIMARY KEY, count bigint'}}; "
+                          f"got {tables!r}")
+    return dict(tables)

@@ -65,3 +65,7 @@ from zk_fixtures import cluster_state, zk_conf, zookeeper  # noqa: E402,F401
 from redis_fixtures import redis_conf, redis_server  # noqa: E402,F401
 # Kafka fixtures `kafka_broker` (session), `kafka_topic`: see tests/kafka_fixtures.py.
 from kafka_fixtures import kafka_broker, kafka_topic  # noqa: E402,F401
+# PostgreSQL fixtures `postgres` (session), `pg`, `pg_table`: see tests/postgres_fixtures.py.
+from postgres_fixtures import pg, pg_table, postgres  # noqa: E402,F401
+# NATS fixtures `nats_server` (session), `nats_stream`: see tests/nats_fixtures.py.
+from nats_fixtures import nats_server, nats_stream  # noqa: E402,F401

@@ -22,6 +22,7 @@ import redis
 
 from squall.client.trident.state.base import RedisUnavailable
 from squall.deploy.redis import LocalRedis, installation
+from server_fixtures import session_server, tail_if_failed
 
 
 def command_calls(client: redis.Redis) -> dict[str, int]:
@@ -33,16 +34,7 @@ def command_calls(client: redis.Redis) -> dict[str, int]:
 @pytest.fixture(scope="session")
 def redis_server():
     """One LocalRedis for the whole test session."""
-    try:
-        installation()
-    except RedisUnavailable as e:
-        pytest.skip(str(e))
-    server = LocalRedis()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from session_server(installation, RedisUnavailable, LocalRedis)
 
 
 @pytest.fixture
@@ -59,9 +51,4 @@ def redis_conf(request, redis_server) -> dict:
                 client.unlink(*keys)
         finally:
             client.close()
-    if request.session.testsfailed > failed_before:
-        # Captured output of a passing teardown is not shown, so write past the capture.
-        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(f"\n--- Redis {redis_server.address} log tail "
-                                f"({request.node.nodeid}) ---\n{redis_server.log_tail(30)}")
+    tail_if_failed(request, failed_before, redis_server)

@@ -311,6 +311,46 @@ def test_redis_example_stores_every_words_count_in_the_private_redis(tmp_path):
     assert "counts match the input exactly: yes" in out, out
 
 
+def test_jdbc_example_starts_postgres_creates_its_table_and_counts_exactly(tmp_path):
+    """examples/jdbc_word_count.py: squall local starts a PostgreSQL for its POSTGRES_TABLES,
+    creates the table, hands the bolt its connection string through jdbc.conf (the password
+    redacted in what it prints), and the upserted counts are each word's total; the server is
+    stopped with the run."""
+    proc = subprocess.run(squall("local", os.path.join(EXAMPLES, "jdbc_word_count.py"),
+                                 "--duration", "8", "-c", "wordcount.sentences=3000"),
+                          capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    m = re.search(r"PostgreSQL 127\.0\.0\.1:\d+ \(pid (\d+)\): jdbc.conf=.*password=<redacted>",
+                  out)
+    assert m, out
+    assert "table word_counts (word text PRIMARY KEY, count bigint NOT NULL)" in out, out
+    assert re.search(r"spout sentences: emitted=3000 acked=3000 failed=0 pending=0", out), out
+    assert "bolt to-postgres: executed=30000 emitted=0 acked=30000 failed=0" in out, out
+    assert "30000 words counted in table word_counts" in out and "1000 distinct" in out, out
+    assert "counts match the input exactly: yes" in out, out
+    assert gone(int(m.group(1))), "the private PostgreSQL outlived squall local"
+
+
+def test_nats_example_starts_its_server_and_counts_exactly(tmp_path):
+    """examples/nats_word_count.py: squall local starts a NATS server for its NATS_STREAMS,
+    its setup() fills the sentences stream, the JetStreamBolt publishes every count, and its
+    report() reads each word's last count back; the server is stopped with the run."""
+    proc = subprocess.run(squall("local", os.path.join(EXAMPLES, "nats_word_count.py"),
+                                 "--duration", "8", "-c", "wordcount.sentences=3000"),
+                          capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    m = re.search(r"NATS 127\.0\.0\.1:\d+ \(pid (\d+), JetStream\)", out)
+    assert m, out
+    assert "wrote 3000 sentences to SENTENCES" in out, out
+    assert re.search(r"spout sentences: emitted=3000 acked=3000 failed=0 pending=0", out), out
+    assert "bolt to-nats: executed=30000 emitted=0 acked=30000 failed=0" in out, out
+    assert "30000 count messages in WORD_COUNTS: 30000 words, 1000 distinct" in out, out
+    assert "last counts match the expected totals: yes" in out, out
+    assert gone(int(m.group(1))), "the private NATS server outlived squall local"
+
+
 def test_spark_example_writes_parquet_that_spark_reads_back_with_exact_totals(tmp_path):
     """examples/word_count_spark.py: word counts per batch in Spark, appended to parquet; the
     report reads the parquet back with Spark. (Its failure path, fn raising for a batch, is
