@@ -46,6 +46,8 @@ log = logging.getLogger("squall.connectors.redis")
 REFRESH_SECS = 1.0
 #: Acknowledgements held for the next read, in batches, before they go on their own.
 ACKS_HELD = 4
+#: Acks between two looks at the gauges' clock while next_tuple is not called.
+REFRESH_EVERY_ACKS = 64
 
 
 class EntryTranslator:
@@ -54,11 +56,37 @@ class EntryTranslator:
 
     def __init__(self, fields: Sequence[str] | None = None):
         self.fields = list(fields) if fields else None
+        #: Where each of ``fields`` stood in the last entry's flat field list: entries of a
+        #: stream mostly share a layout, so the next one is read without building a dict.
+        self._at: list[int] | None = None
+        self._at_last = 0
 
     def __call__(self, entry_id: str, fields: dict) -> list:
         if self.fields is None:
             return [entry_id, fields]
         return [fields.get(f) for f in self.fields]
+
+    def from_flat(self, entry_id: str, flat: list) -> list:
+        """The same values from the entry's fields as Redis sends them, ``[k1, v1, ...]``."""
+        if self.fields is None:
+            return [entry_id, dict(zip(flat[::2], flat[1::2]))]
+        at = self._at
+        if at is not None and len(flat) > self._at_last + 1:
+            if len(at) == 1:  # the common case: one field wanted
+                p = at[0]
+                if flat[p] == self.fields[0]:
+                    return [flat[p + 1]]
+            names = self.fields
+            for i, p in enumerate(at):
+                if flat[p] != names[i]:
+                    break
+            else:
+                return [flat[p + 1] for p in at]
+        keys = flat[::2]
+        if all(f in keys for f in self.fields) and len(set(keys)) == len(keys):
+            self._at = [2 * keys.index(f) for f in self.fields]
+            self._at_last = max(self._at)
+        return self(entry_id, dict(zip(keys, flat[1::2])))
 
     def output_fields(self) -> list[str]:
         return self.fields or ["id", "fields"]
@@ -138,6 +166,11 @@ class RedisStreamSpout(Spout):
         self.ahead_sent = False
         self.ahead_acks = 0
         self.acks: list[str] = []
+        self.acks_held = ACKS_HELD * self.batch
+        #: Acks since the gauges' clock was last looked at (not at every ack: it costs).
+        self.acks_since = 0
+        #: The translator's reader of fields as Redis sends them, when it has one.
+        self._from_flat = getattr(self.translator, "from_flat", None)
         #: Reading back this consumer's own pending entries (after a restart) from this id;
         #: None once they are all read and it reads new entries.
         self.own_from: str | None = "0"
@@ -213,14 +246,18 @@ class RedisStreamSpout(Spout):
 
     def ack(self, msg_id: Any) -> None:
         if self.pending.pop(msg_id, None) is not None:
-            self.acks.append(msg_id)
+            acks = self.acks
+            acks.append(msg_id)
             # Sent with the next read; on their own only when that is slow to come.
-            if len(self.acks) >= ACKS_HELD * self.batch:
+            if len(acks) >= self.acks_held:
                 try:
                     self._flush_acks()
                 except (redis.RedisError, RedisClusterException):
                     pass  # kept: sent with the next call's
-        self._refresh_between_calls()
+        self.acks_since += 1
+        if self.acks_since >= REFRESH_EVERY_ACKS:
+            self.acks_since = 0
+            self._refresh_between_calls()
 
     def _refresh_between_calls(self) -> None:
         """The gauges also follow while next_tuple is not called (held at max pending)."""
@@ -251,22 +288,23 @@ class RedisStreamSpout(Spout):
     def _emit_buffered(self) -> bool:
         """Emit the next buffered entry that needs it; whether one was emitted."""
         buffer = self.buffer
+        pending = self.pending
         while buffer:
-            if self._emit(*buffer.popleft()):
-                return True
+            entry_id, fields = buffer.popleft()
+            if not fields:  # deleted from the stream (XDEL, MAXLEN) after it was delivered
+                self.acks.append(entry_id)
+                continue
+            if entry_id in pending:
+                continue  # in flight here already (claimed back from this very consumer)
+            if type(fields) is list:  # as read ahead: [k1, v1, ...]
+                values = self._from_flat(entry_id, fields) if self._from_flat is not None \
+                    else self.translator(entry_id, dict(zip(fields[::2], fields[1::2])))
+            else:
+                values = self.translator(entry_id, fields)
+            pending[entry_id] = (values, 0)
+            self.collector.emit(values, msg_id=entry_id)
+            return True
         return False
-
-    def _emit(self, entry_id: str, fields: dict | None) -> bool:
-        """Emit an entry read or claimed; whether it was emitted."""
-        if not fields:  # deleted from the stream (XDEL, MAXLEN) after it was delivered
-            self.acks.append(entry_id)
-            return False
-        if entry_id in self.pending:
-            return False  # in flight here already (claimed back from this very consumer)
-        values = self.translator(entry_id, fields)
-        self.pending[entry_id] = (values, 0)
-        self.collector.emit(values, msg_id=entry_id)
-        return True
 
     def _replay_one(self) -> None:
         entry_id = self.replay.popleft()
@@ -350,8 +388,7 @@ class RedisStreamSpout(Spout):
         # RESP3 answers a map {stream: entries}, RESP2 a list [[stream, entries]]; an entry's
         # fields come as a flat list (None: deleted since it was delivered).
         entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
-        return [(entry_id, dict(zip(flat[::2], flat[1::2])) if flat else None)
-                for entry_id, flat in entries]
+        return entries  # (id, [k1, v1, ...]): translated when emitted (_emit_buffered)
 
     def _drop_ahead(self) -> None:
         """A failed exchange: the connection's replies are out of step, so it goes. Its

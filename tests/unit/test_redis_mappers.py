@@ -86,3 +86,25 @@ def test_bolts_pickle_and_refuse_what_storm_refuses():
         RedisFilterBolt(None, FieldFilterMapper("set", "k", ["k"]))
     with pytest.raises(ValueError, match="cannot filter on a LIST"):
         RedisFilterBolt(None, FieldFilterMapper("list", "k", ["k"]))
+
+
+def test_entry_translator_reads_fields_as_redis_sends_them_whatever_their_layout():
+    from squall.connectors.redis.streams import EntryTranslator
+    t = EntryTranslator(["user", "action"])
+    # (flat fields, values): the layout learnt from the first entry serves the next ones
+    # while it holds; another layout, a missing or repeated field, fall back to a dict.
+    table = [(["user", "u1", "action", "a1"], ["u1", "a1"]),
+             (["user", "u2", "action", "a2"], ["u2", "a2"]),
+             (["action", "a3", "user", "u3"], ["u3", "a3"]),
+             (["user", "u4", "action", "a4"], ["u4", "a4"]),
+             (["user", "u5"], ["u5", None]),
+             (["x", "1", "user", "u6", "action", "a6"], ["u6", "a6"]),
+             (["user", "u7", "user", "u8", "action", "a7"], ["u8", "a7"])]
+    for flat, values in table:
+        assert t.from_flat("1-0", flat) == values, flat
+        assert t("1-0", dict(zip(flat[::2], flat[1::2]))) == values
+    one = EntryTranslator(["sentence"])
+    assert one.from_flat("1-0", ["sentence", "a b"]) == ["a b"]
+    assert one.from_flat("2-0", ["other", "x"]) == [None]
+    assert one.from_flat("3-0", ["sentence", "c"]) == ["c"]
+    assert EntryTranslator().from_flat("4-0", ["k", "v"]) == ["4-0", {"k": "v"}]
