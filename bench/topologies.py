@@ -95,7 +95,7 @@ class BenchSentenceSpout(Spout):
         tasks = context.component_tasks(context.this_component_id)
         self.task = context.this_task_id
         self.step = len(tasks)
-        self.next = context.this_task_index
+        self.next = self.first = context.this_task_index
         self.replay: list[int] = []
         # rate mode
         self.rate = float(conf.get("bench.rate", 0)) / self.step
@@ -254,8 +254,8 @@ class BenchCheckpointedSpout(CheckpointedSpout, BenchSentenceSpout):
         return self.next
 
     def restore(self, offsets):
-        if offsets is not None:
-            self.next = offsets
+        # None: no checkpoint completed yet, so from the start.
+        self.next = offsets if offsets is not None else self.first
 
 
 class StatefulCountWords(StatefulBolt):

@@ -105,6 +105,14 @@ class Bolt(Component):
     def execute(self, tup: Tuple) -> None:
         raise NotImplementedError
 
+    def flush_before_checkpoint(self, txid: int) -> None:
+        """Barrier checkpointing (``topology.state.checkpoint.mode: barrier``) calls it
+        before checkpoint ``txid``'s barrier leaves this task, every tuple before the barrier
+        executed. A bolt that holds executed tuples back (a sink writing in batches) writes
+        them now, so the checkpoint covers them; a tuple it fails starts a recovery (no
+        acker replays it: the spouts rewind to the last checkpoint). Under the acker it is
+        not called: held tuples are not acked, and replay."""
+
     # A bolt may define ``execute_batch(self, tuples)`` instead of (or beside) ``execute``:
     # the executor then hands it every tuple it drains in one step (up to 256, in arrival
     # order; tick tuples too, one per call), amortizing the call. Acking stays per tuple:

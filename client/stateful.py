@@ -242,6 +242,12 @@ class StatefulComponent:
     """What checkpointing calls on a stateful bolt or windowed bolt (Storm's
     IStatefulComponent): the state once, and hooks around each commit."""
 
+    def new_state(self, namespace: str, conf: Mapping[str, Any], context: Any) -> Any:
+        """The task's :class:`~squall.client.state.State` when the component keeps its own
+        (a file sink keeps a manifest beside its files, which must survive the worker
+        whatever ``topology.state.provider`` is); None, the default: the provider's."""
+        return None
+
     def init_state(self, state: Any) -> None:
         """Called once with the task's state (restored from the last commit)."""
 

@@ -31,7 +31,7 @@ from typing import Any, Callable
 from ..client.state import State, get_state
 from ..client.stateful import (BARRIER, CHECKPOINT_STREAM_ID, RESTORE, CheckpointedSpout,
                                is_stateful)
-from .checkpoint import upstream_tasks
+from .checkpoint import task_state, upstream_tasks
 from ..client.tuple import TM_CONTROL_STREAM_ID, TM_REPORT_STREAM_ID, TOPOLOGY_MASTER_ID, Tuple
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,9 @@ class _Reporter:
 
     def restored(self, epoch: int) -> None:
         self.send("restored", epoch, self.drops())
+
+    def failed(self, epoch: int) -> None:
+        self.send("failed", epoch, self.drops())
 
 
 class _TaskState:
@@ -125,7 +128,8 @@ class BoltBarrier:
         self.channels = upstream_tasks(context)
         self.report = _Reporter(executor, task)
         self.name = f"{context.this_component_id}:{task}"
-        self.store = _TaskState(get_state(f"{context.this_component_id}-{task}", conf, context),
+        self.store = _TaskState(task_state(bolt, f"{context.this_component_id}-{task}", conf,
+                                           context),
                                 before_commit=bolt.pre_commit) if is_stateful(bolt) else None
         #: A windowed bolt's window host: its contents are checkpointed in a state of their own.
         self.window = window
@@ -149,8 +153,33 @@ class BoltBarrier:
         #: True when every channel is live and none is blocked: tuples go straight through.
         self.normal = False
         self.discarded = 0
-        executor.add_timer(HELLO_SECS, lambda: self.report.hello(self.epoch))
+        #: The task's failed count when this epoch began, and whether a failure of this
+        #: epoch went to the master: a failed tuple has no acker to replay it, so the
+        #: master starts a recovery (the spouts rewind to the last checkpoint).
+        self.failed_base = self._failed()
+        self.failure_sent = False
+        executor.add_timer(HELLO_SECS, self._beat)
         self.report.hello(None)
+
+    def _failed(self) -> int:
+        stats = getattr(self.out, "stats", None)
+        return int(getattr(stats, "failed", 0))
+
+    def _beat(self) -> None:
+        self.report.hello(self.epoch)
+        self._check_failed()
+
+    def _check_failed(self) -> bool:
+        """Whether a tuple of this epoch failed; the first time, tell the master."""
+        if self.epoch is None or self._failed() <= self.failed_base:
+            return False
+        if not self.failure_sent:
+            self.failure_sent = True
+            log.warning("%s: epoch %d: %d tuple(s) failed; asking the topology master for a "
+                        "recovery from the last checkpoint", self.name, self.epoch,
+                        self._failed() - self.failed_base)
+            self.report.failed(self.epoch)
+        return True
 
     def run(self, tup: Tuple) -> Any:
         stream = tup.source_stream
@@ -208,6 +237,7 @@ class BoltBarrier:
             log.info("%s: epoch %d: restoring checkpoint %d (%d tuples of the last epoch "
                      "discarded)", self.name, epoch, txid, self.discarded)
             self.epoch = epoch
+            self.failed_base, self.failure_sent = self._failed(), False
             self.live = set()
             self.aligning, self.held = None, {}
             self._released()
@@ -256,6 +286,11 @@ class BoltBarrier:
 
     def snapshot(self, txid: int) -> None:
         self.last_snapshot = txid
+        flush = getattr(self.bolt, "flush_before_checkpoint", None)
+        if flush is not None:
+            flush(txid)  # a batching sink writes what it holds: the checkpoint covers it
+        if self._check_failed():
+            return  # no checkpoint of this epoch completes: the master recovers
         if self.store is not None:
             self.bolt.pre_prepare(txid)
             self.store.prepare(txid)

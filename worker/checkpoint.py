@@ -32,6 +32,13 @@ def upstream_tasks(context: Any) -> frozenset[int]:
                      for t in context.component_tasks(c))
 
 
+def task_state(component: Any, namespace: str, conf: Any, context: Any) -> State:
+    """A stateful task's state: the component's own (``new_state``) or the provider's."""
+    own = getattr(component, "new_state", None)
+    state = own(namespace, conf, context) if callable(own) else None
+    return state if state is not None else get_state(namespace, conf, context)
+
+
 class CheckpointGate:
     """Counts the copies of each (action, txid): one per task upstream on ``$checkpoint``."""
 
@@ -163,7 +170,7 @@ class StatefulTask:
         self.collector = collector
         self.gate = CheckpointGate.for_context(context)
         namespace = f"{context.this_component_id}-{context.this_task_id}"
-        self.state = state if state is not None else get_state(namespace, conf, context)
+        self.state = state if state is not None else task_state(bolt, namespace, conf, context)
         self.initialized = False
         self.pending: list[Tuple] = []
         self.prepared: list[Tuple] = []

@@ -133,6 +133,15 @@ class BarrierCoordinator:
         return [Persist(self.committed, self.epoch),
                 Send(tuple(sorted(self.tasks)), ("commit", txid))]
 
+    def on_failed(self, task: int, epoch: int, drops: int, now: float) -> list:
+        """A bolt task failed a tuple of ``epoch``: with no acker to replay it, the run since
+        the last checkpoint is replayed (once per epoch; a failure of an older epoch is
+        replayed already)."""
+        if self.phase == WAITING or epoch != self.epoch:
+            return []
+        self._drops(task, drops)
+        return self._recover(now, f"task {task} failed a tuple")
+
     def tick(self, now: float) -> list:
         if self.phase == RECOVERING and now - self.since > self.timeout:
             return self._recover(now, f"recovery of epoch {self.epoch} took over "
@@ -290,6 +299,8 @@ class TopologyMaster:
             self.carry_out(c.on_restored(task, event[1], event[2], now))
         elif kind == "prepared":
             self.carry_out(c.on_prepared(task, event[1], event[2], event[3], now))
+        elif kind == "failed":
+            self.carry_out(c.on_failed(task, event[1], event[2], now))
 
     def carry_out(self, commands: list) -> None:
         for cmd in commands:

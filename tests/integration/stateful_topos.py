@@ -41,7 +41,7 @@ class SentenceSpout(Spout):
     def open(self, conf, context, collector):
         self.collector = collector
         self.rec = Recorder(conf, context)
-        self.next = context.this_task_index
+        self.next = self.first = context.this_task_index
         self.step = len(context.component_tasks(context.this_component_id))
         self.count = int(conf.get("test.spout.count", 1000))
         self.rate = float(conf.get("test.spout.rate", 0))
@@ -82,8 +82,9 @@ class CheckpointedSentences(CheckpointedSpout, SentenceSpout):
     def restore(self, offsets):
         self.rec("restore", offsets)
         self.replays.clear()
-        if offsets is not None:
-            self.next = offsets
+        # None: no checkpoint completed yet, so from the start (a recovery before the first
+        # checkpoint rewinds there too).
+        self.next = offsets if offsets is not None else self.first
 
 
 class Split(BasicBolt):
@@ -281,3 +282,26 @@ class StatefulWindowSum(StatefulWindowedBolt):
 
     def declare_output_fields(self, declarer):
         pass
+
+
+class FailOnceSplit(Split):
+    """Split that fails the sentence ``test.fail.sentence`` (an index) the first time any
+    task sees it: a file in ``test.events.dir`` remembers it across epochs and workers."""
+
+    def prepare(self, conf, context):
+        import os
+        self.target = sentence(int(conf["test.fail.sentence"]))
+        self.marker = os.path.join(conf["test.events.dir"], "failed-once")
+
+    def execute(self, tup, collector):
+        import os
+        from squall.client import FailedException
+        if tup[0] == self.target:
+            try:
+                fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                pass
+            else:
+                os.close(fd)
+                raise FailedException(f"failing sentence {tup[0]!r} once")
+        super().execute(tup, collector)

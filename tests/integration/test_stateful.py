@@ -104,6 +104,35 @@ def test_barrier_checkpointing_counts_exactly_without_an_acker(cluster, redis_co
     assert not lc.crashed()
 
 
+def test_barrier_mode_replays_from_the_checkpoint_when_a_bolt_fails_a_tuple(
+        cluster, redis_conf, redis_server):
+    """No acker replays a tuple failed under barrier checkpointing: the task asks the
+    topology master for a recovery, the spouts rewind to the last checkpoint, and the
+    counts still end exact (the failed sentence counted once, after its replay)."""
+    from stateful_topos import FailOnceSplit
+    n = 3000
+    b = TopologyBuilder()
+    b.set_spout("sentences", CheckpointedSentences(), 2)
+    b.set_bolt("split", FailOnceSplit(), 2).shuffle_grouping("sentences")
+    b.set_bolt("count", StatefulCount(), 2).fields_grouping("split", ["word"])
+    conf = {**redis_conf, "topology.state.provider": "redis",
+            "topology.state.checkpoint.mode": "barrier",
+            "topology.state.checkpoint.interval.ms": CHECKPOINT_MS,
+            "topology.message.timeout.secs": TIMEOUT, "test.spout.count": n,
+            "test.spout.rate": 1500, "test.fail.sentence": n // 2}
+    lc = cluster(b.create_topology(), conf)
+    client = redis_server.client()
+    try:
+        poll_for(counts_reach(lc, client, redis_conf["trident.redis.key.prefix"],
+                              expected_counts(n)),
+                 timeout=30 + 2 * TIMEOUT, what="the committed counts reach the exact totals")
+    finally:
+        client.close()
+    assert (pathlib.Path(lc.events_dir) / "failed-once").exists()  # it did fail once
+    # 2 spout tasks restored at the start, and again in the recovery the failure asked for.
+    assert len(events_of(lc.events_dir, "sentences", "restore")) >= 4
+
+
 def windows_of(events_dir: str) -> list[tuple[str, str, list[int]]]:
     out = []
     for line in events_of(events_dir, "window", "window"):

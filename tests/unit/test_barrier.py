@@ -59,6 +59,14 @@ TABLE = [
      [Persist(0, 3), Send((1,), ("restore", 0, 3))], RECOVERING),
     ("at", 40.0,                                                # recovery took too long
      [Persist(0, 4), Send((1,), ("restore", 0, 4))], RECOVERING),
+    ("failed", (2, 3, 0), [], RECOVERING),                      # an old epoch's failure
+    ("restored", (1, 4, 0), [], RECOVERING),
+    ("restored", (2, 4, 0), [], RECOVERING),
+    ("restored", (3, 4, 0), [], RUNNING),
+    ("failed", (3, 4, 0),                                       # a tuple of this epoch failed
+     [Persist(0, 5), Send((1,), ("restore", 0, 5))], RECOVERING),
+    ("failed", (2, 5, 0),                                       # ... and the replay failed too
+     [Persist(0, 6), Send((1,), ("restore", 0, 6))], RECOVERING),
 ]
 
 
@@ -75,11 +83,13 @@ def test_coordinator_event_table():
             out = c.hello(*args, now)
         elif event == "restored":
             out = c.on_restored(*args, now)
+        elif event == "failed":
+            out = c.on_failed(*args, now)
         else:
             out = c.on_prepared(*args, now)
         assert out == expected, f"row {i} {event}{args}: {out}"
         assert c.phase == phase, f"row {i}: phase {c.phase}, want {phase}"
-    assert (c.committed, c.epoch, c.completed, c.recoveries) == (0, 4, 1, 4)
+    assert (c.committed, c.epoch, c.completed, c.recoveries) == (0, 6, 1, 6)
 
 
 def test_a_checkpoint_that_does_not_complete_in_time_recovers():
@@ -95,6 +105,7 @@ def test_a_checkpoint_that_does_not_complete_in_time_recovers():
 class Out:
     def __init__(self):
         self.emitted = []
+        self.stats = type("Stats", (), {"failed": 0})()
 
     def emit(self, values, stream="default", anchors=None, direct_task=None):
         self.emitted.append((stream, list(values)))
@@ -245,3 +256,49 @@ def test_a_long_alignment_pauses_the_spouts_until_the_slow_barrier_comes(task):
     assert q.congested
     task.run(mark(0, RESTORE, 2, 10))  # recovery: the held tuples are dropped
     assert not q.congested and not bp.local_congested and q.pins == 0
+
+
+def test_a_failed_tuple_asks_for_a_recovery_instead_of_a_checkpoint(task):
+    """No acker replays a tuple failed under barrier checkpointing: the task tells the
+    master (once an epoch), and sends neither barrier nor prepared for that epoch."""
+    for c in (10, 11):
+        task.run(mark(-1, RESTORE, 1, c))
+    task.run(word("x", 10))
+    task.o.stats.failed += 1   # the bolt failed a tuple (a sink's write that did not land)
+    for c in (10, 11):
+        task.run(mark(0, BARRIER, 1, c))
+    assert ("failed", 1) in task.ex.reports and ("prepared", 0) not in task.ex.reports
+    assert task.o.emitted == [(CHECKPOINT_STREAM_ID, [-1, RESTORE, 1])]
+    task._beat()
+    assert task.ex.reports.count(("failed", 1)) == 1  # said once an epoch
+    for c in (10, 11):  # the recovery: a new epoch starts clean
+        task.run(mark(-1, RESTORE, 2, c))
+    for c in (10, 11):
+        task.run(mark(0, BARRIER, 2, c))
+    assert ("prepared", 0) in task.ex.reports
+
+
+class Batching(Count):
+    """A sink that writes what it executed only at the checkpoint."""
+
+    held: list
+
+    def flush_before_checkpoint(self, txid):
+        for w in self.held:
+            self.state.put(w, "written")
+        self.held.clear()
+
+
+def test_a_batching_bolt_writes_before_its_barrier_leaves(monkeypatch):
+    monkeypatch.setattr(barrier_mod, "get_state",
+                        lambda namespace, conf, context=None: InMemoryKeyValueState())
+    ex, out, bolt = FakeExecutor(), Out(), Batching()
+    bolt.held = []
+    b = BoltBarrier(ex, 5, lambda t: bolt.held.append(t[0]), out, Context(), {}, bolt,
+                    aligned=True)
+    for c in (10, 11):
+        b.run(mark(-1, RESTORE, 1, c))
+    b.run(word("x", 10))
+    for c in (10, 11):
+        b.run(mark(0, BARRIER, 1, c))
+    assert not bolt.held and b.store.state._prepared[1] == {"x": "written"}
