@@ -74,6 +74,19 @@ def barrier_mode(conf: Mapping[str, Any]) -> bool:
         (MODE_BARRIER, MODE_BARRIER_AT_LEAST_ONCE)
 
 
+def failures_rewind(conf: Mapping[str, Any], context: Any) -> bool:
+    """Whether a tuple this bolt task fails rewinds every spout to the last checkpoint
+    (barrier checkpointing of a checkpointed topology: there is no acker to replay the one
+    tuple; worker/barrier.py). A tuple that can never succeed, a record that does not map,
+    would then fail again on every replay: such a bolt reports it and acks it instead."""
+    if not barrier_mode(conf):
+        return False
+    try:
+        return any(stream == CHECKPOINT_STREAM_ID for _, stream in context.this_sources())
+    except (AttributeError, TypeError):
+        return False
+
+
 #: The checkpoint spout's key in its own state.
 TX_STATE_KEY = "__state"
 

@@ -17,11 +17,18 @@ REPORT_EVERY_SECS = 1.0
 class Reports:
     """``reports.error(kind, text)`` reports through ``collector.report_error`` unless a
     report of ``kind`` went out less than ``every`` seconds ago (then it is counted);
-    ``every`` unset: :data:`REPORT_EVERY_SECS` at the time of the report."""
+    ``every`` unset: :data:`REPORT_EVERY_SECS` at the time of the report.
 
-    def __init__(self, collector: Any, every: float | None = None):
+    ``reports.bad_tuple(tup, kind, text)`` settles a tuple that can never succeed (it does
+    not map, the server refuses it as it is): failed, so its spout's retry policy decides,
+    or, where a failure rewinds every spout (``drop_bad``: barrier checkpointing,
+    :func:`~squall.client.stateful.failures_rewind`), acked, since it would fail again on
+    every replay. Either way the report says which."""
+
+    def __init__(self, collector: Any, every: float | None = None, drop_bad: bool = False):
         self.collector = collector
         self.every = every
+        self.drop_bad = drop_bad
         #: kind -> [when last reported, errors since]
         self._last: dict[str, list] = {}
 
@@ -39,3 +46,13 @@ class Reports:
         self._last[kind] = [now, 0]
         self.collector.report_error(text + more)
         return True
+
+    def bad_tuple(self, tup: Any, kind: str, text: str) -> None:
+        """Report ``text`` (what is wrong with the tuple) and fail the tuple, or drop it."""
+        if self.drop_bad:
+            self.error(kind, f"{text}; it was dropped (under barrier checkpointing a failed "
+                             "tuple rewinds the spouts, and this one would fail on every replay)")
+            self.collector.ack(tup)
+        else:
+            self.error(kind, f"{text}; it was failed")
+            self.collector.fail(tup)

@@ -33,6 +33,7 @@ from typing import Any, Sequence
 from ...client import config as cfg
 from ...client import extras
 from ...client.components import Bolt
+from ...client.stateful import failures_rewind
 from ...client.tuple import Tuple
 
 extras.require("jdbc", "squall.connectors.jdbc")
@@ -101,7 +102,7 @@ class _JdbcBolt(Bolt):
         self.component = context.this_component_id
         self.config = self.config.resolve(conf)
         self.where = self.config.describe()
-        self.reports = Reports(collector)
+        self.reports = Reports(collector, drop_bad=failures_rewind(conf, context))
         self.conn: psycopg.Connection | None = None
 
     def cleanup(self) -> None:
@@ -257,10 +258,9 @@ class JdbcInsertBolt(_JdbcBolt):
             try:
                 values = self.mapper.values(tup)
             except Exception as e:  # the user's mapper too: that tuple fails, not the worker
-                self.reports.error("mapping", f"{self.component}: a tuple from {tup.component} "
-                                   f"does not map to a row of {self._target()}: {_reason(e)}; "
-                                   "it was failed")
-                self.collector.fail(tup)
+                self.reports.bad_tuple(tup, "mapping", f"{self.component}: a tuple from "
+                                       f"{tup.component} does not map to a row of "
+                                       f"{self._target()}: {_reason(e)}")
                 continue
             self.pending.append((tup, values))
             if len(self.pending) >= self.batch_size:
@@ -337,10 +337,9 @@ class JdbcInsertBolt(_JdbcBolt):
                     except _CONNECTION_ERRORS:
                         raise
                     except psycopg.Error as e:
-                        self.reports.error("row", f"{self.component}: {self.where} refused the "
-                                           f"row {values!r:.200} for {self._target()}: "
-                                           f"{_reason(e)}; the tuple was failed")
-                        self.collector.fail(tup)
+                        self.reports.bad_tuple(tup, "row", f"{self.component}: {self.where} "
+                                               f"refused the row {values!r:.200} for "
+                                               f"{self._target()}: {_reason(e)}")
                         refused.add(id(tup))
                         continue
                     good.append(tup)
@@ -397,10 +396,9 @@ class JdbcLookupBolt(_JdbcBolt):
             try:
                 work.append((tup, self.mapper.params(tup)))
             except Exception as e:
-                self.reports.error("mapping", f"{self.component}: a tuple from {tup.component} "
-                                   f"does not give the query's parameters: {_reason(e)}; it "
-                                   "was failed")
-                self.collector.fail(tup)
+                self.reports.bad_tuple(tup, "mapping", f"{self.component}: a tuple from "
+                                       f"{tup.component} does not give the query's "
+                                       f"parameters: {_reason(e)}")
         if not work:
             return
         try:
@@ -417,18 +415,16 @@ class JdbcLookupBolt(_JdbcBolt):
                 return self._unreachable([t for t, _ in work], e)
         for (tup, params), rows in zip(work, results):
             if isinstance(rows, Exception):
-                self.reports.error("query", f"{self.component}: the lookup with parameters "
-                                   f"{params!r:.200} failed on {self.where}: {_reason(rows)}; "
-                                   "the tuple was failed")
-                self.collector.fail(tup)
+                self.reports.bad_tuple(tup, "query", f"{self.component}: the lookup with "
+                                       f"parameters {params!r:.200} failed on {self.where}: "
+                                       f"{_reason(rows)}")
                 continue
             try:
                 out = [values for row in rows for values in self.mapper.to_values(tup, row)]
             except Exception as e:
-                self.reports.error("mapping", f"{self.component}: a row of the lookup with "
-                                   f"parameters {params!r:.200} does not map to a tuple: "
-                                   f"{_reason(e)}; the tuple was failed")
-                self.collector.fail(tup)
+                self.reports.bad_tuple(tup, "mapping", f"{self.component}: a row of the "
+                                       f"lookup with parameters {params!r:.200} does not map "
+                                       f"to a tuple: {_reason(e)}")
                 continue
             for values in out:
                 self.collector.emit(list(values), anchors=tup)

@@ -27,6 +27,7 @@ from typing import Any
 from ...client import config as cfg
 from ...client import extras
 from ...client.components import Bolt
+from ...client.stateful import failures_rewind
 from ...client.tuple import Tuple
 
 extras.require("nats", "squall.connectors.nats")
@@ -91,7 +92,7 @@ class JetStreamBolt(Bolt):
         self.io = LoopThread(f"nats-bolt-{self.component}")
         self.nc: Any = None
         self.js: Any = None
-        self.reports = Reports(collector)
+        self.reports = Reports(collector, drop_bad=failures_rewind(conf, context))
 
     def cleanup(self) -> None:
         io = getattr(self, "io", None)
@@ -118,10 +119,9 @@ class JetStreamBolt(Bolt):
                 work.append((tup, subject, self.mapper.payload(tup), self.mapper.headers(tup)))
             except Exception as e:  # the user's mapper too: that tuple fails, not the worker
                 shown = f"subject {subject!r}" if subject is not None else "no subject"
-                self._report("mapping", f"{self.component}: a tuple from {tup.component} "
-                             f"({shown}) does not map to a NATS message: {_text(e)}; it was "
-                             "failed")
-                self.collector.fail(tup)
+                self.reports.bad_tuple(tup, "mapping", f"{self.component}: a tuple from "
+                                       f"{tup.component} ({shown}) does not map to a NATS "
+                                       f"message: {_text(e)}")
         if not work:
             return
         try:

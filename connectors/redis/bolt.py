@@ -21,6 +21,7 @@ from typing import Any, Callable
 from ...client import config as cfg
 from ...client import extras
 from ...client.components import Bolt
+from ...client.stateful import failures_rewind
 from ...client.tuple import DEFAULT_STREAM, Tuple
 from ..reports import Reports
 from .mapper import (MappingError, RedisDataType, RedisFilterMapper, RedisLookupMapper,
@@ -90,7 +91,7 @@ class _RedisBolt(Bolt):
         self.client: Any = None
         #: The data type's command, queued on a pipeline (made here: lambdas do not pickle).
         self.op = self.operations()[self.data_type]
-        self.reports = Reports(collector)
+        self.reports = Reports(collector, drop_bad=failures_rewind(conf, context))
 
     def cleanup(self) -> None:
         if getattr(self, "client", None) is not None:
@@ -117,10 +118,9 @@ class _RedisBolt(Bolt):
                     self.command(pipe, tup, key)
                 except Exception as e:  # the user's mapper too: that tuple fails, not the worker
                     shown = f"key {key!r}" if key is not None else "no key"
-                    self._report("mapping", f"{self.component}: a tuple from {tup.component} "
-                                 f"({shown}) does not map to Redis {self.data_type.name}: "
-                                 f"{_text(e)}; it was failed")
-                    self.collector.fail(tup)
+                    self.reports.bad_tuple(tup, "mapping", f"{self.component}: a tuple from "
+                                           f"{tup.component} ({shown}) does not map to Redis "
+                                           f"{self.data_type.name}: {_text(e)}")
                     continue
                 work.append((tup, key))
             if not work:
@@ -133,18 +133,16 @@ class _RedisBolt(Bolt):
             pipe.reset()
         for (tup, key), reply in zip(work, replies):
             if isinstance(reply, Exception):
-                self._report("command", f"{self.component}: {self.where} refused the command "
-                             f"for key {key!r} ({self.data_type.name}): {reply}; the tuple was "
-                             "failed")
-                self.collector.fail(tup)
+                self.reports.bad_tuple(tup, "command", f"{self.component}: {self.where} "
+                                       f"refused the command for key {key!r} "
+                                       f"({self.data_type.name}): {reply}")
                 continue
             try:
                 self.settle(tup, key, reply)
             except Exception as e:  # the user's to_values, or its emit
-                self._report("mapping", f"{self.component}: the reply for key {key!r} "
-                             f"({self.data_type.name}) does not map to a tuple: {_text(e)}; "
-                             "the tuple was failed")
-                self.collector.fail(tup)
+                self.reports.bad_tuple(tup, "mapping", f"{self.component}: the reply for key "
+                                       f"{key!r} ({self.data_type.name}) does not map to a "
+                                       f"tuple: {_text(e)}")
 
     def _step_failed(self, tuples: list, e: BaseException) -> None:
         """Redis could not run the step: every tuple of it fails (and replays)."""
