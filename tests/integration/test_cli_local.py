@@ -311,6 +311,21 @@ def test_redis_example_stores_every_words_count_in_the_private_redis(tmp_path):
     assert "counts match the input exactly: yes" in out, out
 
 
+def test_file_example_publishes_every_count_once(tmp_path):
+    """examples/file_word_count.py: barrier checkpoints, the FileSinkBolt's files published
+    at their commits into ./file-word-count-out; each word's count is a line, once."""
+    proc = subprocess.run(squall("local", os.path.join(EXAMPLES, "file_word_count.py"),
+                                 "--duration", "8", "-c", "wordcount.sentences=3000"),
+                          capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert re.search(r"30000 lines in \d+ published files in .*file-word-count-out; 1000 "
+                     r"distinct words; every line once: yes", out), out
+    assert "last counts match the input exactly: yes" in out, out
+    assert not [n for n in os.listdir(tmp_path / "file-word-count-out")
+                if n.endswith(".inprogress")]
+
+
 def test_jdbc_example_starts_postgres_creates_its_table_and_counts_exactly(tmp_path):
     """examples/jdbc_word_count.py: squall local starts a PostgreSQL for its POSTGRES_TABLES,
     creates the table, hands the bolt its connection string through jdbc.conf (the password
