@@ -82,3 +82,16 @@ def stream_reader(stream: str, tasks: int = 2) -> TopologyBuilder:
     b.set_spout("entries", RedisStreamSpout(stream, batch=50), tasks)
     b.set_bolt("sink", EntryRecorder(), 2).shuffle_grouping("entries")
     return b
+
+
+def stream_to_hash(stream: str, out_hash: str) -> TopologyBuilder:
+    """RedisStreamSpout(stream) -> RedisStoreBolt: HSET <out_hash> <n> <text> per entry (a
+    replayed entry writes the same field again)."""
+    from squall.connectors.redis import EntryTranslator, RedisStreamSpout
+    b = TopologyBuilder()
+    b.set_spout("entries", RedisStreamSpout(stream, batch=100,
+                                            translator=EntryTranslator(["n", "text"])), 2)
+    b.set_bolt("store", RedisStoreBolt(None, FieldStoreMapper("hash", "n", "text",
+                                                             additional_key=out_hash)), 2
+               ).shuffle_grouping("entries")
+    return b

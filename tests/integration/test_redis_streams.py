@@ -215,3 +215,68 @@ def test_an_absent_redis_gives_an_error_within_the_deadline(local, redis_conf, t
         assert time.monotonic() - t0 < LAG_DEADLINE_SECS + 3
     finally:
         kill_and_wait(local, "rs-lag-absent")
+
+
+def test_a_redis_restart_mid_run_loses_no_entry(cluster, redis_conf, tmp_path):
+    """Redis stopped (SIGTERM: its append-only file flushed) and started again on the same
+    port and directory mid-run: the group, its pending entries and the stream are back; the
+    spouts report the outage, read on, and every entry is processed and acknowledged."""
+    from squall.deploy.redis import LocalRedis
+    server = LocalRedis(str(tmp_path / "redis"), port=free_port(), persistent=True)
+    server.start()
+    client = server.client(decode_responses=True)
+    try:
+        stream, n, group = "events", 20_000, "squall-rs-restart"
+        ids = fill(client, stream, n)
+        conf = conf_for(redis_conf, **{"trident.redis.port": server.port,
+                                       "trident.redis.timeout.secs": 1})
+        lc = cluster(stream_reader(stream).create_topology(), conf, name="rs-restart")
+        lc.wait_for(lambda: len(events_of(lc.events_dir, "sink", "got")) > n // 5,
+                    timeout=10 * TIMEOUT_SECS, what="a fifth of the entries")
+        server.stop()
+        client.close()
+        # Down until the spouts say so (within seconds: a refused connection fails at once).
+        lc.wait_for(lambda: any(f"127.0.0.1:{server.port} is unreachable" in e["error"]
+                                for hb in lc.heartbeats().values()
+                                for e in hb.get("errors", [])),
+                    timeout=5 * TIMEOUT_SECS, what="the outage reported")
+        server.start()
+        client = server.client(decode_responses=True)
+        def done():
+            # A restarted Redis no longer knows the group's entries-read (its append-only
+            # file does not keep it): the last entry delivered and nothing pending is it.
+            g = group_state(client, stream, group)
+            return g is not None and g["pending"] == 0 and g["last-delivered-id"] == ids[-1]
+
+        lc.wait_for(done, timeout=20 * TIMEOUT_SECS,
+                    what="every entry acknowledged after the restart")
+        assert set(events_of(lc.events_dir, "sink", "got")) == set(ids)
+    finally:
+        client.close()
+        server.stop()
+
+
+def test_kill_9_of_a_store_bolts_worker_loses_no_entry(local, client, redis_conf, tmp_path):
+    """Stream -> RedisStoreBolt(HASH): the worker of a store bolt task is killed -9 mid-run;
+    what it had taken and not written is never acknowledged in the group, so it is claimed
+    back after the tuple timeout and written: the hash ends with every entry."""
+    from redis_topos import stream_to_hash
+    stream, out, n = redis_conf[PREFIX] + "rows", redis_conf[PREFIX] + "out", 20_000
+    fill(client, stream, n)
+    name, group = "rs-store-kill", "squall-rs-store-kill"
+    local.submit(name, stream_to_hash(stream, out).create_topology(),
+                 conf_for(redis_conf, **{"topology.workers": 2,
+                                         "topology.max.spout.pending": 500}), HERE)
+    try:
+        poll_for(lambda: client.hlen(out) > n // 5, timeout=60, interval=0.2,
+                 what="a fifth of the entries stored")
+        stores = [int(hb["pid"]) for hb in worker_heartbeats(local)
+                  if any(t.get("component") == "store" for t in hb.get("tasks", {}).values())]
+        assert stores, "no worker runs the store bolt"
+        os.kill(stores[0], signal.SIGKILL)
+        poll_for(lambda: settled(client, stream, group, n) and client.hlen(out) == n,
+                 timeout=60 + 4 * TIMEOUT_SECS, interval=0.5,
+                 what="every entry stored and acknowledged after the kill")
+        assert client.hget(out, str(n - 1)) == f"entry {n - 1}"
+    finally:
+        kill_and_wait(local, name)
