@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import os
 
-from squall.client import BasicBolt, CheckpointedSpout, StatefulBolt, TopologyBuilder
+from squall.client import StatefulBolt, TopologyBuilder
 from squall.connectors.files import (AnyRotationPolicy, DelimitedRecordFormat, FileSinkBolt,
                                      FileSizeRotationPolicy, TimedRotationPolicy, Units)
 
 try:
-    from squall.examples.word_count import POOL_SIZE, SENTENCES_KEY, expected_counts, make_pool
+    from squall.examples.stateful_word_count import Sentences, Split
+    from squall.examples.word_count import SENTENCES_KEY, expected_counts, make_pool
 except ImportError:  # run from the examples folder (squall jar examples ...)
-    from word_count import POOL_SIZE, SENTENCES_KEY, expected_counts, make_pool  # type: ignore
+    from stateful_word_count import Sentences, Split  # type: ignore
+    from word_count import SENTENCES_KEY, expected_counts, make_pool  # type: ignore
 
 NAME = "file-word-count"
 CONF = {"topology.workers": 2, "topology.state.checkpoint.mode": "barrier",
@@ -42,40 +44,6 @@ def out_dir() -> str:
     """Where the files go: resolved where the topology is built (workers run elsewhere)."""
     where = os.environ.get("FILE_WORD_COUNT_OUT", "file-word-count-out")
     return where if "://" in where else os.path.abspath(where)
-
-
-class Sentences(CheckpointedSpout):
-    """Sentence i of the pool for i in this task's share; rewinds to a checkpoint's offset."""
-
-    def open(self, conf, context, collector):
-        self.collector = collector
-        self.pool = make_pool()
-        self.total = int(conf.get(SENTENCES_KEY, 20_000))
-        self.step = len(context.component_tasks(context.this_component_id))
-        self.start = self.next = context.this_task_index
-
-    def next_tuple(self):
-        if self.next < self.total:
-            self.collector.emit([self.pool[self.next % POOL_SIZE]])
-            self.next += self.step
-
-    def snapshot(self):
-        return self.next
-
-    def restore(self, offsets):
-        self.next = self.start if offsets is None else offsets
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(["sentence"])
-
-
-class Split(BasicBolt):
-    def execute(self, tup, collector):
-        for word in tup["sentence"].split(" "):
-            collector.emit([word])
-
-    def declare_output_fields(self, declarer):
-        declarer.declare(["word"])
 
 
 class Count(StatefulBolt):
