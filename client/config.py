@@ -851,24 +851,33 @@ def redact(conf: Mapping[str, Any], extra_keys: Iterable[str] = ()) -> dict[str,
     return walk(conf)
 
 
-# Secrets inside a string value: a JSON object (Storm's topology.state.provider.config), a
-# libpq connection string's password=..., a URL's user:password@.
-_DSN_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+# Secrets inside a string value: JSON (Storm's topology.state.provider.config), a libpq
+# connection string's password=..., a URL's user:password@, a NATS URL's token@, a URL
+# query's password=. A value with none is returned as it was, to the character.
+_CONNINFO = re.compile(r"(?:\s*[A-Za-z_][A-Za-z0-9_]*\s*=\s*(?:'(?:[^'\\]|\\.)*'|\S+))+\s*")
+_DSN_PASSWORD = re.compile(r"(\b\w*password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 _URL_PASSWORD = re.compile(r"([a-z][a-z0-9+.-]*://[^/@:\s]*:)[^/@\s]*(@)", re.IGNORECASE)
+_URL_TOKEN = re.compile(r"(nats://)[^/@:\s]+(@)", re.IGNORECASE)
+_QUERY_SECRET = re.compile(r"([?&](?:\w*password|passwd|token|secret)=)[^&#\s]*",
+                           re.IGNORECASE)
 
 
 def _redact_text(text: str, walk: Any) -> str:
-    if text.startswith("{") and text.endswith("}"):
+    stripped = text.strip()
+    if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
         try:
-            parsed = json.loads(text)
+            parsed = json.loads(stripped)
         except ValueError:
             parsed = None
-        if isinstance(parsed, dict):
-            return json.dumps(walk(parsed))
-    if "password" in text.lower():
-        text = _DSN_PASSWORD.sub(lambda m: m.group(1) + REDACTED, text)
-    if "@" in text:
+        if isinstance(parsed, (dict, list)):
+            shown = walk(parsed)
+            return text if shown == parsed else json.dumps(shown, ensure_ascii=False)
+    if "://" in text:
         text = _URL_PASSWORD.sub(lambda m: m.group(1) + REDACTED + m.group(2), text)
+        text = _URL_TOKEN.sub(lambda m: m.group(1) + REDACTED + m.group(2), text)
+        text = _QUERY_SECRET.sub(lambda m: m.group(1) + REDACTED, text)
+    if "password" in text.lower() and _CONNINFO.fullmatch(text):
+        text = _DSN_PASSWORD.sub(lambda m: m.group(1) + REDACTED, text)
     return text
 
 

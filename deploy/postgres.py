@@ -114,8 +114,9 @@ class LocalPostgres(LocalServer):
         """A libpq connection string for the ``squall`` role and database."""
         if self.port is None:
             raise PostgresUnavailable("LocalPostgres is not started")
-        return (f"host={self.host} port={self.port} dbname={dbname} user={ROLE} "
-                f"password={self.password} connect_timeout=5")
+        from psycopg.conninfo import make_conninfo  # quotes a given password with spaces
+        return make_conninfo(host=self.host, port=self.port, dbname=dbname, user=ROLE,
+                             password=self.password, connect_timeout=5)
 
     def connect(self, **kwargs: Any):
         """A psycopg connection (autocommit unless told otherwise; the caller closes it)."""

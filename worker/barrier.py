@@ -170,7 +170,8 @@ class BoltBarrier:
         self._check_failed()
 
     def _check_failed(self) -> bool:
-        """Whether a tuple of this epoch failed; the first time, tell the master."""
+        """Whether a tuple of this epoch failed; if so, tell the master (at each call until
+        the recovery's new epoch comes)."""
         if self.epoch is None or self._failed() <= self.failed_base:
             return False
         if not self.failure_sent:
@@ -178,7 +179,9 @@ class BoltBarrier:
             log.warning("%s: epoch %d: %d tuple(s) failed; asking the topology master for a "
                         "recovery from the last checkpoint", self.name, self.epoch,
                         self._failed() - self.failed_base)
-            self.report.failed(self.epoch)
+        # Said again at every beat until the recovery's new epoch comes: a master that was
+        # restarting (or still waiting for every task) when it first came does not lose it.
+        self.report.failed(self.epoch)
         return True
 
     def run(self, tup: Tuple) -> Any:

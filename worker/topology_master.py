@@ -137,7 +137,7 @@ class BarrierCoordinator:
         """A bolt task failed a tuple of ``epoch``: with no acker to replay it, the run since
         the last checkpoint is replayed (once per epoch; a failure of an older epoch is
         replayed already)."""
-        if self.phase == WAITING or epoch != self.epoch:
+        if task not in self.tasks or self.phase == WAITING or epoch != self.epoch:
             return []
         self._drops(task, drops)
         return self._recover(now, f"task {task} failed a tuple")

@@ -53,6 +53,26 @@ log = logging.getLogger("squall.connectors.jdbc")
 _CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
 
 
+def row_refused(e: BaseException) -> bool:
+    """Whether the database refused this row or these parameters as they are (SQLSTATE
+    class 22, data exception, or 23, integrity constraint violation), or psycopg could not
+    send a value: the same tuple would be refused again. Anything else (a read-only
+    standby, a table dropped, privileges, a timeout) passes, and fails the tuple instead."""
+    state = getattr(getattr(e, "diag", None), "sqlstate", None) or getattr(e, "sqlstate", None)
+    if state:
+        return state[:2] in ("22", "23")
+    # Refused before it left: a value psycopg cannot adapt or COPY cannot write.
+    return isinstance(e, (psycopg.DataError, psycopg.ProgrammingError, TypeError, ValueError))
+
+
+class _NotTheRow(Exception):
+    """A row's write failed for a reason that is not the row's: the batch fails whole."""
+
+    def __init__(self, cause: BaseException):
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 def _reason(e: BaseException) -> str:
     """A database error in one line: its class and the server's primary message."""
     diag = getattr(e, "diag", None)
@@ -307,8 +327,8 @@ class JdbcInsertBolt(_JdbcBolt):
             conn.commit()
         except _CONNECTION_ERRORS as e:
             return self._unreachable([t for t, _ in batch], e)
-        except psycopg.Error:
-            # A row the database refused: find which, commit the rest.
+        except (psycopg.Error, TypeError, ValueError):
+            # A row the database refused? Find which, commit the rest (or fail them all).
             self._rollback()
             return self._rows_one_by_one(batch)
         self.rows_committed += len(batch)
@@ -325,27 +345,39 @@ class JdbcInsertBolt(_JdbcBolt):
                 cur.executemany(self.statement, rows)
 
     def _rows_one_by_one(self, batch: list[tuple[Tuple, list]]) -> None:
+        """The batch again, a row at a time in one transaction, each row under a savepoint:
+        the rows the database refuses as they are go (bad_tuple), the rest commit together.
+        Any other error fails the whole batch (none of it committed)."""
         good: list[Tuple] = []
-        refused: set[int] = set()
+        refused: list[tuple[Tuple, list, BaseException]] = []
         try:
             conn = self._connection()
-            with conn.cursor() as cur:
+            with conn.transaction(), conn.cursor() as cur:  # the outer transaction
                 for tup, values in batch:
                     try:
-                        with conn.transaction():  # a savepoint inside the outer transaction
+                        with conn.transaction():  # a savepoint inside it
                             self._write_one(cur, values)
                     except _CONNECTION_ERRORS:
                         raise
-                    except psycopg.Error as e:
-                        self.reports.bad_tuple(tup, "row", f"{self.component}: {self.where} "
-                                               f"refused the row {values!r:.200} for "
-                                               f"{self._target()}: {_reason(e)}")
-                        refused.add(id(tup))
+                    except (psycopg.Error, TypeError, ValueError) as e:
+                        if not row_refused(e):
+                            raise _NotTheRow(e) from e
+                        refused.append((tup, values, e))
                         continue
                     good.append(tup)
-            conn.commit()
         except _CONNECTION_ERRORS as e:
-            return self._unreachable([t for t, _ in batch if id(t) not in refused], e)
+            return self._unreachable([t for t, _ in batch], e)
+        except _NotTheRow as e:
+            self._rollback()
+            self.reports.error("statement", f"{self.component}: cannot insert into "
+                               f"{self._target()} on {self.where}: {_reason(e.cause)}; "
+                               f"{len(batch)} tuple(s) were failed and will be replayed")
+            for tup, _ in batch:
+                self.collector.fail(tup)
+            return
+        for tup, values, e in refused:  # settled once the rest committed
+            self.reports.bad_tuple(tup, "row", f"{self.component}: {self.where} refused the "
+                                   f"row {values!r:.200} for {self._target()}: {_reason(e)}")
         self.rows_committed += len(good)
         for tup in good:
             self.collector.ack(tup)
@@ -413,6 +445,13 @@ class JdbcLookupBolt(_JdbcBolt):
                 results = self._query_one_by_one(work)
             except _CONNECTION_ERRORS as e:
                 return self._unreachable([t for t, _ in work], e)
+            except _NotTheRow as e:
+                self.reports.error("query", f"{self.component}: the lookup failed on "
+                                   f"{self.where}: {_reason(e.cause)}; {len(work)} tuple(s) "
+                                   "were failed and will be replayed")
+                for tup, _ in work:
+                    self.collector.fail(tup)
+                return
         for (tup, params), rows in zip(work, results):
             if isinstance(rows, Exception):
                 self.reports.bad_tuple(tup, "query", f"{self.component}: the lookup with "
@@ -456,6 +495,9 @@ class JdbcLookupBolt(_JdbcBolt):
                 except _CONNECTION_ERRORS:
                     raise
                 except psycopg.Error as e:
+                    if not row_refused(e):  # not these parameters' fault: the step fails
+                        conn.rollback()
+                        raise _NotTheRow(e) from e
                     results.append(e)
                 conn.rollback()
         return results

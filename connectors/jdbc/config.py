@@ -20,17 +20,34 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ...client import config as cfg
 
+#: libpq's connection parameters (what a JdbcConfig may hold).
+_LIBPQ_KEYS = frozenset(
+    "host hostaddr port dbname user password passfile channel_binding connect_timeout "
+    "client_encoding options application_name fallback_application_name keepalives "
+    "keepalives_idle keepalives_interval keepalives_count tcp_user_timeout replication "
+    "gssencmode sslmode requiressl sslcompression sslcert sslkey sslpassword sslrootcert "
+    "sslcrl sslcrldir sslsni requirepeer ssl_min_protocol_version ssl_max_protocol_version "
+    "krbsrvname gsslib service target_session_attrs load_balance_hosts".split())
 #: storm-jdbc's HikariCP keys we read (the rest of a Hikari map tunes a Java pool).
 HIKARI_URL_KEYS = ("dataSource.url", "jdbcUrl", "url")
 HIKARI_USER_KEYS = ("dataSource.user", "username", "user")
 HIKARI_PASSWORD_KEYS = ("dataSource.password", "password")
 
 
+def _shown(url: str) -> str:
+    """A URL for a message: no query, no user or password."""
+    head = url.split("?", 1)[0]
+    scheme, sep, rest = head.partition("://")
+    if sep and "@" in rest.split("/", 1)[0]:
+        rest = rest.split("@", 1)[1]
+    return f"{scheme}{sep}{rest}"
+
+
 def _from_jdbc_url(url: str) -> dict[str, Any]:
     """``jdbc:postgresql://host:port/db?user=u&password=p`` as libpq parameters."""
     if not url.startswith("jdbc:postgresql:"):
         raise ValueError(f"only PostgreSQL JDBC URLs are understood (jdbc:postgresql://...), "
-                         f"not {url.split('?')[0]!r}")
+                         f"not {_shown(url)!r}")
     rest = url[len("jdbc:postgresql:"):]
     if not rest.startswith("//"):  # jdbc:postgresql:db means localhost:5432/db
         rest = "//localhost/" + rest
@@ -87,9 +104,12 @@ class JdbcConfig:
         if dsn is not None:
             try:
                 values.update(conninfo_to_dict(dsn))
-            except psycopg.ProgrammingError as e:
-                raise ValueError(f"JdbcConfig: the connection string does not parse: {e}") \
-                    from None
+            except psycopg.ProgrammingError:
+                # libpq's message quotes the text around the mistake: the password, maybe.
+                raise ValueError("JdbcConfig: the connection string does not parse: give "
+                                 "key=value pairs (host=... port=... dbname=... user=...), "
+                                 "quoting a value with spaces ('...'), or a "
+                                 "postgresql://user@host:port/db URI") from None
         if hikari is not None:
             values.update(self._from_hikari(hikari))
         values.update({k: v for k, v in params.items() if v is not None})
@@ -97,8 +117,10 @@ class JdbcConfig:
         values.setdefault("application_name", "squall")
         try:
             make_conninfo(**{k: str(v) for k, v in values.items()})
-        except psycopg.ProgrammingError as e:
-            raise ValueError(f"JdbcConfig: {e}") from None
+        except psycopg.ProgrammingError:
+            unknown = sorted(set(values) - _LIBPQ_KEYS)
+            raise ValueError(f"JdbcConfig: libpq does not take "
+                             f"{', '.join(unknown) or 'one of the settings'}") from None
         self.params = values
 
     def resolve(self, conf: Mapping[str, Any] | None) -> "JdbcConfig":

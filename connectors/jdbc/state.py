@@ -22,6 +22,7 @@ storm-jdbc's HikariCP map, and ``"table"`` (default ``squall_state``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any, Iterator, Mapping
 
@@ -101,44 +102,46 @@ class JdbcKeyValueState(StoredKeyValueState):
             if prepared is not None and (committed is None or prepared > committed) else None
 
     # --- the connection ---------------------------------------------------------------
-    class _Db:
-        def __init__(self, state: "JdbcKeyValueState", doing: str):
-            self.state, self.doing = state, doing
-
-        def __enter__(self) -> psycopg.Connection:
-            s = self.state
-            try:
-                if s.conn is None or s.conn.closed:
-                    s.conn = s.config.connect()
-            except psycopg.Error as e:
-                s.conn = None
-                raise StateError(f"cannot {self.doing} of state {s.namespace!r}: "
-                                 f"{s.config.describe()} is unreachable: {e}") from None
-            return s.conn
-
-        def __exit__(self, kind, exc, tb) -> bool:
-            s = self.state
-            conn = s.conn
-            if exc is None:
-                try:
-                    conn.commit()
-                    return False
-                except psycopg.Error as e:
-                    exc = e
-            if conn is not None:
+    @contextlib.contextmanager
+    def _db(self, doing: str) -> Iterator[psycopg.Connection]:
+        """The connection for one transaction: committed at the end, rolled back on an
+        error; psycopg's errors as a StateError saying what was being done, and where."""
+        try:
+            if self.conn is None or self.conn.closed:
+                self.conn = self.config.connect()
+        except psycopg.Error as e:
+            self._drop()
+            raise StateError(f"cannot {doing} of state {self.namespace!r}: "
+                             f"{self.config.describe()} is unreachable: {e}") from None
+        conn = self.conn
+        try:
+            yield conn
+            conn.commit()
+        except psycopg.Error as e:
+            if isinstance(e, (psycopg.OperationalError, psycopg.InterfaceError)):
+                self._drop()
+            else:
                 try:
                     conn.rollback()
                 except psycopg.Error:
-                    s.conn = None
-            if isinstance(exc, psycopg.Error):
-                if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
-                    s.conn = None
-                raise StateError(f"cannot {self.doing} of state {s.namespace!r} in "
-                                 f"{s.config.describe()} table {s.table!r}: {exc}") from None
-            return False
+                    self._drop()
+            raise StateError(f"cannot {doing} of state {self.namespace!r} in "
+                             f"{self.config.describe()} table {self.table!r}: {e}") from None
+        except BaseException:
+            try:
+                conn.rollback()
+            except psycopg.Error:
+                self._drop()
+            raise
 
-    def _db(self, doing: str) -> "JdbcKeyValueState._Db":
-        return JdbcKeyValueState._Db(self, doing)
+    def _drop(self) -> None:
+        """Close the connection (a new one is made at the next use)."""
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except psycopg.Error:
+                pass
 
     # --- StoredKeyValueState ------------------------------------------------------------
     def _read_committed(self, packed_key: bytes) -> bytes | None:
@@ -209,9 +212,7 @@ class JdbcKeyValueState(StoredKeyValueState):
                                  ).format(self._tx), (self.namespace,))
 
     def close(self) -> None:
-        conn, self.conn = self.conn, None
-        if conn is not None:
-            conn.close()
+        self._drop()
 
 
 class JdbcKeyValueStateProvider(StateProvider):

@@ -44,6 +44,31 @@ def _text(e: BaseException) -> str:
         else str(e)
 
 
+#: Replies that say the server cannot take the command now, not that it refuses it as it is:
+#: the tuple fails (and replays) rather than being dropped as a bad one.
+PASSING_REFUSALS = ("READONLY", "OOM", "CLUSTERDOWN", "TRYAGAIN", "NOPERM", "LOADING", "BUSY",
+                    "MASTERDOWN", "NOREPLICAS", "MISCONF", "MOVED", "ASK", "NOAUTH",
+                    "WRONGPASS", "NOSCRIPT", "UNBLOCKED")
+
+
+def refused_as_is(reply: BaseException) -> bool:
+    """Whether an error reply refuses the command for what it is (``WRONGTYPE``, a value
+    out of range), so the same tuple would be refused again."""
+    # redis-py turns the codes it knows into classes (and drops the code from the text).
+    if isinstance(reply, _PASSING_CLASSES):
+        return False
+    code = str(reply).split(" ", 1)[0].upper()
+    return code not in PASSING_REFUSALS
+
+
+_PASSING_CLASSES = (redis.exceptions.ReadOnlyError, redis.exceptions.OutOfMemoryError,
+                    redis.exceptions.BusyLoadingError, redis.exceptions.AuthenticationError,
+                    redis.exceptions.NoPermissionError, redis.exceptions.NoScriptError,
+                    redis.exceptions.ClusterError, redis.exceptions.ClusterDownError,
+                    redis.exceptions.TryAgainError, redis.exceptions.MovedError,
+                    redis.exceptions.AskError, redis.exceptions.MasterDownError)
+
+
 def _score(value: Any) -> float:
     try:
         if isinstance(value, bool):
@@ -133,9 +158,13 @@ class _RedisBolt(Bolt):
             pipe.reset()
         for (tup, key), reply in zip(work, replies):
             if isinstance(reply, Exception):
-                self.reports.bad_tuple(tup, "command", f"{self.component}: {self.where} "
-                                       f"refused the command for key {key!r} "
-                                       f"({self.data_type.name}): {reply}")
+                text = (f"{self.component}: {self.where} refused the command for key {key!r} "
+                        f"({self.data_type.name}): {reply}")
+                if refused_as_is(reply):
+                    self.reports.bad_tuple(tup, "command", text)
+                else:  # the server's state, which passes: replayed
+                    self.reports.error("command", f"{text}; it was failed and will be replayed")
+                    self.collector.fail(tup)
                 continue
             try:
                 self.settle(tup, key, reply)

@@ -56,10 +56,11 @@ class EntryTranslator:
 
     def __init__(self, fields: Sequence[str] | None = None):
         self.fields = list(fields) if fields else None
-        #: Where each of ``fields`` stood in the last entry's flat field list: entries of a
-        #: stream mostly share a layout, so the next one is read without building a dict.
-        self._at: list[int] | None = None
-        self._at_last = 0
+        #: The field names of the last entry read by position, and where each of ``fields``
+        #: stood among its values: entries of a stream mostly share a layout, so the next
+        #: one is read without building a dict.
+        self._keys: list | None = None
+        self._at: list = []
 
     def __call__(self, entry_id: str, fields: dict) -> list:
         if self.fields is None:
@@ -70,22 +71,15 @@ class EntryTranslator:
         """The same values from the entry's fields as Redis sends them, ``[k1, v1, ...]``."""
         if self.fields is None:
             return [entry_id, dict(zip(flat[::2], flat[1::2]))]
-        at = self._at
-        if at is not None and len(flat) > self._at_last + 1:
-            if len(at) == 1:  # the common case: one field wanted
-                p = at[0]
-                if flat[p] == self.fields[0]:
-                    return [flat[p + 1]]
-            names = self.fields
-            for i, p in enumerate(at):
-                if flat[p] != names[i]:
-                    break
-            else:
-                return [flat[p + 1] for p in at]
         keys = flat[::2]
-        if all(f in keys for f in self.fields) and len(set(keys)) == len(keys):
-            self._at = [2 * keys.index(f) for f in self.fields]
-            self._at_last = max(self._at)
+        if keys == self._keys:  # the layout of the entry before: read by position
+            return [flat[p] for p in self._at]
+        if len(set(keys)) == len(keys):  # a field twice: the dict's last one, every time
+            self._keys = keys
+            self._at = [2 * keys.index(f) + 1 if f in keys else None for f in self.fields]
+            if None not in self._at:
+                return [flat[p] for p in self._at]
+            self._keys = None
         return self(entry_id, dict(zip(keys, flat[1::2])))
 
     def output_fields(self) -> list[str]:
@@ -169,8 +163,13 @@ class RedisStreamSpout(Spout):
         self.acks_held = ACKS_HELD * self.batch
         #: Acks since the gauges' clock was last looked at (not at every ack: it costs).
         self.acks_since = 0
-        #: The translator's reader of fields as Redis sends them, when it has one.
-        self._from_flat = getattr(self.translator, "from_flat", None)
+        #: The translator's reader of fields as Redis sends them: an EntryTranslator's, unless
+        #: a subclass of it changed what an entry becomes (its __call__) and not that.
+        cls = type(self.translator)
+        fast = getattr(cls, "from_flat", None)
+        self._from_flat = self.translator.from_flat if fast is not None and (
+            cls.__call__ is EntryTranslator.__call__ or fast is not EntryTranslator.from_flat
+        ) else None
         #: Reading back this consumer's own pending entries (after a restart) from this id;
         #: None once they are all read and it reads new entries.
         self.own_from: str | None = "0"

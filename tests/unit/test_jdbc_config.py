@@ -133,3 +133,25 @@ def test_a_topology_files_postgres_tables_are_checked(tmp_path):
     bad.write_text(body.format(tables="{'t': ['a text']}"))
     with pytest.raises(SquallError, match="POSTGRES_TABLES must map table names to their columns"):
         load_topology_file(str(bad))
+
+
+def test_redaction_leaves_values_without_a_secret_as_they_were():
+    values = {"a": "UPDATE users SET password = x WHERE id = %s",   # SQL, not a conninfo
+              "b": '{"city": "Zürich",  "n": 1}',                  # JSON kept to the byte
+              "c": "http://example.com/a@b", "d": "me@example.com"}
+    assert redact(values) == values
+    shown = redact({"e": '  [{"password": "x"}]', "f": "PGPASSWORD=abc",
+                    "g": "db_password=abc user=u", "h": "nats://tok@h:4222",
+                    "i": "jdbc:postgresql://h/db?user=u&password=secret&ssl=true"})
+    assert shown == {"e": '[{"password": "<redacted>"}]', "f": "PGPASSWORD=<redacted>",
+                     "g": "db_password=<redacted> user=u", "h": "nats://<redacted>@h:4222",
+                     "i": "jdbc:postgresql://h/db?user=u&password=<redacted>&ssl=true"}
+
+
+@pytest.mark.parametrize("kwargs", [{"dsn": "host=h password=my secret"},
+                                    {"dsn": "postgresql://u:pa%zzss@h/db"},
+                                    {"hikari": {"dataSource.url": "postgresql://u:s3cret@h/db"}}])
+def test_a_config_that_does_not_parse_never_shows_its_password(kwargs):
+    with pytest.raises(ValueError) as e:
+        JdbcConfig(**kwargs)
+    assert "secret" not in str(e.value) and "zzss" not in str(e.value)

@@ -99,7 +99,9 @@ def test_entry_translator_reads_fields_as_redis_sends_them_whatever_their_layout
              (["user", "u4", "action", "a4"], ["u4", "a4"]),
              (["user", "u5"], ["u5", None]),
              (["x", "1", "user", "u6", "action", "a6"], ["u6", "a6"]),
-             (["user", "u7", "user", "u8", "action", "a7"], ["u8", "a7"])]
+             (["user", "u7", "user", "u8", "action", "a7"], ["u8", "a7"]),
+             (["user", "u9", "action", "a9"], ["u9", "a9"]),
+             (["user", "first", "user", "last"], ["last", None])]
     for flat, values in table:
         assert t.from_flat("1-0", flat) == values, flat
         assert t("1-0", dict(zip(flat[::2], flat[1::2]))) == values
@@ -108,3 +110,40 @@ def test_entry_translator_reads_fields_as_redis_sends_them_whatever_their_layout
     assert one.from_flat("2-0", ["other", "x"]) == [None]
     assert one.from_flat("3-0", ["sentence", "c"]) == ["c"]
     assert EntryTranslator().from_flat("4-0", ["k", "v"]) == ["4-0", {"k": "v"}]
+
+
+def test_a_refusal_that_passes_fails_the_tuple_one_that_does_not_drops_it():
+    from squall.connectors.redis.bolt import refused_as_is
+    assert refused_as_is(Exception("WRONGTYPE Operation against a key holding the wrong kind"))
+    assert refused_as_is(Exception("ERR value is not a valid float"))
+    for passing in ("READONLY You can't write against a read only replica.",
+                    "OOM command not allowed when used memory > 'maxmemory'.",
+                    "CLUSTERDOWN The cluster is down", "LOADING Redis is loading",
+                    "NOPERM this user has no permissions"):
+        assert not refused_as_is(Exception(passing)), passing
+    import redis.exceptions as e
+    # As redis-py raises them: its known codes become classes, the code left out of the text.
+    for cls in (e.ReadOnlyError, e.OutOfMemoryError, e.BusyLoadingError, e.NoPermissionError,
+                e.ClusterDownError, e.TryAgainError):
+        assert not refused_as_is(cls("the server cannot now")), cls
+    assert refused_as_is(e.ResponseError("WRONGTYPE Operation against a key"))
+
+
+def test_a_translator_subclass_that_changes_an_entry_is_called_for_every_entry():
+    from types import SimpleNamespace
+
+    from squall.connectors.redis import RedisStreamSpout
+    from squall.connectors.redis.streams import EntryTranslator
+
+    class Upper(EntryTranslator):
+        def __call__(self, entry_id, fields):
+            return [v.upper() for v in super().__call__(entry_id, fields)]
+
+    spout = RedisStreamSpout("s", translator=Upper(["x"]))
+    spout.open({}, SimpleNamespace(this_component_id="c", this_task_index=1, metrics=None),
+               SimpleNamespace())
+    assert spout._from_flat is None  # the spout builds the dict and calls the subclass
+    plain = RedisStreamSpout("s", translator=EntryTranslator(["x"]))
+    plain.open({}, SimpleNamespace(this_component_id="c", this_task_index=1, metrics=None),
+               SimpleNamespace())
+    assert plain._from_flat is not None
