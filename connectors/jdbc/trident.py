@@ -15,7 +15,9 @@ value and ``prev`` are ``jsonb`` (any JSON-able value, a number stays queryable 
 ``(value)::bigint``). A batch's writes of one partition are one ``INSERT ... ON CONFLICT DO
 UPDATE`` transaction: a worker killed mid-write leaves the batch's rows all written or none.
 The table is made when missing, its key columns typed after the first keys seen (or
-``key_types``); an existing table must have the columns.
+``key_types``); an existing table must have the columns, and give back a key as Python
+had it (text for str, bigint for int: a char(n) column pads, a real rounds, and such a
+key would never be found again).
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ def _sql_type(value: Any) -> str:
     for py, name in _SQL_TYPES:
         if type(value) is py:
             return name
-    return "jsonb"
+    raise StateError(f"a JdbcMapState key's values are str, int, float, bool or bytes (each a "
+                     f"column); got {type(value).__name__} {value!r:.60}")
 
 
 class JdbcBackingMap(BackingMap):
